@@ -1,0 +1,33 @@
+#include "cli/command_setup.hpp"
+
+#include "plugins/plugin_discovery.hpp"
+#include "recipe/recipe_validator.hpp"
+
+namespace privdiff::core::cli {
+
+void load_plugins(ComponentRegistry& registry, const GlobalOptions& global, const RecipeDocument* recipe) {
+  for (const auto& dir : global.plugin_paths) registry.add_directory(dir);
+  for (const auto& dir : plugin_path_from_environment()) registry.add_directory(dir);
+  if (recipe) {
+    for (const auto& dir : recipe_plugin_directories(*recipe)) registry.add_directory(dir);
+  }
+  registry.add_directory(default_plugin_directory());
+}
+
+Recipe load_recipe(const std::string& file, const std::vector<std::string>& overrides, const GlobalOptions& global,
+                   ComponentRegistry& registry) {
+  RecipeDocument document = RecipeDocument::load(file);
+  std::vector<Diagnostic> override_errors = document.apply_overrides(overrides);
+  load_plugins(registry, global, &document);
+  try {
+    Recipe recipe = validate_recipe(document, registry);
+    if (!override_errors.empty()) throw RecipeError(std::move(override_errors));
+    return recipe;
+  } catch (const RecipeError& e) {
+    std::vector<Diagnostic> all = e.diagnostics();
+    all.insert(all.end(), override_errors.begin(), override_errors.end());
+    throw RecipeError(std::move(all));
+  }
+}
+
+}  // namespace privdiff::core::cli

@@ -1,0 +1,24 @@
+#pragma once
+// What several commands do first: load plugins from every search location, and load, override
+// and validate a recipe.
+
+#include "cli/commands.hpp"
+#include "plugins/component_registry.hpp"
+#include "recipe/recipe.hpp"
+#include "recipe/recipe_document.hpp"
+
+#include <string>
+#include <vector>
+
+namespace privdiff::core::cli {
+
+/// Loads plugins from: --plugin-path dirs, $PRIVDIFF_PLUGIN_PATH, the recipe's [plugins] search
+/// (when a recipe is given), then the plugins installed next to the executable.
+void load_plugins(ComponentRegistry& registry, const GlobalOptions& global, const RecipeDocument* recipe);
+
+/// Parses `file`, applies `overrides`, loads plugins and validates. Throws RecipeError with
+/// every problem found, override errors included.
+Recipe load_recipe(const std::string& file, const std::vector<std::string>& overrides, const GlobalOptions& global,
+                   ComponentRegistry& registry);
+
+}  // namespace privdiff::core::cli

@@ -1,0 +1,30 @@
+#pragma once
+// The CLI's subcommands. Each add_*_command registers its options on `app` and returns the
+// subcommand; main.cpp stays a dispatcher.
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+namespace privdiff::core::cli {
+
+/// Options every subcommand shares.
+struct GlobalOptions {
+  std::vector<std::string> plugin_paths;  ///< --plugin-path, searched before everything else
+};
+
+/// Exit codes: 0 success, 1 the work failed, 2 bad input (arguments, recipe, unknown id).
+enum ExitCode : int { exit_ok = 0, exit_failure = 1, exit_bad_input = 2 };
+
+/// Thrown for bad input the user can fix; main prints what() and exits with exit_bad_input.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+CLI::App* add_plugins_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
+CLI::App* add_validate_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
+CLI::App* add_run_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
+
+}  // namespace privdiff::core::cli

@@ -1,0 +1,48 @@
+// privdiff: the host's command line. Subcommands live in core/cli/*_command.cpp.
+#include "cli/commands.hpp"
+#include "recipe/diagnostic.hpp"
+
+#include <privdiff/build_config.hpp>
+
+#include <iostream>
+
+int main(int argc, char** argv) {
+  using namespace privdiff::core;
+  using namespace privdiff::core::cli;
+
+  CLI::App app{"privdiff " PRIVDIFF_SDK_VERSION
+               " - differentially private image generation with diffusion models"};
+  app.set_version_flag("--version", std::string("privdiff ") + PRIVDIFF_SDK_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough();
+
+  GlobalOptions global;
+  app.add_option("--plugin-path", global.plugin_paths,
+                 "extra plugin directory, searched before $PRIVDIFF_PLUGIN_PATH (repeatable)")
+      ->allow_extra_args(false);
+  int exit_code = exit_ok;
+  add_plugins_command(app, global, exit_code);
+  add_validate_command(app, global, exit_code);
+  add_run_command(app, global, exit_code);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help/version or the usage error
+    return code == 0 ? exit_ok : exit_bad_input;
+  } catch (const RecipeError& e) {
+    std::cerr << e.what() << "\n"
+              << e.diagnostics().size() << (e.diagnostics().size() == 1 ? " error" : " errors") << "\n";
+    return exit_bad_input;
+  } catch (const UsageError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return exit_bad_input;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return exit_failure;
+  } catch (...) {
+    std::cerr << "error: unexpected failure\n";
+    return exit_failure;
+  }
+  return exit_code;
+}

@@ -1,0 +1,57 @@
+#include "recipe/core_schemas.hpp"
+
+namespace privdiff::core {
+
+using sdk::Key;
+using sdk::Schema;
+
+const Schema& run_schema() {
+  static const Schema schema = Schema{}
+      .add(Key::string("name").optional().doc("run name; default: the recipe file's name without .toml"))
+      .add(Key::integer("seed").at_least(0).defaults(0).doc("seed of every random draw except secure noise"))
+      .add(Key::string("device").one_of({"auto", "cpu", "cuda"}).defaults("auto")
+               .doc("where to train and sample; auto = CUDA when available"))
+      .add(Key::integer("threads").at_least(0).defaults(0).doc("CPU threads; 0 = all cores"));
+  return schema;
+}
+
+const Schema& privacy_schema() {
+  static const Schema schema = Schema{}
+      .add(Key::number("epsilon").greater_than(0).optional()
+               .doc("privacy target epsilon over the whole run (all stages)"))
+      .add(Key::number("delta").greater_than(0).less_than(1).optional()
+               .doc("privacy target delta; use well below 1/N for N private examples"))
+      .add(Key::string("accountant").defaults("rdp")
+               .doc("accountant that checks the target and calibrates noise_multiplier = \"auto\""))
+      .add(Key::string_list("report").defaults(sdk::ConfigValue{std::vector<std::string>{}})
+               .doc("further accountants whose epsilon is reported at the end of the run"));
+  return schema;
+}
+
+const Schema& data_schema() {
+  static const Schema schema = Schema{}
+      .add(Key::string("dataset").optional().doc("dataset name, e.g. \"fashion-mnist\""))
+      .add(Key::string("path").optional().doc("directory of the dataset files; default: the dataset's system location"))
+      .add(Key::string("split").one_of({"train", "test"}).defaults("train").doc("which split to train on"))
+      .add(Key::integer_list("classes").at_least(0).optional().doc("keep only these class labels"))
+      .add(Key::boolean("public").defaults(false)
+               .doc("true marks the data as public: non-private stages may train on it"));
+  return schema;
+}
+
+const Schema& plugins_schema() {
+  static const Schema schema = Schema{}.add(
+      Key::string_list("search").defaults(sdk::ConfigValue{std::vector<std::string>{}})
+          .doc("extra plugin directories, relative to the recipe file"));
+  return schema;
+}
+
+const std::vector<SectionShape>& recipe_sections() {
+  static const std::vector<SectionShape> sections = {
+      {"run", false},   {"privacy", false}, {"data", false},    {"plugins", false},
+      {"model", false}, {"stage", true},    {"sampler", false}, {"accountants", false},
+  };
+  return sections;
+}
+
+}  // namespace privdiff::core

@@ -1,0 +1,25 @@
+#pragma once
+// Schemas of the recipe sections the host itself owns ([run], [privacy], [data], [plugins]) and
+// of the selector keys of component sections. Shown by `privdiff plugins show` under "recipe".
+
+#include <privdiff/config/schema.hpp>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace privdiff::core {
+
+const sdk::Schema& run_schema();
+const sdk::Schema& privacy_schema();
+const sdk::Schema& data_schema();
+const sdk::Schema& plugins_schema();
+
+/// The top-level sections a recipe may have, with the shape each must have.
+struct SectionShape {
+  std::string name;
+  bool array_of_tables;  ///< [[stage]] rather than [model]
+};
+const std::vector<SectionShape>& recipe_sections();
+
+}  // namespace privdiff::core

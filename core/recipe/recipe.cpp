@@ -1,0 +1,51 @@
+#include "recipe/recipe.hpp"
+
+#include <privdiff/config/value.hpp>
+
+#include <sstream>
+
+namespace privdiff::core {
+
+namespace {
+
+void write_values(std::ostringstream& out, const sdk::Config& config) {
+  for (const auto& [key, value] : config.values()) out << key << " = " << sdk::to_toml(value) << "\n";
+}
+
+}  // namespace
+
+std::string Recipe::to_toml() const {
+  std::ostringstream out;
+  out << "# Resolved recipe: " << file << ", with every default written out.\n";
+  out << "\n[run]\n";
+  write_values(out, run);
+  out << "\n[privacy]\n";
+  write_values(out, privacy);
+  out << "\n[data]\n";
+  write_values(out, data);
+  if (!plugin_search.empty()) {
+    std::vector<std::string> dirs;
+    for (const auto& p : plugin_search) dirs.push_back(p.string());
+    out << "\n[plugins]\nsearch = " << sdk::to_toml(sdk::ConfigValue{dirs}) << "\n";
+  }
+  if (model) {
+    out << "\n[model]\ntype = " << sdk::to_toml(sdk::ConfigValue{model->id}) << "\n";
+    write_values(out, model->config);
+  }
+  for (const auto& stage : stages) {
+    out << "\n[[stage]]\nname = " << sdk::to_toml(sdk::ConfigValue{stage.name})
+        << "\nmechanism = " << sdk::to_toml(sdk::ConfigValue{stage.mechanism.id}) << "\n";
+    write_values(out, stage.mechanism.config);
+  }
+  if (sampler) {
+    out << "\n[sampler]\ntype = " << sdk::to_toml(sdk::ConfigValue{sampler->id}) << "\n";
+    write_values(out, sampler->config);
+  }
+  for (const auto& [id, config] : accountants) {
+    out << "\n[accountants." << id << "]\n";
+    write_values(out, config);
+  }
+  return out.str();
+}
+
+}  // namespace privdiff::core

@@ -1,0 +1,324 @@
+#include "recipe/recipe_validator.hpp"
+
+#include "recipe/core_schemas.hpp"
+#include "recipe/suggest.hpp"
+
+#include <privdiff/config/value.hpp>
+
+#include <algorithm>
+#include <set>
+
+namespace privdiff::core {
+
+namespace fs = std::filesystem;
+using sdk::ComponentKind;
+using sdk::ConfigValue;
+using sdk::Key;
+using sdk::Schema;
+using sdk::ValueType;
+
+namespace {
+
+// How a TOML value is shown after "got".
+std::string render(const toml::node& node) {
+  if (auto* s = node.as_string()) return sdk::to_toml(ConfigValue{s->get()});
+  if (auto* i = node.as_integer()) return std::to_string(i->get());
+  if (auto* f = node.as_floating_point()) return sdk::to_toml(ConfigValue{f->get()});
+  if (auto* b = node.as_boolean()) return b->get() ? "true" : "false";
+  if (auto* a = node.as_array()) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < a->size(); ++i) out += (i ? ", " : "") + render(*a->get(i));
+    return out + "]";
+  }
+  if (node.is_table()) return "a table";
+  return "a date/time";
+}
+
+bool is_list(ValueType t) {
+  return t == ValueType::integer_list || t == ValueType::number_list || t == ValueType::string_list;
+}
+
+// Converts one TOML node to the key's type; nullopt when the TOML type does not fit.
+std::optional<ConfigValue> convert_scalar(const toml::node& node, ValueType type) {
+  switch (type) {
+    case ValueType::boolean:
+      if (auto* b = node.as_boolean()) return ConfigValue{b->get()};
+      return std::nullopt;
+    case ValueType::integer:
+    case ValueType::integer_list:
+      if (auto* i = node.as_integer()) return ConfigValue{i->get()};
+      return std::nullopt;
+    case ValueType::number:
+    case ValueType::number_list:
+      if (auto* i = node.as_integer()) return ConfigValue{static_cast<double>(i->get())};
+      if (auto* f = node.as_floating_point()) return ConfigValue{f->get()};
+      return std::nullopt;
+    case ValueType::string:
+    case ValueType::string_list:
+      if (auto* s = node.as_string()) return ConfigValue{s->get()};
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::optional<ConfigValue> convert(const toml::node& node, const Key& key) {
+  if (!key.keywords().empty() && node.is_string()) return ConfigValue{node.as_string()->get()};
+  if (!is_list(key.type())) return convert_scalar(node, key.type());
+  auto* array = node.as_array();
+  if (!array) return std::nullopt;
+  std::vector<std::int64_t> ints;
+  std::vector<double> numbers;
+  std::vector<std::string> strings;
+  for (const auto& element : *array) {
+    auto v = convert_scalar(element, key.type());
+    if (!v) return std::nullopt;
+    if (auto* i = std::get_if<std::int64_t>(&*v)) ints.push_back(*i);
+    if (auto* d = std::get_if<double>(&*v)) numbers.push_back(*d);
+    if (auto* s = std::get_if<std::string>(&*v)) strings.push_back(*s);
+  }
+  if (key.type() == ValueType::integer_list) return ConfigValue{ints};
+  if (key.type() == ValueType::number_list) return ConfigValue{numbers};
+  return ConfigValue{strings};
+}
+
+std::vector<std::string> key_names(const Schema& schema, const std::vector<std::string>& extra) {
+  std::vector<std::string> names = extra;
+  for (const auto& k : schema.keys()) names.push_back(k.name());
+  return names;
+}
+
+class Validator {
+ public:
+  Validator(const RecipeDocument& doc, const ComponentRegistry& registry) : doc_(doc), registry_(registry) {}
+
+  Recipe run() {
+    Recipe recipe;
+    recipe.file = doc_.file();
+    const toml::table& root = doc_.root();
+    check_top_level(root);
+
+    const toml::table empty;
+    auto section = [&](const char* name) -> const toml::table& {
+      const toml::table* t = root.get_as<toml::table>(name);
+      return t ? *t : empty;
+    };
+
+    auto run_values = table_values(section("run"), "run", run_schema(), {});
+    if (!run_values.count("name")) run_values["name"] = fs::path(doc_.file()).stem().string();
+    recipe.run = sdk::Config("run", run_values);
+    recipe.privacy = sdk::Config("privacy", table_values(section("privacy"), "privacy", privacy_schema(), {}));
+    recipe.data = sdk::Config("data", table_values(section("data"), "data", data_schema(), {}));
+    sdk::Config plugins("plugins", table_values(section("plugins"), "plugins", plugins_schema(), {}));
+    for (const auto& dir : plugins.get_string_list("search")) {
+      recipe.plugin_search.push_back(doc_.base_directory() / dir);
+    }
+
+    if (auto* model = root.get_as<toml::table>("model")) {
+      recipe.model = component(*model, "model", "type", ComponentKind::model);
+    }
+    if (auto* sampler = root.get_as<toml::table>("sampler")) {
+      recipe.sampler = component(*sampler, "sampler", "type", ComponentKind::sampler);
+    }
+    check_stages(root, recipe);
+    check_accountants(root, recipe);
+
+    if (!diagnostics_.empty()) {
+      sort_by_position(diagnostics_);
+      throw RecipeError(std::move(diagnostics_));
+    }
+    return recipe;
+  }
+
+ private:
+  void error(const toml::node& node, const std::string& path, std::string message) {
+    diagnostics_.push_back(doc_.diagnostic_at(node, path, std::move(message)));
+  }
+
+  void check_top_level(const toml::table& root) {
+    std::vector<std::string> names;
+    for (const auto& s : recipe_sections()) names.push_back(s.name);
+    for (auto&& [k, node] : root) {
+      const std::string name(k.str());
+      auto it = std::find_if(recipe_sections().begin(), recipe_sections().end(),
+                             [&](const SectionShape& s) { return s.name == name; });
+      if (it == recipe_sections().end()) {
+        error(node, name, "unknown section '" + name + "'" + did_you_mean(name, names) +
+                              "; recipe sections: " + join(names));
+      } else if (it->array_of_tables && !node.is_array_of_tables()) {
+        error(node, name, "expected an array of tables ([[" + name + "]]), got " + render(node));
+      } else if (!it->array_of_tables && !node.is_table()) {
+        error(node, name, "expected a table ([" + name + "]), got " + render(node));
+      }
+    }
+  }
+
+  // Converts and checks every key of `table` against `schema`; `selectors` are keys handled by
+  // the caller (e.g. "type"). Fills defaults; reports unknown, mistyped and missing keys.
+  std::map<std::string, ConfigValue> table_values(const toml::table& table, const std::string& path,
+                                                  const Schema& schema, const std::vector<std::string>& selectors) {
+    std::map<std::string, ConfigValue> values;
+    for (auto&& [k, node] : table) {
+      const std::string name(k.str());
+      const std::string key_path = child_path(path, name);
+      if (std::find(selectors.begin(), selectors.end(), name) != selectors.end()) continue;
+      const Key* key = schema.find(name);
+      if (!key) {
+        const auto names = key_names(schema, selectors);
+        const std::string suggestion = did_you_mean(name, names);
+        error(node, key_path, "unknown key '" + name + "'" +
+                                  (suggestion.empty() ? "; valid keys: " + join(names) : suggestion));
+        continue;
+      }
+      std::optional<ConfigValue> value;
+      if (key->type() == ValueType::string && !node.is_string()) {
+        if (auto raw = doc_.override_text(key_path)) value = ConfigValue{*raw};  // --set run.name=123
+      }
+      if (!value) value = convert(node, *key);
+      if (!value || !key->accepts(*value)) {
+        error(node, key_path, "expected " + key->expectation() + ", got " + render(node));
+        continue;
+      }
+      values[name] = *value;
+    }
+    for (const auto& key : schema.keys()) {
+      if (table.contains(key.name())) continue;
+      if (key.default_value()) {
+        values[key.name()] = *key.default_value();
+      } else if (key.is_required()) {
+        error(table, child_path(path, key.name()),
+              "missing required key '" + key.name() + "' (expected " + key.expectation() + ")");
+      }
+    }
+    return values;
+  }
+
+  std::string unknown_component(ComponentKind kind, const std::string& id) const {
+    const auto available = registry_.ids(kind);
+    std::string message = "unknown " + sdk::to_string(kind) + " '" + id + "'" + did_you_mean(id, available) +
+                          "; available " + sdk::plural(kind) + ": " + join(available);
+    const std::string hint = registry_.refused_hint(id);
+    return hint.empty() ? message : message + "; " + hint;
+  }
+
+  // A component section: `selector` names the component; `own_keys` belong to the host (stage name).
+  std::optional<ComponentSection> component(const toml::table& table, const std::string& path,
+                                            const std::string& selector, ComponentKind kind,
+                                            const std::vector<std::string>& own_keys = {}) {
+    const std::string selector_path = child_path(path, selector);
+    const toml::node* node = table.get(selector);
+    if (!node) {
+      error(table, selector_path, "missing required key '" + selector + "' (expected one of the available " +
+                                      sdk::plural(kind) + ": " + join(registry_.ids(kind)) + ")");
+      return std::nullopt;
+    }
+    if (!node->is_string()) {
+      error(*node, selector_path, "expected string (" + sdk::to_string(kind) + " id), got " + render(*node));
+      return std::nullopt;
+    }
+    const std::string id = node->as_string()->get();
+    auto found = registry_.find(kind, id);
+    if (!found) {
+      error(*node, selector_path, unknown_component(kind, id));
+      return std::nullopt;
+    }
+    std::vector<std::string> skip = own_keys;
+    skip.insert(skip.begin(), selector);
+    auto values = table_values(table, path, found->registration->schema, skip);
+    return ComponentSection{id, sdk::Config(path, std::move(values))};
+  }
+
+  void check_stages(const toml::table& root, Recipe& recipe) {
+    const toml::array* stages = root.get_as<toml::array>("stage");
+    if (!stages || !stages->is_array_of_tables()) return;
+    std::set<std::string> names;
+    for (std::size_t i = 0; i < stages->size(); ++i) {
+      const toml::table& table = *stages->get(i)->as_table();
+      const std::string path = child_path("stage", i);
+      std::string name = "stage" + std::to_string(i);
+      if (const toml::node* n = table.get("name")) {
+        if (auto* s = n->as_string()) {
+          name = s->get();
+        } else {
+          error(*n, child_path(path, "name"), "expected string, got " + render(*n));
+        }
+        if (!names.insert(name).second) error(*n, child_path(path, "name"), "stage name '" + name + "' is used twice");
+      }
+      if (!root.contains("model") && i == 0) {
+        error(table, path, "a [[stage]] trains a model, but the recipe has no [model] section");
+      }
+      if (auto mechanism = component(table, path, "mechanism", ComponentKind::mechanism, {"name"})) {
+        recipe.stages.push_back(StageSection{name, std::move(*mechanism)});
+      }
+    }
+  }
+
+  void check_accountants(const toml::table& root, Recipe& recipe) {
+    // Which accountants the recipe uses: [privacy] accountant and report, when [privacy] is given.
+    if (const toml::table* privacy = root.get_as<toml::table>("privacy")) {
+      auto use = [&](const toml::node& node, const std::string& path, const std::string& id) {
+        if (!registry_.find(ComponentKind::accountant, id)) {
+          error(node, path, unknown_component(ComponentKind::accountant, id));
+        } else if (std::find(recipe.accountant_ids.begin(), recipe.accountant_ids.end(), id) ==
+                   recipe.accountant_ids.end()) {
+          recipe.accountant_ids.push_back(id);
+        }
+      };
+      if (const toml::node* n = privacy->get("accountant"); n && n->is_string()) {
+        use(*n, "privacy.accountant", n->as_string()->get());
+      } else if (!n) {
+        use(*privacy, "privacy.accountant", recipe.privacy.get_string("accountant"));
+      }
+      if (const toml::array* report = privacy->get_as<toml::array>("report")) {
+        for (std::size_t i = 0; i < report->size(); ++i) {
+          if (auto* s = report->get(i)->as_string()) use(*s, child_path("privacy.report", i), s->get());
+        }
+      }
+    }
+    // Options of accountants: [accountants.<id>] tables.
+    const toml::table* options = root.get_as<toml::table>("accountants");
+    for (const auto& id : recipe.accountant_ids) {
+      auto found = registry_.find(ComponentKind::accountant, id);
+      const toml::table* table = options ? options->get_as<toml::table>(id) : nullptr;
+      const toml::table empty;
+      recipe.accountants[id] = sdk::Config(
+          "accountants." + id,
+          table_values(table ? *table : empty, "accountants." + id, found->registration->schema, {}));
+    }
+    if (!options) return;
+    for (auto&& [k, node] : *options) {
+      const std::string id(k.str());
+      const std::string path = "accountants." + id;
+      if (!node.is_table()) {
+        error(node, path, "expected a table ([accountants." + id + "]), got " + render(node));
+      } else if (!registry_.find(ComponentKind::accountant, id)) {
+        error(node, path, unknown_component(ComponentKind::accountant, id));
+      } else if (!recipe.accountants.count(id)) {
+        // Options for an accountant the recipe does not use: still check them.
+        auto found = registry_.find(ComponentKind::accountant, id);
+        table_values(*node.as_table(), path, found->registration->schema, {});
+      }
+    }
+  }
+
+  const RecipeDocument& doc_;
+  const ComponentRegistry& registry_;
+  std::vector<Diagnostic> diagnostics_;
+};
+
+}  // namespace
+
+std::vector<fs::path> recipe_plugin_directories(const RecipeDocument& document) {
+  std::vector<fs::path> dirs;
+  const toml::array* search = document.root()["plugins"]["search"].as_array();
+  if (!search) return dirs;
+  for (const auto& entry : *search) {
+    if (auto* s = entry.as_string()) dirs.push_back(document.base_directory() / s->get());
+  }
+  return dirs;
+}
+
+Recipe validate_recipe(const RecipeDocument& document, const ComponentRegistry& registry) {
+  return Validator(document, registry).run();
+}
+
+}  // namespace privdiff::core

@@ -1,0 +1,53 @@
+#include "run/atomic_file.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <unistd.h>
+
+namespace privdiff::core {
+
+namespace fs = std::filesystem;
+
+void write_file_atomically(const fs::path& path, const std::string& contents) {
+  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  auto fail = [&](const char* what) {
+    const std::string reason = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    throw std::runtime_error("cannot " + std::string(what) + " " + path.string() + ": " + reason);
+  };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail("create a temporary file for");
+  const char* data = contents.data();
+  std::size_t left = contents.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, data, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::close(fd);
+      fail("write");
+    }
+    data += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    ::close(fd);
+    fail("flush");
+  }
+  if (::close(fd) != 0) fail("close");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("replace");
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path.string());
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+}  // namespace privdiff::core

@@ -1,0 +1,29 @@
+#pragma once
+// The components a recipe names, constructed from their validated configs.
+
+#include "plugins/component_registry.hpp"
+#include "recipe/recipe.hpp"
+
+#include <privdiff/components/accountant.hpp>
+#include <privdiff/components/mechanism.hpp>
+#include <privdiff/components/model.hpp>
+#include <privdiff/components/sampler.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace privdiff::core {
+
+struct ComposedRun {
+  std::unique_ptr<sdk::Model> model;                          ///< null when the recipe has no [model]
+  std::vector<std::unique_ptr<sdk::Mechanism>> mechanisms;    ///< one per [[stage]], in order
+  std::unique_ptr<sdk::Sampler> sampler;                      ///< null when the recipe has no [sampler]
+  std::map<std::string, std::unique_ptr<sdk::Accountant>> accountants;  ///< every accountant the recipe names
+};
+
+/// Constructs every component; errors name the component, its plugin and the recipe section.
+ComposedRun compose(const Recipe& recipe, const ComponentRegistry& registry);
+
+}  // namespace privdiff::core

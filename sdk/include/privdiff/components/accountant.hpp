@@ -1,0 +1,36 @@
+#pragma once
+/// @file
+/// Accountant: turns privacy events into (epsilon, delta).
+
+#include <privdiff/components/component.hpp>
+#include <privdiff/privacy/event.hpp>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace privdiff::sdk {
+
+/// An epsilon and the accountant-specific facts behind it, e.g. {"optimal_order", 32} for RDP
+/// or {"epsilon_lower", ...} for PRV. `epsilon` is always an upper bound on the true epsilon.
+struct EpsilonResult {
+  double epsilon = 0.0;
+  std::vector<std::pair<std::string, double>> details;
+};
+
+class PRIVDIFF_SDK_API Accountant : public Component {
+ public:
+  static constexpr ComponentKind kind = ComponentKind::accountant;
+  ~Accountant() override;
+
+  /// Empty when this accountant can evaluate `event`; otherwise the reason, naming the event
+  /// it cannot handle (e.g. "cannot evaluate PoissonSampled events: ...").
+  virtual std::string cannot_evaluate(const PrivacyEvent& event) const = 0;
+  /// Smallest epsilon it can certify for `event` at `delta` (0 < delta < 1). Throws
+  /// std::invalid_argument when cannot_evaluate(event) is not empty.
+  virtual EpsilonResult epsilon(const PrivacyEvent& event, double delta) const = 0;
+  /// delta at `epsilon` (>= 0) for `event`. Same throwing rule.
+  virtual double delta(const PrivacyEvent& event, double epsilon) const = 0;
+};
+
+}  // namespace privdiff::sdk

@@ -1,0 +1,57 @@
+#pragma once
+/// @file
+/// Mechanism: a (private) training strategy for one stage of a run.
+
+#include <privdiff/components/component.hpp>
+#include <privdiff/privacy/event.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace privdiff::sdk {
+
+class Model;
+class Dataset;
+class PrivacyLedger;
+
+/// One line of progress, reported by a mechanism after each logical step.
+struct StepReport {
+  std::int64_t step = 0;         ///< logical steps done in this stage
+  std::int64_t total_steps = 0;  ///< planned logical steps in this stage
+  double loss = 0.0;
+  std::int64_t examples = 0;     ///< examples processed in this step
+};
+
+/// What the host gives a mechanism for one stage. References stay valid for the call.
+struct StageContext {
+  Model& model;
+  const Dataset& data;
+  /// Every privacy event the stage actually spends must be recorded here, once per logical step.
+  PrivacyLedger& ledger;
+  std::uint64_t seed = 0;
+  std::function<void(const StepReport&)> report;
+};
+
+class PRIVDIFF_SDK_API Mechanism : public Component {
+ public:
+  static constexpr ComponentKind kind = ComponentKind::mechanism;
+  ~Mechanism() override;
+
+  /// False for non-private training (public pretraining); such a mechanism must refuse private data.
+  virtual bool is_private() const = 0;
+  /// The privacy events this stage plans to spend on a dataset of `dataset_size` examples, as
+  /// configured (with the current noise multiplier). Used to check the privacy target before
+  /// training and to calibrate noise_multiplier = "auto".
+  virtual PrivacyEvent planned_events(std::int64_t dataset_size) const = 0;
+  /// True when the noise multiplier is "auto" and must be set by the host before run().
+  virtual bool needs_calibration() const { return false; }
+  /// The planned events for a given noise multiplier (what calibration searches over).
+  virtual PrivacyEvent planned_events_with(double noise_multiplier, std::int64_t dataset_size) const;
+  /// Called by the host with the calibrated noise multiplier (sigma / max_grad_norm).
+  virtual void set_noise_multiplier(double noise_multiplier);
+  /// Trains the model for this stage.
+  virtual void run(StageContext& context) = 0;
+};
+
+}  // namespace privdiff::sdk

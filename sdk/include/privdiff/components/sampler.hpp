@@ -1,0 +1,33 @@
+#pragma once
+/// @file
+/// Sampler: generates samples from a model's denoiser.
+
+#include <privdiff/components/component.hpp>
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+namespace privdiff::sdk {
+
+class Model;
+
+struct SampleRequest {
+  std::int64_t count = 0;
+  /// int64 [count] class labels, or undefined for unconditional sampling.
+  at::Tensor labels;
+  /// Classifier-free guidance weight w: D_w = (1 + w) D(x|y) - w D(x). w = 0 is purely conditional.
+  double guidance = 0.0;
+  std::uint64_t seed = 0;
+};
+
+class PRIVDIFF_SDK_API Sampler : public Component {
+ public:
+  static constexpr ComponentKind kind = ComponentKind::sampler;
+  ~Sampler() override;
+
+  /// Samples in the model's sampler space, [count, ...model.sample_shape()]; the caller decodes.
+  virtual at::Tensor sample(Model& model, const SampleRequest& request) = 0;
+};
+
+}  // namespace privdiff::sdk

@@ -1,0 +1,85 @@
+#include <privdiff/privacy/calibration.hpp>
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace privdiff::sdk {
+
+namespace {
+
+void check_target(double target_epsilon, double delta) {
+  if (!(target_epsilon > 0) || !std::isfinite(target_epsilon)) {
+    throw std::invalid_argument("calibration: target epsilon must be finite and > 0");
+  }
+  if (!(delta > 0 && delta < 1)) throw std::invalid_argument("calibration: delta must be in (0, 1)");
+}
+
+double epsilon_of(const Accountant& accountant, const PrivacyEvent& event, double delta) {
+  if (auto why = accountant.cannot_evaluate(event); !why.empty()) throw std::invalid_argument(why);
+  return accountant.epsilon(event, delta).epsilon;
+}
+
+}  // namespace
+
+NoiseCalibration calibrate_noise_multiplier(const Accountant& accountant,
+                                            const std::function<PrivacyEvent(double)>& events,
+                                            double target_epsilon, double delta, double tolerance,
+                                            double max_noise_multiplier) {
+  check_target(target_epsilon, delta);
+  if (!(tolerance > 0)) throw std::invalid_argument("calibration: tolerance must be > 0");
+  auto eps = [&](double sigma) { return epsilon_of(accountant, events(sigma), delta); };
+
+  // Bracket: hi meets the target, lo does not.
+  double hi = 1.0;
+  double eps_hi = eps(hi);
+  while (!(eps_hi <= target_epsilon)) {
+    if (hi >= max_noise_multiplier) {
+      throw std::runtime_error("calibration: even noise multiplier " + std::to_string(max_noise_multiplier) +
+                               " gives epsilon " + std::to_string(eps_hi) + " > target " +
+                               std::to_string(target_epsilon));
+    }
+    hi = std::min(hi * 2, max_noise_multiplier);
+    eps_hi = eps(hi);
+  }
+  double lo = hi / 2;
+  while (eps(lo) <= target_epsilon) {
+    hi = lo;
+    lo /= 2;
+    if (lo < 1e-6) return {hi, eps(hi)};  // practically no noise needed
+  }
+  // Bisection in log space; the invariant eps(hi) <= target keeps the answer on the safe side.
+  while (hi / lo - 1 > tolerance) {
+    const double mid = std::sqrt(lo * hi);
+    if (eps(mid) <= target_epsilon) hi = mid;
+    else lo = mid;
+  }
+  return {hi, eps(hi)};
+}
+
+std::int64_t calibrate_steps(const Accountant& accountant, const std::function<PrivacyEvent(std::int64_t)>& events,
+                             double target_epsilon, double delta, std::int64_t max_steps) {
+  check_target(target_epsilon, delta);
+  auto fits = [&](std::int64_t t) { return epsilon_of(accountant, events(t), delta) <= target_epsilon; };
+  if (!fits(0)) return 0;
+  // Gallop up from lo (fits) until a probe fails or the cap is reached, then bisect.
+  std::int64_t lo = 0, hi = 0, stride = 1;
+  while (true) {
+    const std::int64_t probe = lo > max_steps - stride ? max_steps : lo + stride;
+    if (probe == lo) return lo;  // lo == max_steps
+    if (!fits(probe)) {
+      hi = probe;
+      break;
+    }
+    lo = probe;
+    stride = stride > max_steps / 2 ? max_steps : stride * 2;
+  }
+  while (hi - lo > 1) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    if (fits(mid)) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
+}  // namespace privdiff::sdk

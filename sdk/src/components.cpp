@@ -1,0 +1,41 @@
+// Out-of-line destructors (one vtable and typeinfo per interface, exported from the SDK) and the
+// default behaviours of the component interfaces.
+#include <privdiff/components/accountant.hpp>
+#include <privdiff/components/component.hpp>
+#include <privdiff/components/mechanism.hpp>
+#include <privdiff/components/model.hpp>
+#include <privdiff/components/sampler.hpp>
+#include <privdiff/data/dataset.hpp>
+
+#include <stdexcept>
+
+namespace privdiff::sdk {
+
+std::string to_string(ComponentKind kind) {
+  switch (kind) {
+    case ComponentKind::model: return "model";
+    case ComponentKind::mechanism: return "mechanism";
+    case ComponentKind::accountant: return "accountant";
+    case ComponentKind::sampler: return "sampler";
+  }
+  return "?";
+}
+
+std::string plural(ComponentKind kind) { return to_string(kind) + "s"; }
+
+Component::~Component() = default;
+Model::~Model() = default;
+Mechanism::~Mechanism() = default;
+Accountant::~Accountant() = default;
+Sampler::~Sampler() = default;
+Dataset::~Dataset() = default;
+
+PrivacyEvent Mechanism::planned_events_with(double, std::int64_t) const {
+  throw std::logic_error("this mechanism has no tunable noise multiplier");
+}
+
+void Mechanism::set_noise_multiplier(double) {
+  throw std::logic_error("this mechanism has no tunable noise multiplier");
+}
+
+}  // namespace privdiff::sdk
