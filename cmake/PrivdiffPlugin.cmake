@@ -15,10 +15,13 @@ function(privdiff_add_plugin name)
   else()
     target_link_libraries(${name} PRIVATE privdiff_sdk)
   endif()
+  # Installed plugins live in <prefix>/<libdir>/privdiff/plugins, two levels below the SDK.
   set_target_properties(${name} PROPERTIES
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON
-    PREFIX "lib")
+    PREFIX "lib"
+    INSTALL_RPATH "$ORIGIN/../.."
+    INSTALL_RPATH_USE_LINK_PATH ON)
   if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
     target_link_options(${name} PRIVATE "-Wl,--no-undefined")
   endif()

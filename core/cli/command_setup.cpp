@@ -19,15 +19,7 @@ Recipe load_recipe(const std::string& file, const std::vector<std::string>& over
   RecipeDocument document = RecipeDocument::load(file);
   std::vector<Diagnostic> override_errors = document.apply_overrides(overrides);
   load_plugins(registry, global, &document);
-  try {
-    Recipe recipe = validate_recipe(document, registry);
-    if (!override_errors.empty()) throw RecipeError(std::move(override_errors));
-    return recipe;
-  } catch (const RecipeError& e) {
-    std::vector<Diagnostic> all = e.diagnostics();
-    all.insert(all.end(), override_errors.begin(), override_errors.end());
-    throw RecipeError(std::move(all));
-  }
+  return validate_recipe(document, registry, std::move(override_errors));
 }
 
 }  // namespace privdiff::core::cli

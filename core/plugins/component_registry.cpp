@@ -79,9 +79,10 @@ std::string ComponentRegistry::refused_hint(const std::string& id) const {
     refused.push_back(p.get());
   }
   if (refused.empty()) return "";
-  std::string out = "refused plugins that might provide it:";
-  for (const auto* p : refused) out += " " + p->path.string() + " (" + p->refusal + ");";
-  out.pop_back();
+  std::string out = "refused plugins that might provide it: ";
+  for (std::size_t i = 0; i < refused.size(); ++i) {
+    out += (i ? "; " : "") + refused[i]->path.string() + ": " + refused[i]->refusal;
+  }
   return out;
 }
 

@@ -23,7 +23,7 @@ fs::path default_plugin_directory() {
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return {};
-  return exe.parent_path().parent_path() / "lib" / "privdiff" / "plugins";
+  return exe.parent_path().parent_path() / PRIVDIFF_PLUGIN_RELATIVE_DIR;
 }
 
 }  // namespace privdiff::core

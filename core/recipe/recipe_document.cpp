@@ -88,6 +88,11 @@ toml::table parse_value_table(const std::string& raw) {
   }
 }
 
+std::string out_of_range(std::size_t size, std::size_t index) {
+  return "has " + std::to_string(size) + (size == 1 ? " entry" : " entries") + "; index " + std::to_string(index) +
+         " is out of range";
+}
+
 const char* describe(const toml::node& n) {
   if (n.is_table()) return "a table";
   if (n.is_array()) return "a list";
@@ -125,8 +130,7 @@ std::vector<Diagnostic> RecipeDocument::apply_overrides(const std::vector<std::s
           fail(path, "is " + std::string(describe(*current)) + ", not a list; cannot index it");
           ok = false;
         } else if (seg.index >= array->size()) {
-          fail(path, "has " + std::to_string(array->size()) + " entries; index " + std::to_string(seg.index) +
-                         " is out of range");
+          fail(path, out_of_range(array->size(), seg.index));
           ok = false;
         } else {
           current = array->get(seg.index);
@@ -166,8 +170,7 @@ std::vector<Diagnostic> RecipeDocument::apply_overrides(const std::vector<std::s
         continue;
       }
       if (last.index >= array->size()) {
-        fail(path, "has " + std::to_string(array->size()) + " entries; index " + std::to_string(last.index) +
-                       " is out of range");
+        fail(path, out_of_range(array->size(), last.index));
         continue;
       }
       array->replace(array->begin() + static_cast<std::ptrdiff_t>(last.index), std::move(value));
@@ -188,6 +191,11 @@ std::vector<Diagnostic> RecipeDocument::apply_overrides(const std::vector<std::s
 
 Diagnostic RecipeDocument::diagnostic_at(const toml::node& node, const std::string& key_path,
                                          std::string message) const {
+  return diagnostic_at(node.source(), key_path, std::move(message));
+}
+
+Diagnostic RecipeDocument::diagnostic_at(const toml::source_region& source, const std::string& key_path,
+                                         std::string message) const {
   // The value itself, or a table above it, may have come from the command line.
   for (auto it = overrides_.rbegin(); it != overrides_.rend(); ++it) {
     const std::string& p = it->first;
@@ -195,7 +203,7 @@ Diagnostic RecipeDocument::diagnostic_at(const toml::node& node, const std::stri
                            (key_path.size() == p.size() || key_path[p.size()] == '.' || key_path[p.size()] == '[');
     if (is_prefix) return Diagnostic{"--set '" + it->second.assignment + "'", key_path, std::move(message)};
   }
-  const auto& begin = node.source().begin;
+  const auto& begin = source.begin;
   if (!begin) return Diagnostic{file_, key_path, std::move(message)};
   return Diagnostic{file_ + ":" + std::to_string(begin.line) + ":" + std::to_string(begin.column), key_path,
                     std::move(message), begin.line, begin.column};

@@ -39,6 +39,9 @@ class RecipeDocument {
   /// Location of the value at `key_path` (e.g. "stage[0].epochs"): "--set '...'" when it or a
   /// table above it came from the command line, otherwise file:line:col of `node`.
   Diagnostic diagnostic_at(const toml::node& node, const std::string& key_path, std::string message) const;
+  /// The same for a source region, e.g. a key's (to point at a misspelt key rather than its value).
+  Diagnostic diagnostic_at(const toml::source_region& source, const std::string& key_path,
+                           std::string message) const;
   /// The raw command-line text of an overridden value (so a string key accepts `--set run.name=123`).
   std::optional<std::string> override_text(const std::string& key_path) const;
 

@@ -89,7 +89,8 @@ std::vector<std::string> key_names(const Schema& schema, const std::vector<std::
 
 class Validator {
  public:
-  Validator(const RecipeDocument& doc, const ComponentRegistry& registry) : doc_(doc), registry_(registry) {}
+  Validator(const RecipeDocument& doc, const ComponentRegistry& registry, std::vector<Diagnostic> earlier)
+      : doc_(doc), registry_(registry), earlier_(std::move(earlier)) {}
 
   Recipe run() {
     Recipe recipe;
@@ -122,16 +123,18 @@ class Validator {
     check_stages(root, recipe);
     check_accountants(root, recipe);
 
-    if (!diagnostics_.empty()) {
-      sort_by_position(diagnostics_);
-      throw RecipeError(std::move(diagnostics_));
-    }
+    sort_by_position(diagnostics_);
+    diagnostics_.insert(diagnostics_.end(), earlier_.begin(), earlier_.end());
+    if (!diagnostics_.empty()) throw RecipeError(std::move(diagnostics_));
     return recipe;
   }
 
  private:
   void error(const toml::node& node, const std::string& path, std::string message) {
     diagnostics_.push_back(doc_.diagnostic_at(node, path, std::move(message)));
+  }
+  void error(const toml::key& key, const std::string& path, std::string message) {
+    diagnostics_.push_back(doc_.diagnostic_at(key.source(), path, std::move(message)));
   }
 
   void check_top_level(const toml::table& root) {
@@ -142,7 +145,7 @@ class Validator {
       auto it = std::find_if(recipe_sections().begin(), recipe_sections().end(),
                              [&](const SectionShape& s) { return s.name == name; });
       if (it == recipe_sections().end()) {
-        error(node, name, "unknown section '" + name + "'" + did_you_mean(name, names) +
+        error(k, name, "unknown section '" + name + "'" + did_you_mean(name, names) +
                               "; recipe sections: " + join(names));
       } else if (it->array_of_tables && !node.is_array_of_tables()) {
         error(node, name, "expected an array of tables ([[" + name + "]]), got " + render(node));
@@ -165,7 +168,7 @@ class Validator {
       if (!key) {
         const auto names = key_names(schema, selectors);
         const std::string suggestion = did_you_mean(name, names);
-        error(node, key_path, "unknown key '" + name + "'" +
+        error(k, key_path, "unknown key '" + name + "'" +
                                   (suggestion.empty() ? "; valid keys: " + join(names) : suggestion));
         continue;
       }
@@ -303,6 +306,7 @@ class Validator {
   const RecipeDocument& doc_;
   const ComponentRegistry& registry_;
   std::vector<Diagnostic> diagnostics_;
+  std::vector<Diagnostic> earlier_;
 };
 
 }  // namespace
@@ -317,8 +321,9 @@ std::vector<fs::path> recipe_plugin_directories(const RecipeDocument& document) 
   return dirs;
 }
 
-Recipe validate_recipe(const RecipeDocument& document, const ComponentRegistry& registry) {
-  return Validator(document, registry).run();
+Recipe validate_recipe(const RecipeDocument& document, const ComponentRegistry& registry,
+                       std::vector<Diagnostic> earlier) {
+  return Validator(document, registry, std::move(earlier)).run();
 }
 
 }  // namespace privdiff::core

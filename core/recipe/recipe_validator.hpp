@@ -17,7 +17,9 @@ std::vector<std::filesystem::path> recipe_plugin_directories(const RecipeDocumen
 
 /// Checks the whole recipe and converts it to typed configs. Throws RecipeError listing every
 /// problem (type mismatch, out of range, unknown key with suggestion, missing required key,
-/// unknown component id with the available ones), in file order.
-Recipe validate_recipe(const RecipeDocument& document, const ComponentRegistry& registry);
+/// unknown component id with the available ones), in file order, followed by `earlier` problems
+/// (e.g. overrides that could not be applied), which also make it throw.
+Recipe validate_recipe(const RecipeDocument& document, const ComponentRegistry& registry,
+                       std::vector<Diagnostic> earlier = {});
 
 }  // namespace privdiff::core

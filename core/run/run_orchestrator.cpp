@@ -74,6 +74,16 @@ sdk::PrivacyEvent RunOrchestrator::plan_privacy(std::int64_t dataset_size, std::
     return sdk::PrivacyEvent::composed(std::move(events));
   };
   if (auto_stage != mechanisms.size()) {
+    std::vector<sdk::PrivacyEvent> others;
+    for (std::size_t i = 0; i < mechanisms.size(); ++i) {
+      if (i != auto_stage) others.push_back(mechanisms[i]->planned_events(dataset_size));
+    }
+    const double others_epsilon = accountant.epsilon(sdk::PrivacyEvent::composed(others), delta).epsilon;
+    if (!(others_epsilon < target)) {
+      throw std::runtime_error("privacy: the stages other than '" + recipe_.stages[auto_stage].name +
+                               "' already spend epsilon " + format_epsilon(others_epsilon) + " of the target " +
+                               format_epsilon(target) + "; nothing is left to calibrate its noise multiplier against");
+    }
     const auto calibration = sdk::calibrate_noise_multiplier(accountant, planned, target, delta);
     mechanisms[auto_stage]->set_noise_multiplier(calibration.noise_multiplier);
     log << "calibrated stage '" << recipe_.stages[auto_stage].name << "' noise multiplier to "

@@ -34,6 +34,9 @@ class PRIVDIFF_SDK_API Key {
   Key& defaults(ConfigValue value);
   Key& defaults(const char* value) { return defaults(ConfigValue{std::string(value)}); }
   Key& defaults(int value) { return defaults(ConfigValue{static_cast<std::int64_t>(value)}); }
+  Key& defaults(std::int64_t value) { return defaults(ConfigValue{value}); }
+  Key& defaults(double value) { return defaults(ConfigValue{value}); }
+  Key& defaults(bool value) { return defaults(ConfigValue{value}); }
   /// The key may be left out and then has no value (Config::has() is false).
   Key& optional();
   /// Numeric bounds (for lists: on every element; for strings/lists: not allowed).

@@ -1,0 +1,138 @@
+// --set overrides: every value type, new keys and sections, list elements, and every error.
+#include "recipe/recipe_document.hpp"
+#include "recipe/recipe_validator.hpp"
+#include "test_support.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace privdiff;
+using namespace privdiff::core;
+using namespace privdiff::core::testing;
+
+namespace {
+
+const char* base_recipe = R"([model]
+type = "fixture_model"
+
+[[stage]]
+mechanism = "fixture_mechanism"
+batch_size = 64
+)";
+
+Recipe with(const std::vector<std::string>& overrides) {
+  auto doc = RecipeDocument::parse(base_recipe, "r.toml");
+  auto errors = doc.apply_overrides(overrides);
+  return validate_recipe(doc, fixture_registry(), std::move(errors));
+}
+
+std::string errors_of(const std::vector<std::string>& overrides) {
+  try {
+    with(overrides);
+    return "(valid)";
+  } catch (const RecipeError& e) {
+    return e.what();
+  }
+}
+
+}  // namespace
+
+TEST(RecipeOverrides, Integer) {
+  EXPECT_EQ(with({"stage.0.steps=3"}).stages[0].mechanism.config.get_int("steps"), 3);
+  EXPECT_EQ(with({"stage[0].steps=4"}).stages[0].mechanism.config.get_int("steps"), 4);
+  EXPECT_EQ(with({"run.seed=7"}).run.get_int("seed"), 7);  // [run] created on the fly
+}
+
+TEST(RecipeOverrides, NumberAcceptsIntegersAndFloats) {
+  EXPECT_DOUBLE_EQ(with({"model.dropout=0.25"}).model->config.get_double("dropout"), 0.25);
+  EXPECT_DOUBLE_EQ(with({"model.dropout=1"}).model->config.get_double("dropout"), 1.0);
+  EXPECT_DOUBLE_EQ(with({"stage.0.lr=1e-3"}).stages[0].mechanism.config.get_double("lr"), 1e-3);
+}
+
+TEST(RecipeOverrides, NumberOrKeyword) {
+  EXPECT_TRUE(with({"stage.0.noise_multiplier=auto"}).stages[0].mechanism.config.is_keyword("noise_multiplier", "auto"));
+  EXPECT_DOUBLE_EQ(with({"stage.0.noise_multiplier=1.5"}).stages[0].mechanism.config.get_double("noise_multiplier"),
+                   1.5);
+}
+
+TEST(RecipeOverrides, Boolean) {
+  EXPECT_FALSE(with({"model.attention=false"}).model->config.get_bool("attention"));
+  EXPECT_FALSE(with({"stage.0.private=false"}).stages[0].mechanism.config.get_bool("private"));
+}
+
+TEST(RecipeOverrides, StringQuotedOrNot) {
+  EXPECT_EQ(with({"model.preconditioning=vp"}).model->config.get_string("preconditioning"), "vp");
+  EXPECT_EQ(with({"model.preconditioning=\"ve\""}).model->config.get_string("preconditioning"), "ve");
+  // A string key keeps the text even when it also reads as another TOML type.
+  EXPECT_EQ(with({"run.name=123"}).run.get_string("name"), "123");
+  EXPECT_EQ(with({"run.name=true"}).run.get_string("name"), "true");
+}
+
+TEST(RecipeOverrides, Lists) {
+  EXPECT_EQ(with({"model.channel_mult=[1,2,4,4]"}).model->config.get_int_list("channel_mult"),
+            (std::vector<std::int64_t>{1, 2, 4, 4}));
+  EXPECT_EQ(with({"model.channel_mult=[1,2,2]", "model.channel_mult.1=8"}).model->config.get_int_list("channel_mult"),
+            (std::vector<std::int64_t>{1, 8, 2}));
+  EXPECT_EQ(with({"model.sigma_range=[0.002, 80]"}).model->config.get_double_list("sigma_range"),
+            (std::vector<double>{0.002, 80.0}));
+  EXPECT_EQ(with({"model.roles=[\"attention\", \"lora\"]"}).model->config.get_string_list("roles"),
+            (std::vector<std::string>{"attention", "lora"}));
+}
+
+TEST(RecipeOverrides, ComponentSelector) {
+  EXPECT_EQ(errors_of({"model.type=fixture_modl"}),
+            "--set 'model.type=fixture_modl': model.type: unknown model 'fixture_modl' (did you mean 'fixture_model'?); "
+            "available models: fixture_model");
+}
+
+TEST(RecipeOverrides, LaterAssignmentsWin) {
+  EXPECT_EQ(with({"stage.0.steps=3", "stage.0.steps=5"}).stages[0].mechanism.config.get_int("steps"), 5);
+}
+
+TEST(RecipeOverrides, TypeAndRangeErrorsAreReportedLikeTheFile) {
+  EXPECT_EQ(errors_of({"stage.0.steps=abc"}),
+            "--set 'stage.0.steps=abc': stage[0].steps: expected integer >= 0, got \"abc\"");
+  EXPECT_EQ(errors_of({"model.dropout=2"}), "--set 'model.dropout=2': model.dropout: expected number in [0, 1], got 2");
+  EXPECT_EQ(errors_of({"model.attention=yes"}),
+            "--set 'model.attention=yes': model.attention: expected boolean, got \"yes\"");
+  EXPECT_EQ(errors_of({"model.channel_mult=[1,0]"}),
+            "--set 'model.channel_mult=[1,0]': model.channel_mult: expected list of integers >= 1, got [1, 0]");
+  EXPECT_EQ(errors_of({"model.roles=attention"}),
+            "--set 'model.roles=attention': model.roles: expected list of strings, got \"attention\"");
+}
+
+TEST(RecipeOverrides, UnknownKeysAndSectionsGetSuggestions) {
+  EXPECT_EQ(errors_of({"model.chanels=3"}),
+            "--set 'model.chanels=3': model.chanels: unknown key 'chanels' (did you mean 'channels'?)");
+  EXPECT_EQ(errors_of({"sampelr.steps=3"}),
+            "--set 'sampelr.steps=3': sampelr: unknown section 'sampelr' (did you mean 'sampler'?); recipe "
+            "sections: run, privacy, data, plugins, model, stage, sampler, accountants");
+}
+
+TEST(RecipeOverrides, PathErrors) {
+  EXPECT_EQ(errors_of({"stage.3.steps=1"}), "--set 'stage.3.steps=1': stage: has 1 entry; index 3 is out of range");
+  EXPECT_EQ(errors_of({"no_equals"}),
+            "--set 'no_equals': expected KEY=VALUE with a dotted key path, e.g. stage.0.epochs=3");
+  EXPECT_EQ(errors_of({"=3"}), "--set '=3': expected KEY=VALUE with a dotted key path, e.g. stage.0.epochs=3");
+  EXPECT_EQ(errors_of({"model..x=3"}),
+            "--set 'model..x=3': expected KEY=VALUE with a dotted key path, e.g. stage.0.epochs=3");
+  EXPECT_EQ(errors_of({"model.type.x=1"}),
+            "--set 'model.type.x=1': model.type: is a value, not a table; cannot set 'x' in it");
+  EXPECT_EQ(errors_of({"model.channels.0=1"}),
+            "--set 'model.channels.0=1': model.channels: does not exist; cannot index entry 0 of it");
+  EXPECT_EQ(errors_of({"model.channel_mult.5=1"}),
+            "--set 'model.channel_mult.5=1': model.channel_mult: does not exist; cannot index entry 5 of it");
+}
+
+TEST(RecipeOverrides, AllErrorsAtOnceWithFileErrorsFirst) {
+  auto doc = RecipeDocument::parse("[model]\ntype = \"fixture_model\"\nchannels = 0\n", "r.toml");
+  auto errors = doc.apply_overrides({"model.dropout=-1", "bad"});
+  try {
+    validate_recipe(doc, fixture_registry(), std::move(errors));
+    FAIL();
+  } catch (const RecipeError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "r.toml:3:12: model.channels: expected integer >= 1, got 0\n"
+              "--set 'model.dropout=-1': model.dropout: expected number in [0, 1], got -1\n"
+              "--set 'bad': expected KEY=VALUE with a dotted key path, e.g. stage.0.epochs=3");
+  }
+}

@@ -1,0 +1,93 @@
+#include "recipe/recipe_document.hpp"
+#include "recipe/recipe_validator.hpp"
+#include "run/atomic_file.hpp"
+#include "test_support.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace privdiff;
+using namespace privdiff::core;
+using namespace privdiff::core::testing;
+
+TEST(RecipeValidator, ConvertsEverySectionAndFillsDefaults) {
+  const auto doc = RecipeDocument::parse(read_file(fixture_path("recipes/valid/full.toml")), "full.toml");
+  const Recipe r = validate_recipe(doc, fixture_registry());
+  EXPECT_EQ(r.run.get_string("name"), "fixture-run");
+  EXPECT_EQ(r.run.get_int("seed"), 3);
+  EXPECT_EQ(r.run.get_int("threads"), 0);  // default
+  EXPECT_DOUBLE_EQ(r.privacy.get_double("delta"), 1e-5);
+  EXPECT_EQ(r.data.get_string("split"), "train");
+  EXPECT_EQ(r.data.get_int_list("classes"), (std::vector<std::int64_t>{0, 1, 2}));
+  ASSERT_TRUE(r.model);
+  EXPECT_EQ(r.model->id, "fixture_model");
+  EXPECT_EQ(r.model->config.get_int("channels"), 16);
+  EXPECT_DOUBLE_EQ(r.model->config.get_double("dropout"), 0.0);
+  EXPECT_TRUE(r.model->config.get_bool("attention"));  // default
+  EXPECT_FALSE(r.model->config.has("type"));            // the selector is not a component key
+  ASSERT_EQ(r.stages.size(), 2u);
+  EXPECT_EQ(r.stages[0].name, "pretrain");
+  EXPECT_FALSE(r.stages[0].mechanism.config.has("name"));
+  EXPECT_TRUE(r.stages[0].mechanism.config.is_keyword("noise_multiplier", "auto"));
+  EXPECT_DOUBLE_EQ(r.stages[1].mechanism.config.get_double("noise_multiplier"), 1.5);
+  EXPECT_EQ(r.stages[1].mechanism.config.path(), "stage[1]");
+  ASSERT_TRUE(r.sampler);
+  EXPECT_EQ(r.sampler->config.get_int("steps"), 50);
+  EXPECT_EQ(r.accountant_ids, std::vector<std::string>{"fixture_accountant"});
+}
+
+TEST(RecipeValidator, RunNameDefaultsToTheFileName) {
+  const auto doc = RecipeDocument::parse("", "dir/my-recipe.toml");
+  EXPECT_EQ(validate_recipe(doc, fixture_registry()).run.get_string("name"), "my-recipe");
+}
+
+TEST(RecipeValidator, ResolvedRecipeValidatesToTheSameValues) {
+  const auto doc = RecipeDocument::parse(read_file(fixture_path("recipes/valid/full.toml")), "full.toml");
+  const Recipe r = validate_recipe(doc, fixture_registry());
+  const Recipe again = validate_recipe(RecipeDocument::parse(r.to_toml(), "resolved.toml"), fixture_registry());
+  EXPECT_EQ(again.to_toml().substr(again.to_toml().find('\n')), r.to_toml().substr(r.to_toml().find('\n')));
+  EXPECT_EQ(again.model->config.values(), r.model->config.values());
+  EXPECT_EQ(again.stages[1].mechanism.config.values(), r.stages[1].mechanism.config.values());
+}
+
+TEST(RecipeValidator, AccountantOptionTablesAreChecked) {
+  const auto doc = RecipeDocument::parse(
+      "[privacy]\naccountant = \"fixture_accountant\"\n[accountants.fixture_accountant]\neps_error = 0.1\n"
+      "[accountants.prv]\n",
+      "r.toml");
+  try {
+    validate_recipe(doc, fixture_registry());
+    FAIL();
+  } catch (const RecipeError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "r.toml:4:1: accountants.fixture_accountant.eps_error: unknown key 'eps_error'; valid keys: none\n"
+              "r.toml:5:1: accountants.prv: unknown accountant 'prv'; available accountants: fixture_accountant");
+  }
+}
+
+TEST(RecipeValidator, MalformedTomlGivesThePosition) {
+  try {
+    RecipeDocument::parse("[model]\ntype = \n", "bad.toml");
+    FAIL();
+  } catch (const RecipeError& e) {
+    ASSERT_EQ(e.diagnostics().size(), 1u);
+    EXPECT_EQ(e.diagnostics()[0].location, "bad.toml:2:8");
+    EXPECT_EQ(e.diagnostics()[0].message.rfind("malformed TOML: ", 0), 0u);
+  }
+}
+
+TEST(RecipeValidator, UnreadableFile) {
+  try {
+    RecipeDocument::load("/nonexistent/recipe.toml");
+    FAIL();
+  } catch (const RecipeError& e) {
+    EXPECT_EQ(std::string(e.what()), "/nonexistent/recipe.toml: cannot read recipe file (does it exist?)");
+  }
+}
+
+TEST(RecipeValidator, PluginSearchIsRelativeToTheRecipe) {
+  const auto doc = RecipeDocument::parse("[plugins]\nsearch = [\"../plugins\", \"/abs\"]\n", "/a/b/r.toml");
+  const auto dirs = recipe_plugin_directories(doc);
+  ASSERT_EQ(dirs.size(), 2u);
+  EXPECT_EQ(dirs[0], std::filesystem::path("/a/b/../plugins"));
+  EXPECT_EQ(dirs[1], std::filesystem::path("/abs"));
+}

@@ -1,0 +1,174 @@
+#include "recipe/recipe_document.hpp"
+#include "recipe/recipe_validator.hpp"
+#include "run/atomic_file.hpp"
+#include "run/run_orchestrator.hpp"
+#include "test_support.hpp"
+
+#include <privdiff/privacy/event_json.hpp>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+
+using namespace privdiff;
+using namespace privdiff::core;
+using namespace privdiff::core::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+class TinyDataset : public sdk::Dataset {
+ public:
+  explicit TinyDataset(bool is_public) : public_(is_public) {}
+  std::int64_t size() const override { return 1000; }
+  at::Tensor images(const at::Tensor&) const override { return {}; }
+  at::Tensor labels(const at::Tensor&) const override { return {}; }
+  std::int64_t num_classes() const override { return 10; }
+  bool is_public() const override { return public_; }
+  std::string name() const override { return "tiny"; }
+
+ private:
+  bool public_;
+};
+
+DatasetOpener tiny_data() {
+  return [](const sdk::Config& data) { return std::make_unique<TinyDataset>(data.get_bool("public")); };
+}
+
+class RunOrchestratorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("privdiff_run_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  RunSummary run(const std::string& recipe_text) {
+    recipe_ = validate_recipe(RecipeDocument::parse(recipe_text, "r.toml"), fixture_registry());
+    RunOrchestrator orchestrator(recipe_, compose(recipe_, fixture_registry()), tiny_data());
+    return orchestrator.run(dir_, log_);
+  }
+  std::string run_error(const std::string& recipe_text) {
+    try {
+      run(recipe_text);
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "(no error)";
+  }
+
+  fs::path dir_;
+  Recipe recipe_;
+  std::ostringstream log_;
+};
+
+const std::string private_stage = R"(
+[privacy]
+epsilon = 8.0
+delta = 1e-5
+accountant = "fixture_accountant"
+[model]
+type = "fixture_model"
+[[stage]]
+name = "train"
+mechanism = "fixture_mechanism"
+batch_size = 100
+steps = 20
+)";
+
+}  // namespace
+
+TEST_F(RunOrchestratorTest, ARecipeWithoutStagesWritesTheRunDirectory) {
+  run("[privacy]\ndelta = 1e-5\naccountant = \"fixture_accountant\"\n");
+  EXPECT_TRUE(fs::exists(dir_ / "recipe.toml"));
+  EXPECT_TRUE(sdk::privacy_ledger_from_json(read_file(dir_ / "ledger.json")).entries().empty());
+  const auto report = nlohmann::json::parse(read_file(dir_ / "privacy.json"));
+  EXPECT_EQ(report["results"][0]["accountant"], "fixture_accountant");
+  EXPECT_DOUBLE_EQ(report["results"][0]["epsilon"].get<double>(), 0.0);
+}
+
+TEST_F(RunOrchestratorTest, RecordsOneLedgerEntryPerStepAndReportsEpsilon) {
+  const auto summary = run(private_stage + "noise_multiplier = 5.0\n");
+  const auto step = sdk::PrivacyEvent::poisson_sampled(0.1, sdk::PrivacyEvent::gaussian(5.0));
+  ASSERT_EQ(summary.ledger.entries().size(), 1u);
+  EXPECT_EQ(summary.ledger.entries()[0], sdk::PrivacyEvent::self_composed(step, 20));
+  // What is on disk is what was spent.
+  EXPECT_EQ(sdk::privacy_ledger_from_json(read_file(dir_ / "ledger.json")).entries(), summary.ledger.entries());
+  const double rho = 20 * 0.5 / 25.0;
+  const double expected = rho + 2 * std::sqrt(rho * std::log(1e5));
+  const auto report = nlohmann::json::parse(read_file(dir_ / "privacy.json"));
+  EXPECT_NEAR(report["results"][0]["epsilon"].get<double>(), expected, 1e-12);
+  EXPECT_NEAR(report["results"][0]["rho"].get<double>(), rho, 1e-15);
+}
+
+TEST_F(RunOrchestratorTest, CalibratesAutoNoiseToTheTargetWithoutOvershooting) {
+  const auto summary = run(private_stage);  // noise_multiplier defaults to "auto"
+  ASSERT_EQ(summary.privacy.size(), 1u);
+  EXPECT_LE(summary.privacy[0].result.epsilon, 8.0);
+  EXPECT_GT(summary.privacy[0].result.epsilon, 8.0 * 0.99);
+  EXPECT_NE(log_.str().find("calibrated stage 'train' noise multiplier"), std::string::npos) << log_.str();
+}
+
+TEST_F(RunOrchestratorTest, CalibrationAccountsForTheOtherStages) {
+  // A fixed private stage spends part of the budget; the auto stage gets the rest.
+  const auto summary = run(private_stage + R"(
+[[stage]]
+name = "second"
+mechanism = "fixture_mechanism"
+batch_size = 100
+steps = 20
+noise_multiplier = 6.0
+)");
+  ASSERT_EQ(summary.privacy.size(), 1u);
+  EXPECT_LE(summary.privacy[0].result.epsilon, 8.0);
+  EXPECT_GT(summary.privacy[0].result.epsilon, 8.0 * 0.99);
+}
+
+TEST_F(RunOrchestratorTest, CalibrationSaysWhenTheOtherStagesAloneExceedTheTarget) {
+  const std::string error = run_error(private_stage + R"(
+[[stage]]
+name = "second"
+mechanism = "fixture_mechanism"
+batch_size = 100
+steps = 20
+noise_multiplier = 3.0
+)");
+  EXPECT_EQ(error.rfind("privacy: the stages other than 'train' already spend epsilon 8.264", 0), 0u) << error;
+}
+
+TEST_F(RunOrchestratorTest, RefusesToStartOverTheTargetAndSaysByHowMuch) {
+  const std::string error = run_error(private_stage + "noise_multiplier = 1.0\n");
+  EXPECT_NE(error.find("privacy: the stages plan to spend epsilon"), std::string::npos) << error;
+  EXPECT_NE(error.find("over the target 8 by"), std::string::npos) << error;
+  EXPECT_FALSE(fs::exists(dir_ / "privacy.json"));
+  EXPECT_TRUE(sdk::privacy_ledger_from_json(read_file(dir_ / "ledger.json")).entries().empty());
+}
+
+TEST_F(RunOrchestratorTest, PrivateStagesNeedATarget) {
+  EXPECT_EQ(run_error("[model]\ntype = \"fixture_model\"\n[[stage]]\nmechanism = \"fixture_mechanism\"\n"
+                      "batch_size = 10\nnoise_multiplier = 1.0\n"),
+            "privacy: this recipe has private stages; set [privacy] epsilon and delta");
+}
+
+TEST_F(RunOrchestratorTest, NonPrivateMechanismsRefusePrivateData) {
+  const std::string recipe =
+      "[model]\ntype = \"fixture_model\"\n[[stage]]\nname = \"pretrain\"\nmechanism = \"fixture_mechanism\"\n"
+      "private = false\nbatch_size = 10\n";
+  EXPECT_EQ(run_error(recipe),
+            "stage[0] 'pretrain': mechanism 'fixture_mechanism' is not private and may only train on data marked "
+            "public ([data] public = true); tiny is private");
+  fs::remove_all(dir_);
+  const auto summary = run(recipe + "[data]\npublic = true\n");
+  EXPECT_TRUE(summary.ledger.entries().empty());
+}
+
+TEST_F(RunOrchestratorTest, NeverWritesIntoANonEmptyRunDirectory) {
+  fs::create_directories(dir_);
+  write_file_atomically(dir_ / "precious.txt", "keep me");
+  const std::string error = run_error("");
+  EXPECT_NE(error.find("already exists and is not empty"), std::string::npos) << error;
+  EXPECT_EQ(read_file(dir_ / "precious.txt"), "keep me");
+  EXPECT_FALSE(fs::exists(dir_ / "recipe.toml"));
+}

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The CLI as a new user meets it: help, plugins list/show, validate on good and broken recipes,
+# a run skeleton. Every failure path must exit 2 with a clear message and never crash.
+# Usage: cli_contract_test.sh PRIVDIFF FIXTURE_DIR FIXTURE_PLUGIN_DIR
+set -u
+privdiff=$1 fixtures=$2 plugins=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0 checks=0
+
+# expect CODE "description" -- command...: runs it, keeps stdout+stderr in $out.
+expect() {
+  local want=$1 what=$2; shift 3
+  out=$("$@" 2>&1); local got=$?
+  checks=$((checks + 1))
+  if [ "$got" != "$want" ]; then
+    echo "FAIL: $what: exit $got, expected $want"; echo "$out" | sed 's/^/    /'; failures=$((failures + 1))
+  fi
+  if echo "$out" | grep -qE "terminate called|Aborted|Segmentation|stack trace|what\(\):"; then
+    echo "FAIL: $what: crashed"; echo "$out" | sed 's/^/    /'; failures=$((failures + 1))
+  fi
+}
+# contains "text": the last command's output must contain text.
+contains() {
+  checks=$((checks + 1))
+  if ! grep -qF -- "$1" <<<"$out"; then
+    echo "FAIL: output lacks: $1"; echo "$out" | sed 's/^/    /'; failures=$((failures + 1))
+  fi
+}
+
+good=(--plugin-path "$plugins/good")
+
+expect 0 "help" -- "$privdiff" --help; contains "Subcommands:"; contains "validate"
+expect 0 "version" -- "$privdiff" --version; contains "privdiff 0."
+expect 2 "no subcommand" -- "$privdiff"
+expect 2 "unknown subcommand" -- "$privdiff" frobnicate
+expect 2 "unknown option" -- "$privdiff" validate --bogus x.toml
+
+expect 0 "plugins list" -- "$privdiff" "${good[@]}" plugins list
+contains "fixture_model"; contains "libfixture_components.so"; contains "1.2.3"; contains "samplers:"
+expect 0 "plugins list with a refused plugin" -- "$privdiff" "${good[@]}" --plugin-path "$plugins/wrong_abi" plugins list
+contains "refused plugins:"; contains "refused: plugin ABI version 2, this privdiff expects 1"
+expect 0 "PRIVDIFF_PLUGIN_PATH" -- env PRIVDIFF_PLUGIN_PATH="$plugins/good:$plugins/throwing_registration" "$privdiff" plugins list
+contains "fixture_sampler"; contains "registration failed: fixture registration exploded"
+
+expect 0 "plugins show" -- "$privdiff" "${good[@]}" plugins show fixture_mechanism
+contains "batch_size (required)"; contains 'noise_multiplier = "auto"'; contains 'number > 0 or "auto"'
+contains '[[stage]] mechanism = "fixture_mechanism"'
+expect 2 "plugins show unknown" -- "$privdiff" "${good[@]}" plugins show fixture_mechansm
+contains "no component 'fixture_mechansm' (did you mean 'fixture_mechanism'?)"
+
+expect 0 "validate a good recipe" -- "$privdiff" "${good[@]}" validate "$fixtures/recipes/valid/full.toml"
+contains "valid"; contains "pretrain (fixture_mechanism), train (fixture_mechanism)"
+expect 2 "validate a broken recipe" -- "$privdiff" "${good[@]}" validate "$fixtures/recipes/invalid/unknown_key.toml"
+contains "unknown_key.toml:3:1: model.chanels: unknown key 'chanels' (did you mean 'channels'?)"; contains "4 errors"
+expect 2 "validate malformed TOML" -- "$privdiff" "${good[@]}" validate "$fixtures/recipes/invalid/malformed.toml"
+contains "malformed TOML"
+expect 2 "validate a missing file" -- "$privdiff" validate "$tmp/none.toml"; contains "cannot read recipe file"
+expect 2 "validate a directory" -- "$privdiff" validate "$tmp"; contains "cannot read recipe file"
+head -c 3000 /dev/urandom > "$tmp/garbage.toml"
+expect 2 "validate binary garbage" -- "$privdiff" validate "$tmp/garbage.toml"
+expect 2 "validate with a bad override" -- "$privdiff" "${good[@]}" validate "$fixtures/recipes/valid/full.toml" --set stage.1.steps=many
+contains "--set 'stage.1.steps=many': stage[1].steps: expected integer >= 0, got \"many\""
+expect 0 "validate with overrides" -- "$privdiff" "${good[@]}" validate "$fixtures/recipes/valid/full.toml" --set stage.1.steps=3 --set model.type=fixture_model
+
+# [plugins] search, relative to the recipe.
+mkdir -p "$tmp/recipes"
+ln -s "$plugins/good" "$tmp/recipes/my_plugins"
+printf '[plugins]\nsearch = ["my_plugins"]\n[privacy]\ndelta = 1e-5\naccountant = "fixture_accountant"\n' > "$tmp/recipes/r.toml"
+expect 0 "recipe plugin search" -- "$privdiff" validate "$tmp/recipes/r.toml"
+
+# run: writes a run directory; refuses to overwrite one.
+expect 0 "run" -- "$privdiff" run "$tmp/recipes/r.toml" --out "$tmp/run1"
+contains "privacy spent (fixture_accountant): epsilon 0"
+for f in recipe.toml ledger.json privacy.json; do
+  checks=$((checks + 1)); [ -s "$tmp/run1/$f" ] || { echo "FAIL: run wrote no $f"; failures=$((failures + 1)); }
+done
+expect 1 "run into a used directory" -- "$privdiff" run "$tmp/recipes/r.toml" --out "$tmp/run1"
+contains "already exists and is not empty"
+
+echo "$((checks - failures)) passed, $failures failed"
+[ "$failures" -eq 0 ]

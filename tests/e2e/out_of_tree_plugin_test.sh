@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs privdiff from the build tree into a fresh prefix, builds examples/out_of_tree_plugin
+# against that *installed* SDK (find_package(privdiff) + privdiff_add_plugin), and checks that the
+# installed host loads it: from --plugin-path, and from the prefix once the plugin is installed.
+# Usage: out_of_tree_plugin_test.sh BUILD_DIR SOURCE_DIR WORK_DIR
+set -eu
+build=$1 source=$2 work=$3
+rm -rf "$work"; mkdir -p "$work"
+prefix="$work/prefix"
+
+step() { echo "== $*"; }
+fail() { echo "FAIL: $*"; echo "0 passed, 1 failed"; exit 1; }
+
+step "install privdiff into $prefix"
+cmake --install "$build" --prefix "$prefix" > "$work/install.log" || { cat "$work/install.log"; fail "install"; }
+privdiff="$prefix/bin/privdiff"
+[ -x "$privdiff" ] || fail "no installed privdiff"
+
+generator=()
+command -v ninja > /dev/null && generator=(-G Ninja)
+launcher=()
+command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+step "configure and build the out-of-tree plugin against the installed SDK"
+cmake -S "$source/examples/out_of_tree_plugin" -B "$work/plugin-build" "${generator[@]}" "${launcher[@]}" \
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_INSTALL_PREFIX="$prefix" \
+  > "$work/configure.log" 2>&1 || { cat "$work/configure.log"; fail "configure"; }
+cmake --build "$work/plugin-build" > "$work/build.log" 2>&1 || { cat "$work/build.log"; fail "build"; }
+lib="$work/plugin-build/libzcdp.so"
+[ -f "$lib" ] || fail "no libzcdp.so"
+
+step "the installed host loads it from --plugin-path"
+out=$("$privdiff" --plugin-path "$work/plugin-build" plugins list 2>&1) || fail "plugins list: $out"
+echo "$out"
+grep -q "zcdp .*zero-concentrated DP" <<<"$out" || fail "zcdp not listed as loaded"
+grep -q "refused" <<<"$out" && fail "a plugin was refused"
+
+out=$("$privdiff" --plugin-path "$work/plugin-build" plugins show zcdp 2>&1) || fail "plugins show: $out"
+grep -q 'zcdp (accountant)' <<<"$out" || fail "plugins show zcdp: $out"
+
+step "installed into the prefix, it is found without --plugin-path"
+cmake --install "$work/plugin-build" > /dev/null || fail "plugin install"
+printf '[privacy]\ndelta = 1e-5\naccountant = "zcdp"\n' > "$work/recipe.toml"
+out=$("$privdiff" validate "$work/recipe.toml" 2>&1) || fail "validate: $out"
+out=$("$privdiff" run "$work/recipe.toml" --out "$work/run" 2>&1) || fail "run: $out"
+grep -q "privacy spent (zcdp): epsilon 0" <<<"$out" || fail "run output: $out"
+[ -s "$work/run/privacy.json" ] || fail "no privacy.json"
+
+echo "1 passed, 0 failed"
