@@ -1,4 +1,7 @@
 #include <privdiff/config/config.hpp>
+#include <privdiff/config/schema.hpp>
+
+#include <stdexcept>
 
 namespace privdiff::sdk {
 
@@ -44,6 +47,25 @@ bool Config::is_keyword(const std::string& key, const std::string& keyword) cons
   if (it == values_.end()) return false;
   auto* s = std::get_if<std::string>(&it->second);
   return s && *s == keyword;
+}
+
+Config make_config(const Schema& schema, const std::string& path, std::map<std::string, ConfigValue> values) {
+  for (auto& [name, value] : values) {
+    const Key* key = schema.find(name);
+    if (!key) throw std::invalid_argument(path + "." + name + ": unknown key");
+    if (key->type() == ValueType::number) {
+      if (auto* i = std::get_if<std::int64_t>(&value)) value = static_cast<double>(*i);
+    }
+    if (!key->accepts(value)) {
+      throw std::invalid_argument(path + "." + name + ": expected " + key->expectation() + ", got " + to_toml(value));
+    }
+  }
+  for (const auto& key : schema.keys()) {
+    if (values.count(key.name())) continue;
+    if (key.default_value()) values[key.name()] = *key.default_value();
+    else if (key.is_required()) throw std::invalid_argument(path + "." + key.name() + ": missing required key");
+  }
+  return Config(path, std::move(values));
 }
 
 }  // namespace privdiff::sdk

@@ -20,7 +20,7 @@ class ZcdpGaussian : public Accountant {
   EpsilonResult epsilon(const PrivacyEvent& e, double delta) const override {
     const double s = e.inner().noise_multiplier();
     const double rho = e.count() / (2 * s * s);
-    return {rho + 2 * std::sqrt(rho * std::log(1 / delta)), {}};
+    return {rho + 2 * std::sqrt(rho * std::log(1 / delta)), {}, {}};
   }
   double delta(const PrivacyEvent&, double) const override { return 0; }
 };

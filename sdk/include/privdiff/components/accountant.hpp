@@ -16,6 +16,9 @@ namespace privdiff::sdk {
 struct EpsilonResult {
   double epsilon = 0.0;
   std::vector<std::pair<std::string, double>> details;
+  /// Things the user should know about this number, e.g. an optimal RDP order at the edge of
+  /// the order list (the epsilon is valid but may be loose).
+  std::vector<std::string> warnings;
 };
 
 class PRIVDIFF_SDK_API Accountant : public Component {

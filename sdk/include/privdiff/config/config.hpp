@@ -54,4 +54,13 @@ class PRIVDIFF_SDK_API Config {
   std::map<std::string, ConfigValue> values_;
 };
 
+class Schema;
+
+/// Builds the Config a component would get from a recipe section holding `values`: every value
+/// is checked against `schema` and every missing key with a default is filled in. For programmatic
+/// use (tests, the `account` command). Throws std::invalid_argument naming path.key for an unknown
+/// key, a value the key rejects, or a missing required key.
+PRIVDIFF_SDK_API Config make_config(const Schema& schema, const std::string& path,
+                                    std::map<std::string, ConfigValue> values = {});
+
 }  // namespace privdiff::sdk

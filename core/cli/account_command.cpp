@@ -1,0 +1,314 @@
+// privdiff account: epsilon (or delta) of a DP-SGD schedule or a run's ledger under any
+// accountant, and noise calibration for a target epsilon.
+//
+//   privdiff account [--accountant ID]... (--noise-multiplier S --sample-rate Q --steps T |
+//                    --history S:Q:T ...) (--delta D | --epsilon E) [--calibrate]
+//                    [--conversion improved|classic] [--json]
+//   privdiff account RUN_DIR [--delta D] [--accountant ID]... [--json]
+#include "cli/command_setup.hpp"
+#include "cli/commands.hpp"
+#include "recipe/recipe_document.hpp"
+#include "recipe/suggest.hpp"
+#include "run/atomic_file.hpp"
+
+#include <privdiff/components/accountant.hpp>
+#include <privdiff/privacy/calibration.hpp>
+#include <privdiff/privacy/event_json.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <iomanip>
+#include <iostream>
+#include <limits>
+#include <sstream>
+
+namespace privdiff::core::cli {
+
+namespace {
+
+using sdk::ComponentKind;
+using sdk::PrivacyEvent;
+
+struct AccountArgs {
+  std::string run_dir;
+  std::vector<std::string> accountants;
+  double noise_multiplier = 0, sample_rate = 0, delta = 0, epsilon = 0;
+  std::int64_t steps = 0;
+  std::vector<std::string> history;
+  bool calibrate = false, json = false;
+  std::string conversion = "improved";
+  double tolerance = 0;
+  CLI::Option *o_sigma = nullptr, *o_rate = nullptr, *o_steps = nullptr, *o_history = nullptr, *o_delta = nullptr,
+              *o_epsilon = nullptr, *o_tolerance = nullptr;
+};
+
+struct Schedule {
+  double sigma, q;
+  std::int64_t steps;
+};
+
+std::string number(double v, int precision = 6) {
+  if (std::isinf(v)) return "inf";
+  std::ostringstream os;
+  os << std::setprecision(precision) << v;
+  return os.str();
+}
+
+Schedule parse_history_entry(const std::string& text) {
+  std::istringstream in(text);
+  std::string s, q, t;
+  if (!std::getline(in, s, ':') || !std::getline(in, q, ':') || !std::getline(in, t) || t.find(':') != std::string::npos) {
+    throw UsageError("--history '" + text + "': expected NOISE_MULTIPLIER:SAMPLE_RATE:STEPS, e.g. 1.1:0.01:5000");
+  }
+  try {
+    std::size_t used_s, used_q, used_t;
+    Schedule sch{std::stod(s, &used_s), std::stod(q, &used_q), std::stoll(t, &used_t)};
+    if (used_s != s.size() || used_q != q.size() || used_t != t.size()) throw std::invalid_argument("trailing");
+    return sch;
+  } catch (const std::logic_error&) {
+    throw UsageError("--history '" + text + "': expected NOISE_MULTIPLIER:SAMPLE_RATE:STEPS with numbers, e.g. 1.1:0.01:5000");
+  }
+}
+
+void check_schedule(const Schedule& s, const std::string& where, bool need_sigma) {
+  if (need_sigma && !(s.sigma > 0 && std::isfinite(s.sigma))) {
+    throw UsageError(where + ": noise multiplier must be > 0, got " + number(s.sigma));
+  }
+  if (!(s.q > 0 && s.q <= 1)) throw UsageError(where + ": sample rate must be in (0, 1], got " + number(s.q));
+  if (s.steps < 1) throw UsageError(where + ": steps must be >= 1, got " + std::to_string(s.steps));
+}
+
+PrivacyEvent schedule_event(const std::vector<Schedule>& schedules) {
+  std::vector<PrivacyEvent> parts;
+  for (const auto& s : schedules) {
+    parts.push_back(PrivacyEvent::self_composed(
+        PrivacyEvent::poisson_sampled(s.q, PrivacyEvent::gaussian(s.sigma)), s.steps));
+  }
+  return parts.size() == 1 ? parts.front() : PrivacyEvent::composed(std::move(parts));
+}
+
+struct Target {
+  std::string id;
+  std::unique_ptr<sdk::Accountant> accountant;
+};
+
+std::vector<Target> make_accountants(const ComponentRegistry& registry, const AccountArgs& args) {
+  std::vector<std::string> ids = args.accountants.empty() ? registry.ids(ComponentKind::accountant) : args.accountants;
+  if (ids.empty()) throw std::runtime_error("no accountant plugins are installed (see `privdiff plugins list`)");
+  std::vector<Target> out;
+  for (const auto& id : ids) {
+    auto found = registry.find(ComponentKind::accountant, id);
+    if (!found) {
+      const auto available = registry.ids(ComponentKind::accountant);
+      std::string hint = registry.refused_hint(id);
+      throw UsageError("--accountant: unknown accountant '" + id + "'" + did_you_mean(id, available) +
+                       "; available accountants: " + join(available) + (hint.empty() ? "" : "; " + hint));
+    }
+    std::map<std::string, sdk::ConfigValue> values;
+    if (found->registration->schema.find("conversion")) values["conversion"] = args.conversion;
+    const sdk::Config config = sdk::make_config(found->registration->schema, "accountants." + id, values);
+    out.push_back({id, create_component<sdk::Accountant>(registry, id, config)});
+  }
+  return out;
+}
+
+nlohmann::json result_json(const std::string& id, const sdk::EpsilonResult& r, double delta) {
+  nlohmann::json j = {{"accountant", id}, {"epsilon", r.epsilon}, {"delta", delta}};
+  for (const auto& [k, v] : r.details) j[k] = v;
+  if (!r.warnings.empty()) j["warnings"] = r.warnings;
+  return j;
+}
+
+std::string details_text(const nlohmann::json& j) {
+  std::string out;
+  for (const auto& [k, v] : j.items()) {
+    if (k == "accountant" || k == "epsilon" || k == "delta" || k == "noise_multiplier" || k == "warnings") continue;
+    out += (out.empty() ? "" : ", ") + k + " " + (v.is_number() ? number(v.get<double>()) : v.dump());
+  }
+  return out;
+}
+
+void print_table(const nlohmann::json& results, bool calibrated) {
+  std::cout << std::left << std::setw(20) << "accountant";
+  if (calibrated) std::cout << std::setw(18) << "noise_multiplier";
+  std::cout << std::setw(14) << "epsilon" << std::setw(12) << "delta" << "details\n";
+  for (const auto& r : results) {
+    std::cout << std::setw(20) << r["accountant"].get<std::string>();
+    if (calibrated) std::cout << std::setw(18) << number(r["noise_multiplier"].get<double>(), 8);
+    std::cout << std::setw(14) << number(r["epsilon"].get<double>()) << std::setw(12)
+              << number(r["delta"].get<double>(), 4) << details_text(r) << "\n";
+    if (r.contains("warnings")) {
+      for (const auto& w : r["warnings"]) std::cout << "  warning: " << w.get<std::string>() << "\n";
+    }
+  }
+}
+
+nlohmann::json evaluate(const Target& t, const AccountArgs& args, const PrivacyEvent& event, const Schedule& schedule,
+                        bool has_epsilon) {
+  if (args.calibrate) {
+    const double tolerance = args.o_tolerance->count() ? args.tolerance : (t.id == "prv" ? 1e-4 : 1e-10);
+    auto events = [&](double sigma) { return schedule_event({{sigma, schedule.q, schedule.steps}}); };
+    const auto c = sdk::calibrate_noise_multiplier(*t.accountant, events, args.epsilon, args.delta, tolerance);
+    nlohmann::json j = result_json(t.id, t.accountant->epsilon(events(c.noise_multiplier), args.delta), args.delta);
+    j["noise_multiplier"] = c.noise_multiplier;
+    return j;
+  }
+  if (has_epsilon) {
+    return {{"accountant", t.id}, {"epsilon", args.epsilon}, {"delta", t.accountant->delta(event, args.epsilon)}};
+  }
+  return result_json(t.id, t.accountant->epsilon(event, args.delta), args.delta);
+}
+
+void run_account(const GlobalOptions& global, AccountArgs& args) {
+  const bool from_run = !args.run_dir.empty();
+  const bool single = args.o_sigma->count() || args.o_rate->count() || args.o_steps->count();
+  const bool history = args.o_history->count() > 0;
+  const bool has_delta = args.o_delta->count() > 0, has_epsilon = args.o_epsilon->count() > 0;
+
+  // --- what was spent
+  PrivacyEvent event = PrivacyEvent::no_op();
+  Schedule schedule{};
+  if (from_run) {
+    if (single || history || args.calibrate) {
+      throw UsageError("RUN_DIR evaluates a run's ledger: do not combine it with --noise-multiplier, --sample-rate, "
+                       "--steps, --history or --calibrate");
+    }
+    const std::filesystem::path dir(args.run_dir);
+    if (!std::filesystem::exists(dir / "ledger.json")) {
+      throw UsageError(args.run_dir + ": not a run directory (no ledger.json)");
+    }
+    try {
+      event = sdk::privacy_ledger_from_json(read_file(dir / "ledger.json")).total();
+    } catch (const std::invalid_argument& e) {
+      throw UsageError((dir / "ledger.json").string() + ": " + e.what());
+    }
+    if (!has_delta && !has_epsilon) {
+      // The run's own target delta, from its resolved recipe.
+      const auto recipe = RecipeDocument::load(dir / "recipe.toml");
+      if (auto d = recipe.root()["privacy"]["delta"].value<double>()) {
+        args.delta = *d;
+      } else {
+        throw UsageError("the run sets no [privacy] delta; pass --delta");
+      }
+    }
+  } else if (single && history) {
+    throw UsageError("give either --noise-multiplier/--sample-rate/--steps or --history, not both");
+  } else if (history) {
+    if (args.calibrate) throw UsageError("--calibrate works on one schedule: use --sample-rate and --steps");
+    std::vector<Schedule> schedules;
+    for (const auto& h : args.history) {
+      schedules.push_back(parse_history_entry(h));
+      check_schedule(schedules.back(), "--history '" + h + "'", true);
+    }
+    event = schedule_event(schedules);
+  } else {
+    if (!args.o_rate->count() || !args.o_steps->count() || (!args.calibrate && !args.o_sigma->count())) {
+      throw UsageError(std::string("give ") + (args.calibrate ? "" : "--noise-multiplier, ") +
+                       "--sample-rate and --steps (or --history S:Q:T, or a RUN_DIR)");
+    }
+    if (args.calibrate && args.o_sigma->count()) {
+      throw UsageError("--calibrate finds the noise multiplier: do not pass --noise-multiplier");
+    }
+    schedule = {args.noise_multiplier, args.sample_rate, args.steps};
+    check_schedule(schedule, "arguments", !args.calibrate);
+    if (!args.calibrate) event = schedule_event({schedule});
+  }
+
+  // --- the question
+  if (args.calibrate) {
+    if (!has_epsilon || !has_delta) throw UsageError("--calibrate needs the target --epsilon and --delta");
+  } else if (has_delta == has_epsilon && !from_run) {
+    throw UsageError("give exactly one of --delta (to get epsilon) or --epsilon (to get delta)");
+  } else if (has_delta && has_epsilon) {
+    throw UsageError("give exactly one of --delta (to get epsilon) or --epsilon (to get delta)");
+  }
+  if ((has_delta || from_run) && !has_epsilon && !(args.delta > 0 && args.delta < 1)) {
+    throw UsageError("--delta must be in (0, 1), got " + number(args.delta));
+  }
+  if (args.calibrate && !(args.delta > 0 && args.delta < 1)) {
+    throw UsageError("--delta must be in (0, 1), got " + number(args.delta));
+  }
+  if (has_epsilon && !(args.epsilon > 0 && std::isfinite(args.epsilon))) {
+    throw UsageError("--epsilon must be > 0, got " + number(args.epsilon));
+  }
+  if (args.conversion != "improved" && args.conversion != "classic") {
+    throw UsageError("--conversion must be improved or classic, got '" + args.conversion + "'");
+  }
+
+  ComponentRegistry registry;
+  load_plugins(registry, global, nullptr);
+  std::vector<Target> targets = make_accountants(registry, args);
+
+  // Accountants named explicitly must handle the events; from the default set, those that cannot
+  // are skipped with the reason.
+  const PrivacyEvent probe = args.calibrate ? schedule_event({{1.0, schedule.q, schedule.steps}}) : event;
+  nlohmann::json skipped = nlohmann::json::array();
+  std::vector<Target> usable;
+  for (auto& t : targets) {
+    const std::string why = t.accountant->cannot_evaluate(probe);
+    if (why.empty()) {
+      usable.push_back(std::move(t));
+    } else if (!args.accountants.empty()) {
+      throw UsageError("--accountant " + t.id + ": " + why);
+    } else {
+      skipped.push_back({{"accountant", t.id}, {"reason", why}});
+    }
+  }
+  if (usable.empty()) throw UsageError("no installed accountant can evaluate these events");
+
+  nlohmann::json results = nlohmann::json::array();
+  for (auto& t : usable) {
+    try {
+      results.push_back(evaluate(t, args, event, schedule, has_epsilon));
+    } catch (const std::exception& e) {
+      if (!args.accountants.empty()) throw;  // asked for by name: its failure is the command's
+      skipped.push_back({{"accountant", t.id}, {"reason", e.what()}});
+    }
+  }
+  if (results.empty()) throw std::runtime_error("no accountant could evaluate these events: " + skipped.dump());
+
+  if (args.json) {
+    nlohmann::json out = {{"results", results}};
+    if (!skipped.empty()) out["skipped"] = skipped;
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  if (from_run) std::cout << "ledger: " << event.to_string() << "\n";
+  print_table(results, args.calibrate);
+  for (const auto& s : skipped) {
+    std::cout << "skipped " << s["accountant"].get<std::string>() << ": " << s["reason"].get<std::string>() << "\n";
+  }
+}
+
+}  // namespace
+
+CLI::App* add_account_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
+  CLI::App* account = app.add_subcommand(
+      "account", "Epsilon or delta of a DP-SGD schedule or a run's ledger; calibrate the noise for a target epsilon");
+  auto args = std::make_shared<AccountArgs>();
+  account->add_option("RUN_DIR", args->run_dir, "a run directory: evaluate its ledger.json");
+  account->add_option("--accountant", args->accountants, "accountant id (repeatable; default: every installed one)")
+      ->allow_extra_args(false);
+  args->o_sigma = account->add_option("--noise-multiplier", args->noise_multiplier, "sigma / clipping norm");
+  args->o_rate = account->add_option("--sample-rate", args->sample_rate, "Poisson sampling rate q = batch size / N");
+  args->o_steps = account->add_option("--steps", args->steps, "number of steps");
+  args->o_history = account->add_option("--history", args->history,
+                                        "a schedule segment NOISE_MULTIPLIER:SAMPLE_RATE:STEPS (repeatable)")
+                        ->allow_extra_args(false);
+  args->o_delta = account->add_option("--delta", args->delta, "report epsilon at this delta");
+  args->o_epsilon = account->add_option("--epsilon", args->epsilon, "report delta at this epsilon (or the --calibrate target)");
+  account->add_flag("--calibrate", args->calibrate,
+                    "find the smallest noise multiplier with epsilon <= --epsilon at --delta");
+  account->add_option("--conversion", args->conversion, "RDP to (eps, delta): improved (default) or classic");
+  args->o_tolerance = account->add_option("--tolerance", args->tolerance,
+                                          "relative tolerance of --calibrate (default 1e-10; 1e-4 for prv)");
+  account->add_flag("--json", args->json, "print one JSON object");
+  account->callback([&global, &exit_code, args] {
+    run_account(global, *args);
+    exit_code = exit_ok;
+  });
+  return account;
+}
+
+}  // namespace privdiff::core::cli

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the Debian packages privdiff needs, only those missing (idempotent; no network use when
+# everything is present). Debian 12 (bookworm). Runs apt-get as root, or through sudo.
+set -euo pipefail
+
+packages=(
+  g++ cmake ninja-build ccache pkg-config        # toolchain (ccache: fast rebuilds)
+  libtorch-dev                                   # LibTorch 1.13 (CPU)
+  libboost-dev                                   # Boost.DLL (header-only)
+  libtomlplusplus-dev libcli11-dev               # recipes, command line
+  libeigen3-dev libfftw3-dev nlohmann-json3-dev  # numerics (Eigen FFT on FFTW), JSON
+  libgtest-dev                                   # tests
+  dataset-fashion-mnist                          # the default dataset
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2> /dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "privdiff: all ${#packages[@]} Debian packages present"
+  exit 0
+fi
+
+as_root=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo > /dev/null || { echo "privdiff: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  as_root=(sudo)
+fi
+echo "privdiff: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" apt-get update -qq
+"${as_root[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
