@@ -71,12 +71,18 @@ Schedule parse_history_entry(const std::string& text) {
   }
 }
 
+// `where` prefixes the messages: "--history '1:2:3': " or "" for the single-schedule options.
 void check_schedule(const Schedule& s, const std::string& where, bool need_sigma) {
+  const bool single = where.empty();
   if (need_sigma && !(s.sigma > 0 && std::isfinite(s.sigma))) {
-    throw UsageError(where + ": noise multiplier must be > 0, got " + number(s.sigma));
+    throw UsageError(where + (single ? "--noise-multiplier" : "noise multiplier") + " must be > 0, got " + number(s.sigma));
   }
-  if (!(s.q > 0 && s.q <= 1)) throw UsageError(where + ": sample rate must be in (0, 1], got " + number(s.q));
-  if (s.steps < 1) throw UsageError(where + ": steps must be >= 1, got " + std::to_string(s.steps));
+  if (!(s.q > 0 && s.q <= 1)) {
+    throw UsageError(where + (single ? "--sample-rate" : "sample rate") + " must be in (0, 1], got " + number(s.q));
+  }
+  if (s.steps < 1) {
+    throw UsageError(where + (single ? "--steps" : "steps") + " must be >= 1, got " + std::to_string(s.steps));
+  }
 }
 
 PrivacyEvent schedule_event(const std::vector<Schedule>& schedules) {
@@ -199,7 +205,7 @@ void run_account(const GlobalOptions& global, AccountArgs& args) {
     std::vector<Schedule> schedules;
     for (const auto& h : args.history) {
       schedules.push_back(parse_history_entry(h));
-      check_schedule(schedules.back(), "--history '" + h + "'", true);
+      check_schedule(schedules.back(), "--history '" + h + "': ", true);
     }
     event = schedule_event(schedules);
   } else {
@@ -211,7 +217,7 @@ void run_account(const GlobalOptions& global, AccountArgs& args) {
       throw UsageError("--calibrate finds the noise multiplier: do not pass --noise-multiplier");
     }
     schedule = {args.noise_multiplier, args.sample_rate, args.steps};
-    check_schedule(schedule, "arguments", !args.calibrate);
+    check_schedule(schedule, "", !args.calibrate);
     if (!args.calibrate) event = schedule_event({schedule});
   }
 

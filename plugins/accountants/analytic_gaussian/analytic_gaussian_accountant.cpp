@@ -3,6 +3,7 @@
 // s_1..s_n act as one Gaussian with 1/s^2 = sum 1/s_i^2. Subsampled events are refused: their
 // curve is not a Gaussian one (use rdp or prv).
 #include <privdiff/components/accountant.hpp>
+#include <privdiff/config/value.hpp>
 #include <privdiff/plugin/export.hpp>
 #include <privdiff/privacy/analytic_gaussian.hpp>
 
@@ -27,7 +28,7 @@ class AnalyticGaussianAccountant : public Accountant {
       case Kind::poisson_sampled:
         if (event.sampling_rate() == 0 || event.sampling_rate() == 1) return cannot_evaluate(event.inner());
         return "analytic_gaussian cannot evaluate Poisson-subsampled events (q = " +
-               std::to_string(event.sampling_rate()) + "): their privacy curve is not Gaussian; use rdp or prv";
+               to_toml(ConfigValue{event.sampling_rate()}) + "): their privacy curve is not Gaussian; use rdp or prv";
       case Kind::self_composed: return cannot_evaluate(event.inner());
       case Kind::composed:
         for (const auto& c : event.children()) {

@@ -67,10 +67,7 @@ class PrvAccountant : public Accountant {
     if (!(delta_error < delta)) {
       throw std::invalid_argument("prv: delta_error (" + std::to_string(delta_error) + ") must be below delta");
     }
-    const auto& orders = rdp::default_orders();
-    const double order =
-        rdp::epsilon(orders, rdp::event_rdp(event, orders), delta, rdp::Conversion::improved).order;
-    const PrvComposition composition(atoms, eps_error_, delta_error, order);
+    const PrvComposition composition(atoms, eps_error_, delta_error, {true, delta});
     const EpsilonBounds b = composition.epsilon_bounds(delta);
     return {b.upper,
             {{"epsilon_lower", b.lower},
@@ -88,14 +85,7 @@ class PrvAccountant : public Accountant {
     if (atoms.empty()) return 0;
     // Without a delta to scale from, the domain is sized for delta_error (default 1e-12).
     const double delta_error = delta_error_ > 0 ? delta_error_ : 1e-12;
-    const auto& orders = rdp::default_orders();
-    const auto curve = rdp::event_rdp(event, orders);
-    double best_order = orders.front(), best = inf;
-    for (std::size_t k = 0; k < orders.size(); ++k) {
-      const double d = rdp::delta({orders[k]}, {curve[k]}, epsilon, rdp::Conversion::improved);
-      if (d < best) best = d, best_order = orders[k];
-    }
-    return PrvComposition(atoms, eps_error_, delta_error, best_order).delta_upper(epsilon);
+    return PrvComposition(atoms, eps_error_, delta_error, {false, epsilon}).delta_upper(epsilon);
   }
 
  private:

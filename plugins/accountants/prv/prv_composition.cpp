@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <complex>
+#include <functional>
+#include <thread>
 #include <iomanip>
 #include <sstream>
 #include <limits>
@@ -105,8 +107,8 @@ double truncated_mean(const StepPrv& prv, double x_lo, double x_hi) {
   return first_moment / mass;
 }
 
-// Fast FFT size >= n: even, of the form 2^a 3^b 5^c.
-std::int64_t fast_size(std::int64_t n) {
+// FFT size >= n: even, of the form 2^a 3^b 5^c (fast for FFTW, at most a few percent above n).
+std::int64_t fft_size(std::int64_t n) {
   for (std::int64_t m = std::max<std::int64_t>(2, n + (n & 1));; m += 2) {
     std::int64_t r = m;
     for (int f : {2, 3, 5}) {
@@ -116,7 +118,11 @@ std::int64_t fast_size(std::int64_t n) {
   }
 }
 
+// z^n by repeated squaring (error ~log2(n) roundings, not n * |arg z| as exp(n log z) has);
+// 0 when |z|^n underflows, which most high-frequency bins of a many-fold composition do.
 std::complex<double> integer_power(std::complex<double> z, std::int64_t n) {
+  const double norm = std::norm(z);
+  if (norm == 0 || 0.5 * std::log(norm) * static_cast<double>(n) < -745) return {0, 0};
   std::complex<double> result(1, 0);
   while (n > 0) {
     if (n & 1) result *= z;
@@ -126,35 +132,53 @@ std::complex<double> integer_power(std::complex<double> z, std::int64_t n) {
   return result;
 }
 
-sdk::PrivacyEvent atom_event(const PrvAtom& a) {
-  auto step = sdk::PrivacyEvent::poisson_sampled(a.q, sdk::PrivacyEvent::gaussian(a.sigma));
-  return sdk::PrivacyEvent::self_composed(step, a.count);
+// Runs body(begin, end) over [0, n) split across the machine's cores (pure arithmetic loops only).
+void parallel_for(std::size_t n, const std::function<void(std::size_t, std::size_t)>& body) {
+  const std::size_t workers = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 16);
+  if (workers == 1 || n < 20000) {
+    body(0, n);
+    return;
+  }
+  std::vector<std::thread> threads;
+  const std::size_t chunk = (n + workers - 1) / workers;
+  for (std::size_t w = 1; w < workers; ++w) {
+    const std::size_t begin = std::min(n, w * chunk), end = std::min(n, begin + chunk);
+    threads.emplace_back([&body, begin, end] { body(begin, end); });
+  }
+  body(0, std::min(n, chunk));
+  for (auto& t : threads) t.join();
 }
 
 }  // namespace
 
 PrvComposition::PrvComposition(const std::vector<PrvAtom>& atoms, double eps_error, double delta_error,
-                               double tilt_order)
+                               Question question)
     : eps_error_(eps_error), delta_error_(delta_error) {
   if (!(eps_error > 0)) throw std::invalid_argument("prv: eps_error must be > 0");
   if (!(delta_error > 0 && delta_error < 1)) throw std::invalid_argument("prv: delta_error must be in (0, 1)");
   std::int64_t n_total = 0;
-  std::vector<sdk::PrivacyEvent> events;
   for (const auto& a : atoms) {
     if (!(a.sigma > 0) || !(a.q > 0 && a.q <= 1) || a.count < 1) throw std::invalid_argument("prv: bad atom");
     n_total += a.count;
-    events.push_back(atom_event(a));
   }
   if (n_total == 0) return;  // spends nothing: empty distribution above 0
 
+  // One RDP curve per atom; the composition's curve is their count-weighted sum.
+  const auto& orders = rdp::default_orders();
+  std::vector<std::vector<double>> step_curves;
+  std::vector<double> total_curve(orders.size(), 0.0);
+  for (const auto& a : atoms) {
+    step_curves.emplace_back();
+    for (std::size_t k = 0; k < orders.size(); ++k) {
+      step_curves.back().push_back(rdp::subsampled_gaussian(a.q, a.sigma, orders[k]));
+      total_curve[k] += static_cast<double>(a.count) * step_curves.back()[k];
+    }
+  }
   // Domain [-L, L] (Remark 5.6): RDP bounds the composed tail at delta_error / 4, and each single
   // step's at delta_error / (8 N); +3 turns a delta bound into a tail-mass bound.
-  const auto& orders = rdp::default_orders();
-  double L = rdp::epsilon(orders, rdp::event_rdp(sdk::PrivacyEvent::composed(events), orders), delta_error / 4,
-                          rdp::Conversion::improved).epsilon;
-  for (const auto& a : atoms) {
-    auto single = sdk::PrivacyEvent::poisson_sampled(a.q, sdk::PrivacyEvent::gaussian(a.sigma));
-    L = std::max(L, rdp::epsilon(orders, rdp::event_rdp(single, orders), delta_error / (8.0 * n_total),
+  double L = rdp::epsilon(orders, total_curve, delta_error / 4, rdp::Conversion::improved).epsilon;
+  for (const auto& curve : step_curves) {
+    L = std::max(L, rdp::epsilon(orders, curve, delta_error / (8.0 * static_cast<double>(n_total)),
                                  rdp::Conversion::improved).epsilon);
   }
   L = std::max(L, eps_error) + 3;
@@ -167,19 +191,33 @@ PrvComposition::PrvComposition(const std::vector<PrvAtom>& atoms, double eps_err
        << dt_ << "); raise [accountants.prv] eps_error";
     throw std::runtime_error(os.str());
   }
-  const std::int64_t M = fast_size(static_cast<std::int64_t>(cells));
+  const std::int64_t M = fft_size(static_cast<std::int64_t>(cells));
   const std::int64_t half = M / 2;
   half_width_ = half * dt_;
   auto t_at = [&](std::int64_t i) { return static_cast<double>(i - half) * dt_; };  // cell centres
 
-  const double lambda = std::clamp((tilt_order - 1) / 2, 0.0, 64.0);
+  // The tilt: half the RDP-optimal order for the question (see the header).
+  double order = 1;
+  if (question.epsilon_at_delta) {
+    order = rdp::epsilon(orders, total_curve, question.value, rdp::Conversion::improved).order;
+  } else {
+    double best = std::numeric_limits<double>::infinity();
+    for (std::size_t k = 0; k < orders.size(); ++k) {
+      const double d = rdp::delta({orders[k]}, {total_curve[k]}, question.value, rdp::Conversion::improved);
+      if (d < best) best = d, order = orders[k];
+    }
+  }
+  const double lambda = std::clamp((order - 1) / 2, 0.0, 64.0);
 
-  Eigen::FFT<double> fft;
+  // One FFT object per thread: Eigen keeps its FFTW plans per size, and planning costs as much as
+  // the transform itself at these sizes.
+  thread_local Eigen::FFT<double> fft;
   fft.SetFlag(Eigen::FFT<double>::HalfSpectrum);
+  fft.SetFlag(Eigen::FFT<double>::Unscaled);  // the inverse's 1/M goes into the normaliser instead
   std::vector<std::complex<double>> total_spectrum;
   std::vector<double> cell(static_cast<std::size_t>(M));
   std::vector<std::complex<double>> spectrum;
-  double log_normaliser = 0;  // sum_j n_j log Z_j
+  double log_normaliser = -std::log(static_cast<double>(M));  // 1/M of the inverse FFT, + sum_j n_j log Z_j
   double total_shift = 0;     // sum_j n_j shift_j
 
   for (const auto& a : atoms) {
@@ -188,37 +226,57 @@ PrvComposition::PrvComposition(const std::vector<PrvAtom>& atoms, double eps_err
     const double t_lo = std::max(t_at(0) - dt_ / 2, prv.y_of(prv.x_min()));
     const double t_hi = std::min(t_at(M - 1) + dt_ / 2, prv.y_of(prv.x_max()));
     const std::int64_t i_lo = std::max<std::int64_t>(0, static_cast<std::int64_t>(std::floor(t_lo / dt_ + 0.5)) + half);
-    const std::int64_t i_hi =
+    std::int64_t i_hi =
         std::min<std::int64_t>(M - 1, static_cast<std::int64_t>(std::floor(t_hi / dt_ + 0.5)) + half);
-    std::fill(cell.begin(), cell.end(), 0.0);
-    // Masses from CDF differences below the median, survival-function differences above it.
-    double prev_cdf = prv.cdf(t_at(i_lo) - dt_ / 2), prev_sf = 1 - prev_cdf;
-    bool upper = prev_sf < 0.5;
-    if (upper) prev_sf = prv.sf(t_at(i_lo) - dt_ / 2);
-    double mass = 0, first_moment = 0;
-    for (std::int64_t i = i_lo; i <= i_hi; ++i) {
-      const double edge = t_at(i) + dt_ / 2;
-      double p;
-      if (!upper) {
-        const double c = prv.cdf(edge);
-        if (c > 0.5) {
-          const double s = prv.sf(edge);
-          p = (1 - s) - prev_cdf;
-          prev_sf = s;
-          upper = true;
-        } else {
-          p = c - prev_cdf;
-          prev_cdf = c;
+    // Cells whose tilted mass p e^{lambda t} is below e^-80 cannot change any answer (the tilted
+    // normaliser is >= 1 because E[Y] >= 0): find where the upper tail gets there and stop.
+    {
+      auto negligible = [&](std::int64_t i) {
+        const double t = t_at(i) - dt_ / 2, sf = prv.sf(t);
+        return sf <= 0 || std::log(sf) + lambda * t < -80;
+      };
+      // log sf(t) + lambda t rises then falls (sf ~ 1 at the bottom, super-exponentially small at
+      // the top), so the negligible cells form one upper block: bisect for its start.
+      if (negligible(i_hi) && !negligible(i_lo)) {
+        std::int64_t lo = i_lo, hi = i_hi;
+        while (hi - lo > 1) {
+          const std::int64_t mid = lo + (hi - lo) / 2;
+          if (negligible(mid)) hi = mid;
+          else lo = mid;
         }
-      } else {
-        const double s = prv.sf(edge);
-        p = prev_sf - s;
-        prev_sf = s;
+        i_hi = hi;
       }
+    }
+    std::fill(cell.begin(), cell.end(), 0.0);
+    // Cell masses from CDF differences below the median and survival-function differences above
+    // it, so tail cells keep their relative precision. Edge values first (in parallel), then
+    // differences; `split` is the first edge whose CDF exceeds 1/2.
+    const std::int64_t n_edges = i_hi - i_lo + 2;
+    auto edge_t = [&](std::int64_t e) { return t_at(i_lo + e) - dt_ / 2; };
+    std::int64_t split = 0, above = n_edges;
+    while (above - split > 0) {
+      const std::int64_t mid = split + (above - split) / 2;
+      if (prv.cdf(edge_t(mid)) > 0.5) above = mid;
+      else split = mid + 1;
+    }
+    std::vector<double> edge(static_cast<std::size_t>(n_edges));  // CDF below split, SF from split on
+    parallel_for(edge.size(), [&](std::size_t begin, std::size_t end) {
+      for (std::size_t e = begin; e < end; ++e) {
+        const auto ei = static_cast<std::int64_t>(e);
+        edge[e] = ei < split ? prv.cdf(edge_t(ei)) : prv.sf(edge_t(ei));
+      }
+    });
+    double mass = 0, first_moment = 0;
+    for (std::int64_t e = 0; e + 1 < n_edges; ++e) {
+      const auto a0 = static_cast<std::size_t>(e), a1 = a0 + 1;
+      double p;
+      if (e + 1 < split) p = edge[a1] - edge[a0];             // CDF - CDF
+      else if (e >= split) p = edge[a0] - edge[a1];           // SF - SF
+      else p = (1 - edge[a1]) - edge[a0];                     // the cell holding the median
       p = std::max(0.0, p);
-      cell[static_cast<std::size_t>(i)] = p;
+      cell[static_cast<std::size_t>(i_lo + e)] = p;
       mass += p;
-      first_moment += p * t_at(i);
+      first_moment += p * t_at(i_lo + e);
     }
     if (!(mass > 0)) throw std::runtime_error("prv: a step's privacy loss has no mass on the grid");
     // Mean correction: shift the cells so their mean is the continuous (truncated) mean.
@@ -230,22 +288,29 @@ PrvComposition::PrvComposition(const std::vector<PrvAtom>& atoms, double eps_err
                                std::to_string(dt_) + " (q = " + std::to_string(a.q) +
                                ", sigma = " + std::to_string(a.sigma) + ")");
     }
-    // Tilt: p_i e^{lambda (t_i + shift)} / Z, computed in log space.
-    double log_z = -inf;
-    for (std::int64_t i = i_lo; i <= i_hi; ++i) {
-      const double p = cell[static_cast<std::size_t>(i)];
-      if (p > 0) log_z = log_add(log_z, std::log(p / mass) + lambda * (t_at(i) + shift));
-    }
-    for (std::int64_t i = i_lo; i <= i_hi; ++i) {
-      double& p = cell[static_cast<std::size_t>(i)];
-      if (p > 0) p = std::exp(std::log(p / mass) + lambda * (t_at(i) + shift) - log_z);
-    }
+    // Tilt: p_i e^{lambda (t_i + shift)} / Z, computed in log space (w_i = log p_i + lambda t_i).
+    const auto n_cells = static_cast<std::size_t>(i_hi - i_lo + 1);
+    double* w = cell.data() + i_lo;
+    parallel_for(n_cells, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t j = begin; j < end; ++j) {
+        w[j] = w[j] > 0 ? std::log(w[j] / mass) + lambda * (t_at(i_lo + static_cast<std::int64_t>(j)) + shift) : -inf;
+      }
+    });
+    const double w_max = *std::max_element(w, w + n_cells);
+    double sum = 0;
+    for (std::size_t j = 0; j < n_cells; ++j) sum += std::exp(w[j] - w_max);
+    const double log_z = w_max + std::log(sum);
+    parallel_for(n_cells, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t j = begin; j < end; ++j) w[j] = std::exp(w[j] - log_z);
+    });
     log_normaliser += static_cast<double>(a.count) * log_z;
     total_shift += static_cast<double>(a.count) * shift;
 
     fft.fwd(spectrum, cell);
     if (total_spectrum.empty()) total_spectrum.assign(spectrum.size(), std::complex<double>(1, 0));
-    for (std::size_t k = 0; k < spectrum.size(); ++k) total_spectrum[k] *= integer_power(spectrum[k], a.count);
+    parallel_for(spectrum.size(), [&](std::size_t begin, std::size_t end) {
+      for (std::size_t k = begin; k < end; ++k) total_spectrum[k] *= integer_power(spectrum[k], a.count);
+    });
   }
 
   std::vector<double> composed;
@@ -257,12 +322,17 @@ PrvComposition::PrvComposition(const std::vector<PrvAtom>& atoms, double eps_err
   std::int64_t k0 = half;
   while (k0 > 0 && t_at(k0) + total_shift >= 0) --k0;
   if (t_at(k0) + total_shift < 0) ++k0;
-  for (std::int64_t k = k0; k < M; ++k) {
-    const double tilted = composed[static_cast<std::size_t>((k + offset) % M)];
-    const double t = t_at(k) + total_shift;
-    t_.push_back(t);
-    p_.push_back(tilted > 0 ? std::exp(std::log(tilted) + log_normaliser - lambda * t) : 0.0);
-  }
+  t_.resize(static_cast<std::size_t>(M - k0));
+  p_.resize(t_.size());
+  parallel_for(t_.size(), [&](std::size_t begin, std::size_t end) {
+    for (std::size_t j = begin; j < end; ++j) {
+      const std::int64_t k = k0 + static_cast<std::int64_t>(j);
+      const double tilted = composed[static_cast<std::size_t>((k + offset) % M)];
+      const double t = t_at(k) + total_shift;
+      t_[j] = t;
+      p_[j] = tilted > 0 ? std::exp(std::log(tilted) + log_normaliser - lambda * t) : 0.0;
+    }
+  });
   // Suffix sums, all of positive terms (no cancellation).
   const std::size_t n = t_.size();
   mass_above_.assign(n + 1, 0.0);

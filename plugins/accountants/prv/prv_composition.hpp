@@ -32,10 +32,16 @@ struct EpsilonBounds {
 
 class PrvComposition {
  public:
+  /// What the composition will be asked, which sets the exponential tilt: the tilt is
+  /// (alpha - 1) / 2 for the RDP order alpha that is optimal for this question.
+  struct Question {
+    bool epsilon_at_delta;  ///< true: epsilon(delta = value); false: delta(epsilon = value)
+    double value;
+  };
+
   /// Discretises and composes `atoms`. `delta_error` sizes the domain (truncated tail mass) and
-  /// `eps_error` the mesh, as in Gopi et al. Thm 5.5 / Remark 5.6. `tilt_order` is the RDP order
-  /// near the optimum for the question asked (the tilt is (order - 1) / 2); 1 means no tilt.
-  PrvComposition(const std::vector<PrvAtom>& atoms, double eps_error, double delta_error, double tilt_order);
+  /// `eps_error` the mesh, as in Gopi et al. Thm 5.5 / Remark 5.6.
+  PrvComposition(const std::vector<PrvAtom>& atoms, double eps_error, double delta_error, Question question);
 
   /// delta(epsilon) of the discretised composition (the estimate).
   double delta_estimate(double epsilon) const;

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# `privdiff account` as scripts use it: the JSON contract, the table, calibration, a run
+# directory's ledger, and exit code 2 for every kind of bad argument.
+# Usage: account_cli_test.sh PRIVDIFF
+set -u
+privdiff=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0 checks=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+run() { out=$("$@" 2>&1); code=$?; checks=$((checks + 1)); }
+# json_check 'python expression over j' : evaluated on the last output
+json_check() {
+  checks=$((checks + 1))
+  python3 -c "import json,sys; j=json.loads(sys.stdin.read()); assert $1, 'assertion failed'" <<<"$out" 2>&1 \
+    || fail "JSON check failed: $1"$'\n'"$out"
+}
+
+run "$privdiff" account --noise-multiplier 1.1 --sample-rate 0.01 --steps 10000 --delta 1e-5 --json
+[ "$code" = 0 ] || fail "json query exit $code: $out"
+json_check "{r['accountant'] for r in j['results']} == {'rdp', 'prv'}"
+json_check "all(r['delta'] == 1e-5 for r in j['results'])"
+json_check "[r for r in j['results'] if r['accountant']=='rdp'][0]['optimal_order'] > 1"
+json_check "[r for r in j['results'] if r['accountant']=='prv'][0]['epsilon_lower'] <= [r for r in j['results'] if r['accountant']=='prv'][0]['epsilon_estimate'] <= [r for r in j['results'] if r['accountant']=='prv'][0]['epsilon']"
+json_check "[r for r in j['results'] if r['accountant']=='prv'][0]['epsilon'] < [r for r in j['results'] if r['accountant']=='rdp'][0]['epsilon']"
+json_check "j['skipped'][0]['accountant'] == 'analytic_gaussian'"
+
+run "$privdiff" account --accountant rdp --accountant prv --sample-rate 0.01 --steps 3000 --epsilon 3 --delta 1e-5 --calibrate --json
+[ "$code" = 0 ] || fail "calibrate exit $code: $out"
+json_check "len(j['results']) == 2 and all('noise_multiplier' in r and r['epsilon'] <= 3 for r in j['results'])"
+
+run "$privdiff" account --accountant analytic_gaussian --sample-rate 1 --steps 1 --epsilon 1 --delta 1e-5 --calibrate --json
+json_check "abs(j['results'][0]['noise_multiplier'] - 3.7306316348159418) < 1e-8"
+
+run "$privdiff" account --accountant rdp --conversion classic --noise-multiplier 1.1 --sample-rate 0.01 --steps 1000 --delta 1e-5 --json
+classic=$out
+run "$privdiff" account --accountant rdp --noise-multiplier 1.1 --sample-rate 0.01 --steps 1000 --delta 1e-5 --json
+checks=$((checks + 1))
+python3 -c "import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]); assert a['results'][0]['epsilon'] > b['results'][0]['epsilon']" "$classic" "$out" \
+  || fail "classic conversion should give a larger epsilon"
+
+run "$privdiff" account --history 1.1:0.01:5000 --history 2:0.05:1000 --epsilon 2 --json
+json_check "all(0 < r['delta'] < 1 and r['epsilon'] == 2 for r in j['results'])"
+
+run "$privdiff" account --noise-multiplier 1.1 --sample-rate 0.01 --steps 10000 --delta 1e-5
+[ "$code" = 0 ] || fail "table exit $code"
+grep -q "^rdp " <<<"$out" || fail "table lacks rdp: $out"
+
+# A run directory's ledger.
+mkdir -p "$tmp/run"
+cat > "$tmp/run/ledger.json" <<'JSON'
+{"format": "privdiff-ledger", "version": 1, "entries": [
+  {"type": "self_composed", "count": 10000, "event": {"type": "poisson_sampled", "sampling_rate": 0.01,
+   "event": {"type": "gaussian", "noise_multiplier": 1.1}}}]}
+JSON
+printf '[privacy]\ndelta = 1e-05\n' > "$tmp/run/recipe.toml"
+run "$privdiff" account "$tmp/run" --accountant rdp --json
+[ "$code" = 0 ] || fail "account RUN_DIR exit $code: $out"
+json_check "abs(j['results'][0]['epsilon'] - 5.631992368681539) < 1e-9 and j['results'][0]['delta'] == 1e-5"
+
+# Bad arguments: exit 2 with a message, never a crash.
+bad() {
+  run "$privdiff" account "$@"
+  [ "$code" = 2 ] || fail "expected exit 2 for: $* (got $code): $out"
+  grep -qE "terminate called|Aborted|Segmentation" <<<"$out" && fail "crash for: $*"
+}
+bad --noise-multiplier -1 --sample-rate 0.1 --steps 10 --delta 1e-5
+bad --noise-multiplier 1 --sample-rate 0 --steps 10 --delta 1e-5
+bad --noise-multiplier 1 --sample-rate 1.5 --steps 10 --delta 1e-5
+bad --noise-multiplier 1 --sample-rate 0.1 --steps 10 --delta 1
+bad --noise-multiplier 1 --sample-rate 0.1 --steps 10 --delta 0
+bad --noise-multiplier 1 --sample-rate 0.1 --steps 0 --delta 1e-5
+bad --noise-multiplier 1 --sample-rate 0.1 --steps 10
+bad --noise-multiplier 1 --sample-rate 0.1 --steps 10 --delta 1e-5 --epsilon 1
+bad --noise-multiplier 1 --sample-rate 0.1 --steps 10 --delta 1e-5 --accountant analytic_gaussian
+bad --noise-multiplier 1 --sample-rate 0.1 --steps 10 --delta 1e-5 --accountant rpd
+bad --noise-multiplier 1 --sample-rate 0.1 --steps 10 --delta 1e-5 --conversion fancy
+bad --history 1:x:3 --delta 1e-5
+bad --history 1:0.1 --delta 1e-5
+bad --sample-rate 0.1 --steps 10 --delta 1e-5 --calibrate
+bad --noise-multiplier 1 --sample-rate 0.1 --steps 10 --epsilon 1 --delta 1e-5 --calibrate
+bad "$tmp/nonexistent"
+bad --noise-multiplier x --sample-rate 0.1 --steps 10 --delta 1e-5
+
+echo "$((checks - failures)) passed, $failures failed"
+[ "$failures" -eq 0 ]
