@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
 # README command 1: install what is missing, build, and run the main job.
+#
+# The main job, until the diffusion pipeline lands: show the installed plugins, check the example
+# recipes, and answer the question every DP diffusion run starts with: how much noise does DPDM's
+# Fashion-MNIST schedule (batch 4096 of 60,000, 300 epochs) need for epsilon = 10 at delta = 1e-5,
+# under every accountant, and what does that schedule spend at other noise levels?
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_dependencies.sh
@@ -12,3 +17,9 @@ for recipe in examples/recipes/*.toml; do
   echo; echo "== privdiff validate $recipe"
   "$privdiff" validate "$recipe"
 done
+q=$(python3 -c 'print(4096 / 60000)')
+steps=$((300 * 60000 / 4096))
+echo; echo "== noise for DPDM on Fashion-MNIST at epsilon 10 (q = 4096/60000, $steps steps)"
+"$privdiff" account --sample-rate "$q" --steps "$steps" --epsilon 10 --delta 1e-5 --calibrate
+echo; echo "== what that schedule spends at noise multiplier 2"
+"$privdiff" account --noise-multiplier 2 --sample-rate "$q" --steps "$steps" --delta 1e-5
