@@ -1,0 +1,67 @@
+#pragma once
+/// @file
+/// Capture of what per-example gradients need. While a CaptureSession is active on the current
+/// thread, every per-example layer (per_example_layers.hpp) with trainable parameters records its
+/// forward calls: what it needs from the input, and the output tensor. The engine then asks autograd
+/// for the gradients of the loss with respect to those outputs only — so the ordinary (summed)
+/// weight gradients are never computed — and each layer turns its (input, output-gradient) pairs
+/// into per-example parameter gradients in closed form.
+
+#include <privdiff/sdk_api.hpp>
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace privdiff::sdk::engine {
+
+class PerExampleLayer;
+
+/// Per-example gradients of a set of parameters: grads[j] has shape [B, *params[j].shape].
+struct PerExampleGradients {
+  std::vector<at::Tensor> params;
+  std::vector<at::Tensor> grads;
+  std::int64_t num_examples = 0;
+};
+
+/// One recorded forward call of a layer.
+struct CapturedCall {
+  PerExampleLayer* layer;
+  at::Tensor saved;   ///< what the layer needs (input, unfolded input, normalised input, indices)
+  at::Tensor output;  ///< the layer's output (still attached to the graph)
+  std::int64_t output_version = 0;  ///< to detect later in-place changes, which would corrupt the gradients
+};
+
+/// RAII: makes per-example layers record their forward calls on this thread until destroyed.
+class PRIVDIFF_SDK_API CaptureSession {
+ public:
+  CaptureSession();
+  ~CaptureSession();
+  CaptureSession(const CaptureSession&) = delete;
+  CaptureSession& operator=(const CaptureSession&) = delete;
+
+  /// The session active on this thread, or nullptr.
+  static CaptureSession* current();
+  void record(PerExampleLayer* layer, at::Tensor saved, at::Tensor output);
+  const std::vector<CapturedCall>& calls() const { return calls_; }
+
+ private:
+  std::vector<CapturedCall> calls_;
+  CaptureSession* previous_;
+};
+
+/// Implemented by every layer with a closed-form per-example gradient.
+class PRIVDIFF_SDK_API PerExampleLayer {
+ public:
+  virtual ~PerExampleLayer();
+  /// The parameters this layer computes per-example gradients for (its trainable ones).
+  virtual std::vector<at::Tensor> trainable_parameters() const = 0;
+  /// Adds to `grads` (one [B, *shape] tensor per trainable_parameters() entry, zero-initialised by
+  /// the caller) the per-example gradients of one recorded call. The call's rows are grouped
+  /// `group` consecutive rows per example (noise multiplicity K), so B = rows / group.
+  virtual void accumulate(const CapturedCall& call, const at::Tensor& output_grad, std::int64_t group,
+                          std::vector<at::Tensor>& grads) const = 0;
+};
+
+}  // namespace privdiff::sdk::engine

@@ -1,0 +1,33 @@
+#pragma once
+/// @file
+/// Per-example clipping: each example's gradient is scaled by min(1, C / (||g|| + 1e-6)) and the
+/// scaled gradients are summed. Flat clipping bounds the norm of the whole gradient vector by C;
+/// per-layer clipping bounds each parameter tensor's norm by C / sqrt(P) (P tensors), which bounds
+/// the whole vector by C too, so the sensitivity is C either way.
+
+#include <privdiff/engine/capture.hpp>
+#include <privdiff/sdk_api.hpp>
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <vector>
+
+namespace privdiff::sdk::engine {
+
+enum class ClipMode { flat, per_layer };
+
+/// "flat" / "per_layer" -> ClipMode; throws std::invalid_argument otherwise.
+PRIVDIFF_SDK_API ClipMode clip_mode_from_string(const std::string& name);
+
+struct ClippedSum {
+  std::vector<at::Tensor> sums;  ///< sum over examples of the clipped gradients, one per parameter
+  at::Tensor norms;              ///< [B] norm of each example's whole gradient before clipping
+  /// Scale applied to each example's gradient: [B] (flat) or [B, P] (per layer, one per parameter).
+  at::Tensor factors;
+};
+
+/// Clips every example's gradient to max_grad_norm and sums. An empty batch gives zero sums.
+PRIVDIFF_SDK_API ClippedSum clip_and_sum(const PerExampleGradients& gradients, double max_grad_norm, ClipMode mode);
+
+}  // namespace privdiff::sdk::engine

@@ -1,0 +1,42 @@
+#pragma once
+/// @file
+/// One logical DP-SGD step's gradient, accumulated over physical chunks:
+///   (sum_i clip(g_i) + N(0, (sigma C)^2 I)) / (q N)
+/// Noise is added once, to the sum over the whole logical batch, and the sum is divided by the
+/// *expected* batch size q N, never by the realised one (which would depend on the data).
+
+#include <privdiff/engine/clipping.hpp>
+#include <privdiff/engine/gaussian_noise.hpp>
+#include <privdiff/sdk_api.hpp>
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+namespace privdiff::sdk::engine {
+
+class PRIVDIFF_SDK_API PrivateGradient {
+ public:
+  /// `params` fixes the order of the gradients (trainable_parameters(model)).
+  PrivateGradient(std::vector<at::Tensor> params, double max_grad_norm, ClipMode mode);
+
+  /// Clips one physical chunk's per-example gradients and adds them to the running sum.
+  void add(const PerExampleGradients& chunk);
+  /// Adds N(0, (noise_multiplier * max_grad_norm)^2) to the sum, divides by expected_batch_size
+  /// and returns one gradient per parameter. Call once per logical step.
+  std::vector<at::Tensor> finish(double noise_multiplier, double expected_batch_size, GaussianNoise& noise);
+  /// Writes finish(...) into each parameter's .grad.
+  void finish_into_grads(double noise_multiplier, double expected_batch_size, GaussianNoise& noise);
+
+  std::int64_t examples() const { return examples_; }
+
+ private:
+  std::vector<at::Tensor> params_;
+  std::vector<at::Tensor> sums_;
+  double max_grad_norm_;
+  ClipMode mode_;
+  std::int64_t examples_ = 0;
+  bool finished_ = false;
+};
+
+}  // namespace privdiff::sdk::engine

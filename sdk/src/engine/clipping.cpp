@@ -1,0 +1,44 @@
+#include <privdiff/engine/clipping.hpp>
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace privdiff::sdk::engine {
+
+ClipMode clip_mode_from_string(const std::string& name) {
+  if (name == "flat") return ClipMode::flat;
+  if (name == "per_layer") return ClipMode::per_layer;
+  throw std::invalid_argument("clipping must be \"flat\" or \"per_layer\", got \"" + name + "\"");
+}
+
+ClippedSum clip_and_sum(const PerExampleGradients& g, double max_grad_norm, ClipMode mode) {
+  if (!(max_grad_norm > 0)) throw std::invalid_argument("max_grad_norm must be > 0");
+  ClippedSum out;
+  const std::int64_t b = g.num_examples;
+  const std::size_t p = g.params.size();
+  const auto options = p ? g.grads[0].options() : at::TensorOptions().dtype(at::kFloat);
+  // Squared norm of each example's gradient, per parameter tensor: [B, P] (accumulated in float64).
+  at::Tensor squared = at::zeros({b, static_cast<std::int64_t>(p)}, options.dtype(at::kDouble));
+  for (std::size_t j = 0; j < p; ++j) {
+    squared.select(1, static_cast<std::int64_t>(j)).copy_(g.grads[j].reshape({b, -1}).to(at::kDouble).pow(2).sum(1));
+  }
+  out.norms = squared.sum(1).sqrt();
+  if (mode == ClipMode::flat) {
+    out.factors = (max_grad_norm / (out.norms + 1e-6)).clamp_max(1.0);
+  } else {
+    const double per_tensor = max_grad_norm / std::sqrt(static_cast<double>(std::max<std::size_t>(p, 1)));
+    out.factors = (per_tensor / (squared.sqrt() + 1e-6)).clamp_max(1.0);
+  }
+  for (std::size_t j = 0; j < p; ++j) {
+    const at::Tensor f = (mode == ClipMode::flat ? out.factors : out.factors.select(1, static_cast<std::int64_t>(j)))
+                             .to(g.grads[j].scalar_type());
+    std::vector<std::int64_t> shape(static_cast<std::size_t>(g.grads[j].dim()), 1);
+    shape[0] = b;
+    out.sums.push_back((g.grads[j] * f.view(shape)).sum(0));
+  }
+  return out;
+}
+
+}  // namespace privdiff::sdk::engine

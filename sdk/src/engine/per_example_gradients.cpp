@@ -1,0 +1,119 @@
+#include <privdiff/engine/per_example_gradients.hpp>
+
+#include <ATen/ATen.h>
+#include <torch/autograd.h>
+#include <torch/types.h>
+
+#include <atomic>
+#include <iostream>
+#include <map>
+#include <stdexcept>
+
+namespace privdiff::sdk::engine {
+
+namespace {
+
+at::Tensor example_means(const at::Tensor& rows, std::int64_t n, std::int64_t group) {
+  if (rows.numel() != n * group) {
+    throw std::invalid_argument("per-example gradients: the loss returned " + std::to_string(rows.numel()) +
+                                " values for " + std::to_string(n) + " examples x " + std::to_string(group) +
+                                " rows");
+  }
+  return rows.reshape({n, group}).mean(1);
+}
+
+std::vector<at::Tensor> zero_grads(const std::vector<at::Tensor>& params, std::int64_t n) {
+  std::vector<at::Tensor> grads;
+  for (const auto& p : params) {
+    std::vector<std::int64_t> shape{n};
+    shape.insert(shape.end(), p.sizes().begin(), p.sizes().end());
+    grads.push_back(at::zeros(shape, p.options().requires_grad(false)));
+  }
+  return grads;
+}
+
+}  // namespace
+
+std::vector<at::Tensor> trainable_parameters(torch::nn::Module& model) {
+  std::vector<at::Tensor> out;
+  for (const auto& p : model.parameters()) {
+    if (p.requires_grad()) out.push_back(p);
+  }
+  return out;
+}
+
+bool has_closed_form(torch::nn::Module& model) {
+  std::map<const void*, bool> covered;
+  auto cover = [&](torch::nn::Module* m) {
+    if (auto* layer = dynamic_cast<PerExampleLayer*>(m)) {
+      for (const auto& p : layer->trainable_parameters()) covered[p.unsafeGetTensorImpl()] = true;
+    }
+  };
+  cover(&model);  // (modules() can only include the root when it is held by a shared_ptr)
+  for (const auto& m : model.modules(/*include_self=*/false)) cover(m.get());
+  for (const auto& p : trainable_parameters(model)) {
+    if (!covered.count(p.unsafeGetTensorImpl())) return false;
+  }
+  return true;
+}
+
+PerExampleGradients micro_batch_per_example_gradients(torch::nn::Module& model, const RowLoss& loss,
+                                                      std::int64_t n, std::int64_t group) {
+  PerExampleGradients out;
+  out.params = trainable_parameters(model);
+  out.grads = zero_grads(out.params, n);
+  out.num_examples = n;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const at::Tensor index = at::full({1}, i, at::kLong);
+    const at::Tensor example_loss = example_means(loss(index), 1, group).sum();
+    const auto grads = torch::autograd::grad({example_loss}, out.params, {}, false, false, /*allow_unused=*/true);
+    for (std::size_t j = 0; j < grads.size(); ++j) {
+      if (grads[j].defined()) out.grads[j][i].copy_(grads[j]);
+    }
+  }
+  return out;
+}
+
+PerExampleGradients per_example_gradients(torch::nn::Module& model, const RowLoss& loss, std::int64_t n,
+                                          std::int64_t group) {
+  if (!has_closed_form(model)) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) {
+      std::cerr << "privdiff: warning: the model has trainable parameters outside per-example layers "
+                   "(privdiff::sdk::engine::Linear, Conv2d, GroupNorm, LayerNorm, Embedding); using the slow "
+                   "micro-batch path (one example at a time)\n";
+    }
+    return micro_batch_per_example_gradients(model, loss, n, group);
+  }
+  PerExampleGradients out;
+  out.params = trainable_parameters(model);
+  out.grads = zero_grads(out.params, n);
+  out.num_examples = n;
+  if (n == 0 || out.params.empty()) return out;
+
+  CaptureSession session;
+  const at::Tensor total = example_means(loss(at::arange(n, at::kLong)), n, group).sum();
+  std::vector<at::Tensor> outputs;
+  for (const auto& call : session.calls()) {
+    if (static_cast<std::int64_t>(call.output._version()) != call.output_version) {
+      throw std::invalid_argument("per-example gradients: the output of a per-example layer was modified in place; "
+                                  "use out-of-place operations (y = y + x, not y += x) on layer outputs");
+    }
+    outputs.push_back(call.output);
+  }
+  // Gradients with respect to the layer outputs only: the summed weight gradients are never formed.
+  const auto output_grads = torch::autograd::grad({total}, outputs, {}, false, false, /*allow_unused=*/true);
+
+  std::map<const void*, std::size_t> index;
+  for (std::size_t j = 0; j < out.params.size(); ++j) index[out.params[j].unsafeGetTensorImpl()] = j;
+  for (std::size_t c = 0; c < session.calls().size(); ++c) {
+    const CapturedCall& call = session.calls()[c];
+    if (!output_grads[c].defined()) continue;  // the output did not reach the loss
+    std::vector<at::Tensor> layer_grads;
+    for (const auto& p : call.layer->trainable_parameters()) layer_grads.push_back(out.grads[index.at(p.unsafeGetTensorImpl())]);
+    call.layer->accumulate(call, output_grads[c], group, layer_grads);
+  }
+  return out;
+}
+
+}  // namespace privdiff::sdk::engine

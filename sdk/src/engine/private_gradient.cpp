@@ -1,0 +1,40 @@
+#include <privdiff/engine/private_gradient.hpp>
+
+#include <ATen/ATen.h>
+
+#include <stdexcept>
+
+namespace privdiff::sdk::engine {
+
+PrivateGradient::PrivateGradient(std::vector<at::Tensor> params, double max_grad_norm, ClipMode mode)
+    : params_(std::move(params)), max_grad_norm_(max_grad_norm), mode_(mode) {
+  if (!(max_grad_norm > 0)) throw std::invalid_argument("max_grad_norm must be > 0");
+  for (const auto& p : params_) sums_.push_back(at::zeros_like(p, p.options().requires_grad(false)));
+}
+
+void PrivateGradient::add(const PerExampleGradients& chunk) {
+  if (finished_) throw std::logic_error("PrivateGradient: add() after finish()");
+  if (chunk.num_examples == 0) return;
+  if (chunk.params.size() != params_.size()) throw std::invalid_argument("PrivateGradient: parameter mismatch");
+  const ClippedSum clipped = clip_and_sum(chunk, max_grad_norm_, mode_);
+  for (std::size_t j = 0; j < sums_.size(); ++j) sums_[j].add_(clipped.sums[j]);
+  examples_ += chunk.num_examples;
+}
+
+std::vector<at::Tensor> PrivateGradient::finish(double noise_multiplier, double expected_batch_size,
+                                                GaussianNoise& noise) {
+  if (finished_) throw std::logic_error("PrivateGradient: finish() twice");
+  if (!(noise_multiplier >= 0)) throw std::invalid_argument("noise_multiplier must be >= 0");
+  if (!(expected_batch_size > 0)) throw std::invalid_argument("the expected batch size must be > 0");
+  finished_ = true;
+  std::vector<at::Tensor> out;
+  for (auto& s : sums_) out.push_back((s + noise.sample(s, noise_multiplier * max_grad_norm_)) / expected_batch_size);
+  return out;
+}
+
+void PrivateGradient::finish_into_grads(double noise_multiplier, double expected_batch_size, GaussianNoise& noise) {
+  auto grads = finish(noise_multiplier, expected_batch_size, noise);
+  for (std::size_t j = 0; j < params_.size(); ++j) params_[j].mutable_grad() = grads[j];
+}
+
+}  // namespace privdiff::sdk::engine

@@ -1,0 +1,241 @@
+// Vectorised per-example gradients against the micro-batch oracle (one example at a time through
+// autograd), in float64, for every layer type and the stride/padding/dilation/groups variants UNets
+// use, for a small UNet-shaped network with GroupNorm and self-attention, and for grouped rows
+// (noise multiplicity K > 1), where each example's gradient is that of its K-averaged loss.
+#include <privdiff/engine/per_example_gradients.hpp>
+#include <privdiff/engine/per_example_layers.hpp>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/types.h>
+
+#include <functional>
+
+using namespace privdiff::sdk::engine;
+
+namespace {
+
+// A model built from a forward function over registered per-example layers.
+struct Net : torch::nn::Module {
+  std::function<at::Tensor(const at::Tensor&)> body;
+  at::Tensor forward(const at::Tensor& x) { return body(x); }
+};
+
+// Per-row loss: a fixed random projection of the output plus its squared norm (non-linear in the
+// parameters, different for every row).
+RowLoss make_loss(Net& net, const at::Tensor& inputs, std::int64_t group) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
+  const at::Tensor probe_out = net.forward(inputs.narrow(0, 0, 1));
+  std::vector<std::int64_t> shape(probe_out.sizes().begin(), probe_out.sizes().end());
+  shape[0] = inputs.size(0);
+  const at::Tensor target = at::randn(shape, gen, at::TensorOptions().dtype(at::kDouble));
+  return [&net, inputs, target, group](const at::Tensor& examples) {
+    // rows of the chosen examples: example e owns rows [e*group, (e+1)*group)
+    const at::Tensor rows = (examples.unsqueeze(1) * group + at::arange(group, at::kLong)).flatten();
+    const at::Tensor out = net.forward(inputs.index_select(0, rows));
+    const at::Tensor t = target.index_select(0, rows);
+    return (out * t).flatten(1).sum(1) + 0.1 * out.pow(2).flatten(1).sum(1);
+  };
+}
+
+double max_relative_error(const PerExampleGradients& a, const PerExampleGradients& b) {
+  EXPECT_EQ(a.params.size(), b.params.size());
+  double worst = 0;
+  for (std::size_t j = 0; j < a.grads.size(); ++j) {
+    EXPECT_EQ(a.grads[j].sizes(), b.grads[j].sizes());
+    const double scale = b.grads[j].abs().max().item<double>() + 1e-30;
+    worst = std::max(worst, (a.grads[j] - b.grads[j]).abs().max().item<double>() / scale);
+  }
+  return worst;
+}
+
+void expect_matches_oracle(Net& net, const at::Tensor& inputs, std::int64_t group = 1) {
+  net.to(at::kDouble);
+  const std::int64_t examples = inputs.size(0) / group;
+  const RowLoss loss = make_loss(net, inputs, group);
+  const auto fast = per_example_gradients(net, loss, examples, group);
+  const auto oracle = micro_batch_per_example_gradients(net, loss, examples, group);
+  ASSERT_FALSE(fast.params.empty());
+  EXPECT_LT(max_relative_error(fast, oracle), 1e-6);
+  // And every gradient is non-trivial (the test would otherwise prove nothing).
+  for (const auto& g : fast.grads) EXPECT_GT(g.abs().max().item<double>(), 1e-8);
+}
+
+at::Tensor randn(std::vector<std::int64_t> shape) {
+  return at::randn(shape, at::TensorOptions().dtype(at::kDouble));
+}
+
+}  // namespace
+
+TEST(PerExampleGradients, Linear) {
+  Net net;
+  auto lin = net.register_module("lin", std::make_shared<Linear>(5, 3));
+  net.body = [lin](const at::Tensor& x) { return lin->forward(x); };
+  expect_matches_oracle(net, randn({6, 5}));
+}
+
+TEST(PerExampleGradients, LinearOnSequences) {
+  Net net;
+  auto lin = net.register_module("lin", std::make_shared<Linear>(4, 6));
+  auto out = net.register_module("out", std::make_shared<Linear>(6, 2, false));
+  net.body = [lin, out](const at::Tensor& x) { return out->forward(at::tanh(lin->forward(x))); };
+  expect_matches_oracle(net, randn({5, 7, 4}));
+}
+
+struct ConvCase {
+  std::array<std::int64_t, 2> kernel, stride, padding, dilation;
+  std::int64_t groups, in, out;
+};
+
+class PerExampleConv : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(PerExampleConv, MatchesOracle) {
+  const ConvCase c = GetParam();
+  Net net;
+  Conv2dOptions o{c.in, c.out, c.kernel, c.stride, c.padding, c.dilation, c.groups, true};
+  auto conv = net.register_module("conv", std::make_shared<Conv2d>(o));
+  net.body = [conv](const at::Tensor& x) { return conv->forward(x); };
+  expect_matches_oracle(net, randn({4, c.in, 9, 8}));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Variants, PerExampleConv,
+    ::testing::Values(ConvCase{{3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, 3, 4},   // UNet 3x3 "same"
+                      ConvCase{{3, 3}, {2, 2}, {1, 1}, {1, 1}, 1, 4, 6},   // strided downsampling
+                      ConvCase{{1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, 5, 3},   // 1x1 / NIN
+                      ConvCase{{3, 3}, {1, 1}, {2, 2}, {2, 2}, 1, 2, 3},   // dilation
+                      ConvCase{{3, 3}, {1, 1}, {1, 1}, {1, 1}, 2, 4, 6},   // groups
+                      ConvCase{{3, 3}, {1, 1}, {1, 1}, {1, 1}, 4, 4, 4},   // depthwise
+                      ConvCase{{2, 3}, {2, 1}, {0, 1}, {1, 1}, 1, 3, 2})); // non-square, no padding
+
+TEST(PerExampleGradients, GroupNorm) {
+  Net net;
+  auto conv = net.register_module("conv", std::make_shared<Conv2d>(Conv2dOptions{2, 6, {3, 3}, {1, 1}, {1, 1}}));
+  auto norm = net.register_module("norm", std::make_shared<GroupNorm>(3, 6));
+  net.body = [conv, norm](const at::Tensor& x) { return norm->forward(conv->forward(x)); };
+  expect_matches_oracle(net, randn({5, 2, 6, 6}));
+}
+
+TEST(PerExampleGradients, LayerNorm) {
+  Net net;
+  auto lin = net.register_module("lin", std::make_shared<Linear>(4, 8));
+  auto norm = net.register_module("norm", std::make_shared<LayerNorm>(8));
+  net.body = [lin, norm](const at::Tensor& x) { return norm->forward(lin->forward(x)); };
+  expect_matches_oracle(net, randn({5, 3, 4}));
+}
+
+TEST(PerExampleGradients, Embedding) {
+  Net net;
+  auto emb = net.register_module("emb", std::make_shared<Embedding>(7, 4));
+  auto lin = net.register_module("lin", std::make_shared<Linear>(4, 3));
+  const at::Tensor tokens = at::randint(0, 7, {6, 5}, at::kLong);
+  net.body = [emb, lin, tokens](const at::Tensor& rows) {
+    return lin->forward(at::tanh(emb->forward(tokens.index_select(0, rows.to(at::kLong).flatten()))));
+  };
+  // Inputs are row ids here, so the loss can select rows of `tokens`.
+  expect_matches_oracle(net, at::arange(6, at::kLong).to(at::kDouble));
+}
+
+// A UNet-shaped network: conv in, class + sigma embedding, a residual block with GroupNorm, a
+// strided down-sampling conv, self-attention over the 2-D positions, up-sampling and conv out.
+struct TinyUnet : Net {
+  std::shared_ptr<Conv2d> in, res1, res2, down, up, out;
+  std::shared_ptr<GroupNorm> norm1, norm2, attn_norm;
+  std::shared_ptr<Linear> emb_proj, qkv, proj;
+  std::shared_ptr<Embedding> label_emb;
+  TinyUnet() {
+    in = register_module("in", std::make_shared<Conv2d>(Conv2dOptions{1, 8, {3, 3}, {1, 1}, {1, 1}}));
+    norm1 = register_module("norm1", std::make_shared<GroupNorm>(4, 8));
+    res1 = register_module("res1", std::make_shared<Conv2d>(Conv2dOptions{8, 8, {3, 3}, {1, 1}, {1, 1}}));
+    label_emb = register_module("label", std::make_shared<Embedding>(10, 8));
+    emb_proj = register_module("emb_proj", std::make_shared<Linear>(8, 8));
+    norm2 = register_module("norm2", std::make_shared<GroupNorm>(4, 8));
+    res2 = register_module("res2", std::make_shared<Conv2d>(Conv2dOptions{8, 8, {3, 3}, {1, 1}, {1, 1}}));
+    down = register_module("down", std::make_shared<Conv2d>(Conv2dOptions{8, 16, {3, 3}, {2, 2}, {1, 1}}));
+    attn_norm = register_module("attn_norm", std::make_shared<GroupNorm>(4, 16));
+    qkv = register_module("qkv", std::make_shared<Linear>(16, 48));
+    proj = register_module("proj", std::make_shared<Linear>(16, 16));
+    up = register_module("up", std::make_shared<Conv2d>(Conv2dOptions{16, 8, {3, 3}, {1, 1}, {1, 1}}));
+    out = register_module("out", std::make_shared<Conv2d>(Conv2dOptions{8, 1, {3, 3}, {1, 1}, {1, 1}}));
+    body = [this](const at::Tensor& x) { return run(x); };
+  }
+  at::Tensor run(const at::Tensor& x) {
+    const at::Tensor labels = (x.flatten(1).sum(1).abs() * 3).floor().remainder(10).to(at::kLong);
+    at::Tensor h = in->forward(x);
+    const at::Tensor emb = emb_proj->forward(at::silu(label_emb->forward(labels)));
+    at::Tensor r = res1->forward(at::silu(norm1->forward(h)));
+    r = r + emb.unsqueeze(-1).unsqueeze(-1);
+    h = h + res2->forward(at::silu(norm2->forward(r)));
+    at::Tensor d = down->forward(h);  // [N, 16, 4, 4]
+    const auto n = d.size(0), c = d.size(1), hh = d.size(2), ww = d.size(3);
+    const at::Tensor tokens = attn_norm->forward(d).flatten(2).transpose(1, 2);  // [N, HW, C]
+    const auto qkv_out = qkv->forward(tokens).chunk(3, -1);
+    const at::Tensor attn = at::softmax(at::matmul(qkv_out[0], qkv_out[1].transpose(1, 2)) / std::sqrt(double(c)), -1);
+    d = d + proj->forward(at::matmul(attn, qkv_out[2])).transpose(1, 2).reshape({n, c, hh, ww});
+    at::Tensor u = up->forward(at::upsample_nearest2d(d, {2 * hh, 2 * ww}));
+    return out->forward(at::silu(u + h));
+  }
+};
+
+TEST(PerExampleGradients, UnetShapedNetworkWithGroupNormAndSelfAttention) {
+  TinyUnet net;
+  expect_matches_oracle(net, randn({4, 1, 8, 8}));
+}
+
+TEST(PerExampleGradients, GroupedRowsGiveTheGradientOfEachExamplesAveragedLoss) {
+  TinyUnet net;
+  expect_matches_oracle(net, randn({3 * 4, 1, 8, 8}), /*group=*/4);  // 3 examples x K = 4
+  Net lin_net;
+  auto lin = lin_net.register_module("lin", std::make_shared<Linear>(5, 3));
+  lin_net.body = [lin](const at::Tensor& x) { return lin->forward(x); };
+  expect_matches_oracle(lin_net, randn({2 * 8, 5}), /*group=*/8);
+}
+
+TEST(PerExampleGradients, FrozenParametersCostNothingAndAreLeftOut) {
+  TinyUnet net;
+  net.in->weight.set_requires_grad(false);
+  net.in->bias.set_requires_grad(false);
+  for (auto& p : net.qkv->parameters()) p.set_requires_grad(false);
+  net.to(at::kDouble);
+  const at::Tensor x = randn({3, 1, 8, 8});
+  const auto g = per_example_gradients(net, make_loss(net, x, 1), 3);
+  EXPECT_EQ(g.params.size(), trainable_parameters(net).size());
+  for (const auto& p : g.params) EXPECT_TRUE(p.requires_grad());
+  expect_matches_oracle(net, x);
+}
+
+TEST(PerExampleGradients, ModulesWithoutClosedFormFallBackToTheOracle) {
+  Net net;
+  auto plain = net.register_module("plain", torch::nn::Linear(4, 2));
+  net.body = [plain](const at::Tensor& x) { return plain->forward(x); };
+  EXPECT_FALSE(has_closed_form(net));
+  expect_matches_oracle(net, randn({3, 4}));
+}
+
+TEST(PerExampleGradients, RejectsInPlaceChangesOfLayerOutputsAndWrongLossSizes) {
+  Net net;
+  auto lin = net.register_module("lin", std::make_shared<Linear>(3, 3));
+  net.body = [lin](const at::Tensor& x) {
+    at::Tensor y = lin->forward(x);
+    y.mul_(2);
+    return y;
+  };
+  net.to(at::kDouble);
+  const at::Tensor x = randn({2, 3});
+  EXPECT_THROW(per_example_gradients(net, [&](const at::Tensor& e) { return net.forward(x.index_select(0, e)).sum(1); }, 2),
+               std::invalid_argument);
+  net.body = [lin](const at::Tensor& x) { return lin->forward(x); };
+  EXPECT_THROW(per_example_gradients(net, [&](const at::Tensor&) { return net.forward(x).sum(); }, 2),
+               std::invalid_argument);
+}
+
+TEST(PerExampleGradients, EmptyBatch) {
+  Net net;
+  auto lin = net.register_module("lin", std::make_shared<Linear>(3, 2));
+  net.body = [lin](const at::Tensor& x) { return lin->forward(x); };
+  const auto g = per_example_gradients(net, [](const at::Tensor&) { return at::zeros({0}); }, 0);
+  ASSERT_EQ(g.grads.size(), 2u);
+  EXPECT_EQ(g.grads[0].size(0), 0);
+}
