@@ -4,6 +4,7 @@
 
 #include <privdiff/components/component.hpp>
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
@@ -43,6 +44,12 @@ class PRIVDIFF_SDK_API Model : public Component {
   virtual std::vector<ParameterInfo> parameters_with_roles() = 0;
   /// Shape of one sample in the space the sampler works in (latent shape for latent models).
   virtual std::vector<std::int64_t> sample_shape() const = 0;
+  /// Per-row training losses for a batch of images [B, C, H, W] with their conditioning:
+  /// `noise_multiplicity` (K) rows per example, example-major, shape [B * K]; the loss of example i
+  /// is the mean of its K rows (e.g. K noise draws of the denoising loss, DPDM's noise
+  /// multiplicity). All randomness comes from `generator`.
+  virtual at::Tensor training_loss(const at::Tensor& images, const Conditioning& cond,
+                                   std::int64_t noise_multiplicity, at::Generator& generator) = 0;
   /// Image -> sampler space. Identity for pixel-space models.
   virtual at::Tensor encode(const at::Tensor& images) { return images; }
   /// Sampler space -> image in [-1, 1]. Identity for pixel-space models.

@@ -1,0 +1,67 @@
+#pragma once
+/// @file
+/// DpSgdMechanism: the DP-SGD training loop as a reusable Mechanism. The `dpsgd`, `nonprivate` and
+/// `dpdm` plugins are this class with different schemas; out-of-tree mechanisms can derive from it.
+///
+/// One logical step: Poisson-sample a batch with rate q = batch_size / N; split it into physical
+/// chunks; per chunk, per-example gradients of the model's K-averaged training loss (vectorised),
+/// clipped and summed; once per logical step, Gaussian noise of std sigma * C and division by the
+/// expected batch size q N; the optimizer step; the EMA update; one PoissonSampled(q, Gaussian(sigma))
+/// entry in the ledger. Non-private mode trains on the plain mean loss and records nothing.
+
+#include <privdiff/components/mechanism.hpp>
+#include <privdiff/config/config.hpp>
+#include <privdiff/config/schema.hpp>
+#include <privdiff/engine/clipping.hpp>
+#include <privdiff/sdk_api.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace privdiff::sdk::engine {
+
+struct DpSgdOptions {
+  bool is_private = true;
+  std::int64_t batch_size = 256;           ///< expected logical batch size B (q = B / N)
+  std::optional<double> epochs;            ///< training length in epochs (steps = ceil(epochs N / B)), or
+  std::optional<std::int64_t> steps;       ///< in logical steps (exactly one of the two)
+  double max_grad_norm = 1.0;              ///< C
+  std::optional<double> noise_multiplier;  ///< sigma (noise std / C); empty = "auto", set by the host
+  ClipMode clipping = ClipMode::flat;
+  std::int64_t physical_batch_size = 0;    ///< 0: the whole logical batch at once
+  std::string optimizer = "adam";          ///< "adam" or "sgd"
+  double lr = 3e-4, momentum = 0.9, weight_decay = 0.0;
+  double ema = 0.999;                      ///< EMA rate of the weights; 0 disables. The model ends with the EMA weights.
+  bool secure_noise = false;               ///< OS CSPRNG for noise and sampling; no seed allowed
+  std::optional<std::uint64_t> seed;       ///< default: the run's seed (per stage)
+  std::int64_t noise_multiplicity = 1;     ///< K
+};
+
+/// The recipe keys of a DP-SGD-style mechanism; `with_noise_multiplicity` adds K (dpdm).
+PRIVDIFF_SDK_API Schema dp_sgd_schema(bool is_private, bool with_noise_multiplicity);
+/// Reads a config validated against dp_sgd_schema. Throws std::invalid_argument for combinations a
+/// schema cannot express (epochs and steps both or neither, a seed with secure_noise, ...).
+PRIVDIFF_SDK_API DpSgdOptions dp_sgd_options(const Config& config, bool is_private);
+
+class PRIVDIFF_SDK_API DpSgdMechanism : public Mechanism {
+ public:
+  explicit DpSgdMechanism(DpSgdOptions options);
+  ~DpSgdMechanism() override;
+
+  bool is_private() const override { return options_.is_private; }
+  PrivacyEvent planned_events(std::int64_t dataset_size) const override;
+  bool needs_calibration() const override { return options_.is_private && !options_.noise_multiplier; }
+  PrivacyEvent planned_events_with(double noise_multiplier, std::int64_t dataset_size) const override;
+  void set_noise_multiplier(double noise_multiplier) override;
+  void run(StageContext& context) override;
+
+  const DpSgdOptions& options() const { return options_; }
+  /// Logical steps for a dataset of n examples.
+  std::int64_t steps_for(std::int64_t dataset_size) const;
+
+ private:
+  DpSgdOptions options_;
+};
+
+}  // namespace privdiff::sdk::engine

@@ -1,0 +1,213 @@
+#include <privdiff/components/model.hpp>
+#include <privdiff/data/dataset.hpp>
+#include <privdiff/engine/dp_sgd_mechanism.hpp>
+#include <privdiff/engine/gaussian_noise.hpp>
+#include <privdiff/engine/per_example_gradients.hpp>
+#include <privdiff/engine/poisson_sampler.hpp>
+#include <privdiff/engine/private_gradient.hpp>
+#include <privdiff/engine/seeds.hpp>
+#include <privdiff/privacy/ledger.hpp>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/sgd.h>
+#include <torch/types.h>
+
+#include <cmath>
+#include <memory>
+#include <stdexcept>
+#include <sys/random.h>
+
+namespace privdiff::sdk::engine {
+
+Schema dp_sgd_schema(bool is_private, bool with_noise_multiplicity) {
+  Schema s;
+  s.add(Key::integer("batch_size").at_least(1).doc("expected (Poisson) logical batch size B; q = B / N"))
+      .add(Key::number("epochs").greater_than(0).optional().doc("training length in epochs (steps = ceil(epochs N / B))"))
+      .add(Key::integer("steps").at_least(1).optional().doc("training length in logical steps (instead of epochs)"));
+  if (is_private) {
+    s.add(Key::number("max_grad_norm").greater_than(0).defaults(1.0).doc("per-example clipping norm C"))
+        .add(Key::number("noise_multiplier").greater_than(0).or_keyword("auto").defaults("auto")
+                 .doc("noise std / C; \"auto\" = the smallest that meets [privacy] epsilon"))
+        .add(Key::string("clipping").one_of({"flat", "per_layer"}).defaults("flat")
+                 .doc("flat: whole gradient norm <= C; per_layer: each tensor <= C / sqrt(#tensors)"))
+        .add(Key::boolean("secure_noise").defaults(false)
+                 .doc("draw noise and batches from the OS CSPRNG (refuses a seed; not reproducible)"));
+  }
+  if (with_noise_multiplicity) {
+    s.add(Key::integer("noise_multiplicity").at_least(1).defaults(32)
+              .doc("K noised copies of each example, averaged before per-example clipping"));
+  }
+  s.add(Key::integer("physical_batch_size").at_least(0).defaults(0)
+            .doc("examples per forward/backward (memory bound); 0 = the whole logical batch"))
+      .add(Key::string("optimizer").one_of({"adam", "sgd"}).defaults("adam").doc("optimizer"))
+      .add(Key::number("lr").greater_than(0).defaults(3e-4).doc("learning rate"))
+      .add(Key::number("momentum").at_least(0).less_than(1).defaults(0.9).doc("SGD momentum"))
+      .add(Key::number("weight_decay").at_least(0).defaults(0.0).doc("L2 weight decay"))
+      .add(Key::number("ema").at_least(0).less_than(1).defaults(0.999)
+               .doc("EMA rate of the weights (0 = off); the model ends the stage with the EMA weights"))
+      .add(Key::integer("seed").at_least(0).optional().doc("seed of this stage's randomness; default: from [run] seed"));
+  return s;
+}
+
+DpSgdOptions dp_sgd_options(const Config& c, bool is_private) {
+  DpSgdOptions o;
+  o.is_private = is_private;
+  o.batch_size = c.get_int("batch_size");
+  if (c.has("epochs") == c.has("steps")) {
+    throw std::invalid_argument(c.path() + ": give exactly one of epochs or steps");
+  }
+  if (c.has("epochs")) o.epochs = c.get_double("epochs");
+  if (c.has("steps")) o.steps = c.get_int("steps");
+  if (is_private) {
+    o.max_grad_norm = c.get_double("max_grad_norm");
+    if (!c.is_keyword("noise_multiplier", "auto")) o.noise_multiplier = c.get_double("noise_multiplier");
+    o.clipping = clip_mode_from_string(c.get_string("clipping"));
+    o.secure_noise = c.get_bool("secure_noise");
+  }
+  if (c.has("noise_multiplicity")) o.noise_multiplicity = c.get_int("noise_multiplicity");
+  o.physical_batch_size = c.get_int("physical_batch_size");
+  o.optimizer = c.get_string("optimizer");
+  o.lr = c.get_double("lr");
+  o.momentum = c.get_double("momentum");
+  o.weight_decay = c.get_double("weight_decay");
+  o.ema = c.get_double("ema");
+  if (c.has("seed")) {
+    if (o.secure_noise) {
+      throw std::invalid_argument(c.path() + ".seed: secure_noise = true draws from the OS CSPRNG and refuses a seed");
+    }
+    o.seed = static_cast<std::uint64_t>(c.get_int("seed"));
+  }
+  return o;
+}
+
+DpSgdMechanism::DpSgdMechanism(DpSgdOptions options) : options_(std::move(options)) {
+  if (options_.epochs.has_value() == options_.steps.has_value()) {
+    throw std::invalid_argument("give exactly one of epochs or steps");
+  }
+  if (options_.secure_noise && options_.seed) throw std::invalid_argument("secure_noise refuses a seed");
+  if (options_.batch_size < 1 || options_.noise_multiplicity < 1) throw std::invalid_argument("bad batch size or K");
+}
+
+DpSgdMechanism::~DpSgdMechanism() = default;
+
+std::int64_t DpSgdMechanism::steps_for(std::int64_t n) const {
+  if (options_.steps) return *options_.steps;
+  return static_cast<std::int64_t>(std::ceil(*options_.epochs * static_cast<double>(n) / options_.batch_size - 1e-9));
+}
+
+namespace {
+double sampling_rate(std::int64_t batch_size, std::int64_t n) {
+  return std::min(1.0, static_cast<double>(batch_size) / static_cast<double>(n));
+}
+}  // namespace
+
+PrivacyEvent DpSgdMechanism::planned_events_with(double sigma, std::int64_t n) const {
+  if (!options_.is_private) return PrivacyEvent::no_op();
+  return PrivacyEvent::self_composed(
+      PrivacyEvent::poisson_sampled(sampling_rate(options_.batch_size, n), PrivacyEvent::gaussian(sigma)), steps_for(n));
+}
+
+PrivacyEvent DpSgdMechanism::planned_events(std::int64_t n) const {
+  if (!options_.is_private) return PrivacyEvent::no_op();
+  if (!options_.noise_multiplier) throw std::logic_error("noise_multiplier is \"auto\" and has not been calibrated");
+  return planned_events_with(*options_.noise_multiplier, n);
+}
+
+void DpSgdMechanism::set_noise_multiplier(double sigma) {
+  if (!(sigma > 0)) throw std::invalid_argument("noise multiplier must be > 0");
+  options_.noise_multiplier = sigma;
+}
+
+void DpSgdMechanism::run(StageContext& context) {
+  const Dataset& data = context.data;
+  const std::int64_t n = data.size();
+  if (!options_.is_private && !data.is_public()) {
+    throw std::runtime_error("a non-private mechanism refuses private data: " + data.name() +
+                             " is not marked public ([data] public = true)");
+  }
+  if (options_.is_private && !options_.noise_multiplier) {
+    throw std::logic_error("noise_multiplier is \"auto\" and has not been calibrated");
+  }
+  const double q = sampling_rate(options_.batch_size, n);
+  const std::int64_t total_steps = steps_for(n);
+  const std::int64_t k = options_.noise_multiplicity;
+  std::uint64_t seed = options_.seed.value_or(context.seed);
+  if (options_.secure_noise) {
+    if (::getrandom(&seed, sizeof seed, 0) != static_cast<ssize_t>(sizeof seed)) {
+      throw std::runtime_error("secure_noise: getrandom failed");
+    }
+  }
+  PoissonSampler sampler(n, q, derive_seed(seed, SeedStream::sampling));
+  GaussianNoise noise = options_.secure_noise ? GaussianNoise::secure()
+                                              : GaussianNoise::seeded(derive_seed(seed, SeedStream::noise));
+  at::Generator loss_generator = at::make_generator<at::CPUGeneratorImpl>(derive_seed(seed, SeedStream::loss));
+
+  Model& model = context.model;
+  torch::nn::Module& module = model.module();
+  const std::vector<at::Tensor> params = trainable_parameters(module);
+  if (params.empty()) throw std::runtime_error("the model has no trainable parameters");
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  if (options_.optimizer == "sgd") {
+    optimizer = std::make_unique<torch::optim::SGD>(
+        params, torch::optim::SGDOptions(options_.lr).momentum(options_.momentum).weight_decay(options_.weight_decay));
+  } else {
+    optimizer = std::make_unique<torch::optim::Adam>(
+        params, torch::optim::AdamOptions(options_.lr).weight_decay(options_.weight_decay));
+  }
+  std::vector<at::Tensor> ema;
+  if (options_.ema > 0) {
+    for (const auto& p : params) ema.push_back(p.detach().clone());
+  }
+  const auto device = params.front().device();
+  const auto chunk_size = options_.physical_batch_size;
+  const PrivacyEvent step_event =
+      options_.is_private ? PrivacyEvent::poisson_sampled(q, PrivacyEvent::gaussian(*options_.noise_multiplier))
+                          : PrivacyEvent::no_op();
+
+  for (std::int64_t step = 0; step < total_steps; ++step) {
+    const at::Tensor batch = sampler.next();
+    const std::int64_t b = batch.numel();
+    optimizer->zero_grad();
+    double loss_sum = 0;
+    PrivateGradient gradient(params, options_.max_grad_norm, options_.clipping);
+    for (std::int64_t start = 0; start < b; start += (chunk_size > 0 ? chunk_size : b)) {
+      const std::int64_t len = std::min(b - start, chunk_size > 0 ? chunk_size : b);
+      const at::Tensor indices = batch.narrow(0, start, len);
+      const at::Tensor images = data.images(indices).to(device);
+      const at::Tensor labels = data.labels(indices).to(device);
+      const RowLoss loss = [&](const at::Tensor& examples) {
+        const at::Tensor e = examples.to(device);
+        at::Tensor rows = model.training_loss(images.index_select(0, e), Conditioning{labels.index_select(0, e)}, k,
+                                              loss_generator);
+        loss_sum += rows.detach().sum().item<double>() / static_cast<double>(k);
+        return rows;
+      };
+      if (options_.is_private) {
+        gradient.add(per_example_gradients(module, loss, len, k));
+      } else {
+        const at::Tensor rows = loss(at::arange(len, at::kLong));
+        (rows.reshape({len, k}).mean(1).sum() / (q * static_cast<double>(n))).backward();
+      }
+    }
+    if (options_.is_private) {
+      gradient.finish_into_grads(*options_.noise_multiplier, q * static_cast<double>(n), noise);
+    } else if (b == 0) {
+      continue;  // nothing to learn from, nothing spent
+    }
+    optimizer->step();
+    if (options_.is_private) context.ledger.record(step_event);  // the noisy gradient has been released
+    if (!ema.empty()) {
+      torch::NoGradGuard no_grad;
+      for (std::size_t j = 0; j < params.size(); ++j) ema[j].mul_(options_.ema).add_(params[j].detach(), 1 - options_.ema);
+    }
+    if (context.report) context.report(StepReport{step + 1, total_steps, b ? loss_sum / b : 0.0, b});
+  }
+  if (!ema.empty()) {
+    torch::NoGradGuard no_grad;
+    for (std::size_t j = 0; j < params.size(); ++j) params[j].copy_(ema[j]);
+  }
+}
+
+}  // namespace privdiff::sdk::engine

@@ -1,0 +1,218 @@
+// The dpsgd and nonprivate mechanism plugins driving a tiny model built from per-example layers.
+#include "plugins/component_registry.hpp"
+#include "plugins/plugin_discovery.hpp"
+
+#include <privdiff/components/mechanism.hpp>
+#include <privdiff/components/model.hpp>
+#include <privdiff/data/dataset.hpp>
+#include <privdiff/engine/gaussian_noise.hpp>
+#include <privdiff/engine/per_example_layers.hpp>
+#include <privdiff/engine/poisson_sampler.hpp>
+#include <privdiff/engine/seeds.hpp>
+#include <privdiff/privacy/ledger.hpp>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+#include <torch/types.h>
+
+using namespace privdiff;
+using namespace privdiff::sdk;
+
+namespace {
+
+// Denoises 4x4 images with one per-example Linear layer: K noisy copies per example.
+class TinyModel : public Model {
+ public:
+  TinyModel() : net_(std::make_shared<torch::nn::Module>()) {
+    lin_ = net_->register_module("lin", std::make_shared<engine::Linear>(16, 16));
+    net_->to(at::kDouble);
+  }
+  torch::nn::Module& module() override { return *net_; }
+  at::Tensor denoise(const at::Tensor& x, const at::Tensor&, const Conditioning&) override {
+    return lin_->forward(x.flatten(1)).view_as(x);
+  }
+  std::vector<ParameterInfo> parameters_with_roles() override { return {}; }
+  std::vector<std::int64_t> sample_shape() const override { return {1, 4, 4}; }
+  at::Tensor training_loss(const at::Tensor& images, const Conditioning&, std::int64_t k, at::Generator& gen) override {
+    const at::Tensor x = images.repeat_interleave(k, 0).flatten(1);
+    const at::Tensor noisy = x + 0.3 * at::randn(x.sizes(), gen, x.options());
+    return (lin_->forward(noisy) - x).pow(2).mean(1);
+  }
+  std::shared_ptr<engine::Linear> lin_;
+
+ private:
+  std::shared_ptr<torch::nn::Module> net_;
+};
+
+class RandomImages : public Dataset {
+ public:
+  RandomImages(std::int64_t n, bool is_public, std::uint64_t seed = 1) : public_(is_public) {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    images_ = at::rand({n, 1, 4, 4}, gen, at::TensorOptions().dtype(at::kDouble)) * 2 - 1;
+  }
+  std::int64_t size() const override { return images_.size(0); }
+  at::Tensor images(const at::Tensor& idx) const override { return images_.index_select(0, idx); }
+  at::Tensor labels(const at::Tensor& idx) const override { return at::zeros({idx.numel()}, at::kLong); }
+  std::int64_t num_classes() const override { return 1; }
+  bool is_public() const override { return public_; }
+  std::string name() const override { return "random images"; }
+
+ private:
+  at::Tensor images_;
+  bool public_;
+};
+
+const core::ComponentRegistry& registry() {
+  static auto* r = [] {
+    auto* reg = new core::ComponentRegistry();
+    reg->add_directory(core::default_plugin_directory());
+    return reg;
+  }();
+  return *r;
+}
+
+std::unique_ptr<Mechanism> make(const std::string& id, std::map<std::string, ConfigValue> values) {
+  auto found = registry().find(ComponentKind::mechanism, id);
+  if (!found) throw std::runtime_error("mechanism " + id + " not built");
+  return core::create_component<Mechanism>(registry(), id,
+                                           make_config(found->registration->schema, "stage[0]", std::move(values)));
+}
+
+std::map<std::string, ConfigValue> options(std::int64_t batch, std::int64_t steps, double sigma) {
+  return {{"batch_size", ConfigValue{batch}}, {"steps", ConfigValue{steps}}, {"noise_multiplier", ConfigValue{sigma}},
+          {"optimizer", ConfigValue{std::string("sgd")}}, {"momentum", ConfigValue{0.0}}, {"lr", ConfigValue{0.5}},
+          {"ema", ConfigValue{0.0}}, {"seed", ConfigValue{std::int64_t{3}}}};
+}
+
+std::vector<at::Tensor> snapshot(TinyModel& m) {
+  return {m.lin_->weight.detach().clone(), m.lin_->bias.detach().clone()};
+}
+
+}  // namespace
+
+TEST(DpSgdMechanism, RecordsOneLedgerEntryPerLogicalStepAndMatchesItsPlan) {
+  TinyModel model;
+  RandomImages data(200, false);
+  PrivacyLedger ledger;
+  auto mech = make("dpsgd", options(20, 7, 1.3));
+  const auto before = snapshot(model);
+  StageContext ctx{model, data, ledger, 0, {}};
+  mech->run(ctx);
+  ASSERT_EQ(ledger.entries().size(), 1u);
+  const auto step = PrivacyEvent::poisson_sampled(0.1, PrivacyEvent::gaussian(1.3));
+  EXPECT_EQ(ledger.entries()[0], PrivacyEvent::self_composed(step, 7));
+  EXPECT_EQ(mech->planned_events(200), ledger.total());
+  EXPECT_FALSE(at::equal(snapshot(model)[0], before[0]));
+}
+
+TEST(DpSgdMechanism, AnEmptyBatchIsAPureNoiseUpdateAndOneLedgerEntry) {
+  // q = 1 / 5000: find a seed whose first batch is empty, then check the update is exactly
+  // -lr * noise / (q N) with the stage's own noise stream.
+  const std::int64_t n = 5000;
+  std::int64_t seed = 0;
+  while (engine::PoissonSampler(n, 1.0 / n, engine::derive_seed(seed, engine::SeedStream::sampling)).next().numel() != 0) {
+    ++seed;
+  }
+  TinyModel model;
+  RandomImages data(n, false);
+  PrivacyLedger ledger;
+  auto opts = options(1, 1, 2.0);
+  opts["seed"] = ConfigValue{seed};
+  opts["max_grad_norm"] = ConfigValue{0.5};
+  auto mech = make("dpsgd", opts);
+  const auto before = snapshot(model);
+  StageContext ctx{model, data, ledger, 0, {}};
+  mech->run(ctx);
+  ASSERT_EQ(ledger.entries().size(), 1u);
+  EXPECT_EQ(ledger.entries()[0], PrivacyEvent::poisson_sampled(1.0 / n, PrivacyEvent::gaussian(2.0)));
+  auto noise = engine::GaussianNoise::seeded(engine::derive_seed(seed, engine::SeedStream::noise));
+  const auto after = snapshot(model);
+  for (std::size_t j = 0; j < after.size(); ++j) {
+    const at::Tensor expected = before[j] - 0.5 * noise.sample(before[j], 2.0 * 0.5) / 1.0;  // q N = 1
+    EXPECT_TRUE(at::allclose(after[j], expected, 1e-12, 1e-12));
+  }
+}
+
+TEST(DpSgdMechanism, PhysicalChunksGiveTheSameTrainingAsWholeBatches) {
+  RandomImages data(300, false);
+  auto train = [&](std::int64_t physical) {
+    TinyModel model;
+    torch::NoGradGuard g;
+    model.lin_->weight.fill_(0.01);
+    model.lin_->bias.fill_(0.0);
+    PrivacyLedger ledger;
+    auto opts = options(40, 4, 1.0);
+    opts["physical_batch_size"] = ConfigValue{physical};
+    auto mech = make("dpsgd", opts);
+    StageContext ctx{model, data, ledger, 0, {}};
+    {
+      at::AutoGradMode enable(true);
+      mech->run(ctx);
+    }
+    return snapshot(model);
+  };
+  const auto whole = train(0), chunked = train(7);
+  for (std::size_t j = 0; j < whole.size(); ++j) EXPECT_TRUE(at::allclose(whole[j], chunked[j], 1e-10, 1e-12));
+}
+
+TEST(DpSgdMechanism, NonPrivateRefusesPrivateDataAndSpendsNothingOnPublicData) {
+  TinyModel model;
+  PrivacyLedger ledger;
+  auto opts = options(20, 3, 1.0);
+  opts.erase("noise_multiplier");
+  auto mech = make("nonprivate", opts);
+  EXPECT_FALSE(mech->is_private());
+  RandomImages private_data(100, false), public_data(100, true);
+  StageContext refused{model, private_data, ledger, 0, {}};
+  try {
+    mech->run(refused);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("refuses private data"), std::string::npos) << e.what();
+  }
+  const auto before = snapshot(model);
+  StageContext ok{model, public_data, ledger, 0, {}};
+  mech->run(ok);
+  EXPECT_TRUE(ledger.entries().empty());
+  EXPECT_FALSE(at::equal(snapshot(model)[0], before[0]));
+}
+
+TEST(DpSgdMechanism, SecureNoiseRefusesASeed) {
+  auto opts = options(20, 2, 1.0);
+  opts["secure_noise"] = ConfigValue{true};
+  try {
+    make("dpsgd", opts);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("refuses a seed"), std::string::npos) << e.what();
+  }
+  opts.erase("seed");
+  auto mech = make("dpsgd", opts);
+  TinyModel model;
+  RandomImages data(100, false);
+  PrivacyLedger ledger;
+  StageContext ctx{model, data, ledger, 0, {}};
+  mech->run(ctx);
+  EXPECT_EQ(ledger.entries()[0].count(), 2);
+}
+
+TEST(DpSgdMechanism, AutoNoiseMustBeCalibratedBeforeTraining) {
+  auto opts = options(20, 2, 1.0);
+  opts.erase("noise_multiplier");
+  auto mech = make("dpsgd", opts);
+  EXPECT_TRUE(mech->needs_calibration());
+  EXPECT_THROW(mech->planned_events(100), std::logic_error);
+  EXPECT_EQ(mech->planned_events_with(2.0, 100),
+            PrivacyEvent::self_composed(PrivacyEvent::poisson_sampled(0.2, PrivacyEvent::gaussian(2.0)), 2));
+  mech->set_noise_multiplier(2.0);
+  EXPECT_FALSE(mech->needs_calibration());
+  // Epochs become ceil(epochs N / B) steps.
+  auto by_epochs = options(30, 1, 1.0);
+  by_epochs.erase("steps");
+  by_epochs["epochs"] = ConfigValue{2.0};
+  EXPECT_EQ(make("dpsgd", by_epochs)->planned_events(100).count(), 7);  // ceil(2 * 100 / 30)
+  auto both = options(30, 1, 1.0);
+  both["epochs"] = ConfigValue{2.0};
+  EXPECT_THROW(make("dpsgd", both), std::runtime_error);
+}
