@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   g++ cmake ninja-build ccache pkg-config        # toolchain (ccache: fast rebuilds)
-  libtorch-dev                                   # LibTorch 1.13 (CPU)
+  libtorch-dev libopenblas0-openmp              # LibTorch 1.13 (CPU) on OpenBLAS (Debian defaults to the reference BLAS)
   libboost-dev                                   # Boost.DLL (header-only)
   libtomlplusplus-dev libcli11-dev               # recipes, command line
   libeigen3-dev libfftw3-dev nlohmann-json3-dev  # numerics (Eigen FFT on FFTW), JSON

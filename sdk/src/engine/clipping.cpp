@@ -19,10 +19,12 @@ ClippedSum clip_and_sum(const PerExampleGradients& g, double max_grad_norm, Clip
   const std::int64_t b = g.num_examples;
   const std::size_t p = g.params.size();
   const auto options = p ? g.grads[0].options() : at::TensorOptions().dtype(at::kFloat);
-  // Squared norm of each example's gradient, per parameter tensor: [B, P] (accumulated in float64).
+  // Squared norm of each example's gradient, per parameter tensor: [B, P], reduced in the
+  // gradients' own dtype (no float64 copies of B x #params values) and kept in float64.
   at::Tensor squared = at::zeros({b, static_cast<std::int64_t>(p)}, options.dtype(at::kDouble));
   for (std::size_t j = 0; j < p; ++j) {
-    squared.select(1, static_cast<std::int64_t>(j)).copy_(g.grads[j].reshape({b, -1}).to(at::kDouble).pow(2).sum(1));
+    const at::Tensor flat = g.grads[j].reshape({b, -1});
+    squared.select(1, static_cast<std::int64_t>(j)).copy_(at::linalg_vector_norm(flat, 2, {1}).to(at::kDouble).pow(2));
   }
   out.norms = squared.sum(1).sqrt();
   if (mode == ClipMode::flat) {
@@ -34,9 +36,8 @@ ClippedSum clip_and_sum(const PerExampleGradients& g, double max_grad_norm, Clip
   for (std::size_t j = 0; j < p; ++j) {
     const at::Tensor f = (mode == ClipMode::flat ? out.factors : out.factors.select(1, static_cast<std::int64_t>(j)))
                              .to(g.grads[j].scalar_type());
-    std::vector<std::int64_t> shape(static_cast<std::size_t>(g.grads[j].dim()), 1);
-    shape[0] = b;
-    out.sums.push_back((g.grads[j] * f.view(shape)).sum(0));
+    // sum_i f_i g_i as one matrix-vector product: no [B, ...] temporary.
+    out.sums.push_back(at::matmul(f.unsqueeze(0), g.grads[j].reshape({b, -1})).reshape(g.params[j].sizes()));
   }
   return out;
 }

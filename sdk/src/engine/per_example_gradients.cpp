@@ -87,9 +87,12 @@ PerExampleGradients per_example_gradients(torch::nn::Module& model, const RowLos
   }
   PerExampleGradients out;
   out.params = trainable_parameters(model);
-  out.grads = zero_grads(out.params, n);
   out.num_examples = n;
-  if (n == 0 || out.params.empty()) return out;
+  if (n == 0 || out.params.empty()) {
+    out.grads = zero_grads(out.params, n);
+    return out;
+  }
+  out.grads.resize(out.params.size());
 
   CaptureSession session;
   const at::Tensor total = example_means(loss(at::arange(n, at::kLong)), n, group).sum();
@@ -109,9 +112,18 @@ PerExampleGradients per_example_gradients(torch::nn::Module& model, const RowLos
   for (std::size_t c = 0; c < session.calls().size(); ++c) {
     const CapturedCall& call = session.calls()[c];
     if (!output_grads[c].defined()) continue;  // the output did not reach the loss
-    std::vector<at::Tensor> layer_grads;
-    for (const auto& p : call.layer->trainable_parameters()) layer_grads.push_back(out.grads[index.at(p.unsafeGetTensorImpl())]);
-    call.layer->accumulate(call, output_grads[c], group, layer_grads);
+    const auto params = call.layer->trainable_parameters();
+    auto contributions = call.layer->per_example(call, output_grads[c], group);
+    for (std::size_t j = 0; j < params.size(); ++j) {
+      at::Tensor& slot = out.grads[index.at(params[j].unsafeGetTensorImpl())];
+      // A layer called once (the usual case) hands over its result; shared layers add up.
+      if (slot.defined()) slot.add_(contributions[j]);
+      else slot = std::move(contributions[j]);
+    }
+  }
+  // Parameters that did not reach the loss have zero gradients.
+  for (std::size_t j = 0; j < out.grads.size(); ++j) {
+    if (!out.grads[j].defined()) out.grads[j] = zero_grads({out.params[j]}, n)[0];
   }
   return out;
 }

@@ -57,11 +57,12 @@ class PRIVDIFF_SDK_API PerExampleLayer {
   virtual ~PerExampleLayer();
   /// The parameters this layer computes per-example gradients for (its trainable ones).
   virtual std::vector<at::Tensor> trainable_parameters() const = 0;
-  /// Adds to `grads` (one [B, *shape] tensor per trainable_parameters() entry, zero-initialised by
-  /// the caller) the per-example gradients of one recorded call. The call's rows are grouped
-  /// `group` consecutive rows per example (noise multiplicity K), so B = rows / group.
-  virtual void accumulate(const CapturedCall& call, const at::Tensor& output_grad, std::int64_t group,
-                          std::vector<at::Tensor>& grads) const = 0;
+  /// The per-example gradients of one recorded call: one [B, *shape] tensor per
+  /// trainable_parameters() entry (freshly allocated: the engine may keep it as the result). The
+  /// call's rows are grouped `group` consecutive rows per example (noise multiplicity K), so
+  /// B = rows / group.
+  virtual std::vector<at::Tensor> per_example(const CapturedCall& call, const at::Tensor& output_grad,
+                                              std::int64_t group) const = 0;
 };
 
 }  // namespace privdiff::sdk::engine

@@ -23,8 +23,8 @@ class PRIVDIFF_SDK_API Linear : public torch::nn::Module, public PerExampleLayer
   Linear(std::int64_t in_features, std::int64_t out_features, bool bias = true);
   at::Tensor forward(const at::Tensor& x);
   std::vector<at::Tensor> trainable_parameters() const override;
-  void accumulate(const CapturedCall& call, const at::Tensor& output_grad, std::int64_t group,
-                  std::vector<at::Tensor>& grads) const override;
+  std::vector<at::Tensor> per_example(const CapturedCall& call, const at::Tensor& output_grad,
+                                      std::int64_t group) const override;
   at::Tensor weight, bias;  ///< [out, in], [out] (bias undefined when disabled)
 };
 
@@ -41,8 +41,8 @@ class PRIVDIFF_SDK_API Conv2d : public torch::nn::Module, public PerExampleLayer
   explicit Conv2d(const Conv2dOptions& options);
   at::Tensor forward(const at::Tensor& x);
   std::vector<at::Tensor> trainable_parameters() const override;
-  void accumulate(const CapturedCall& call, const at::Tensor& output_grad, std::int64_t group,
-                  std::vector<at::Tensor>& grads) const override;
+  std::vector<at::Tensor> per_example(const CapturedCall& call, const at::Tensor& output_grad,
+                                      std::int64_t group) const override;
   const Conv2dOptions& options() const { return options_; }
   at::Tensor weight, bias;  ///< [C_out, C_in / groups, kh, kw], [C_out]
 
@@ -56,8 +56,8 @@ class PRIVDIFF_SDK_API GroupNorm : public torch::nn::Module, public PerExampleLa
   GroupNorm(std::int64_t num_groups, std::int64_t num_channels, double eps = 1e-5);
   at::Tensor forward(const at::Tensor& x);
   std::vector<at::Tensor> trainable_parameters() const override;
-  void accumulate(const CapturedCall& call, const at::Tensor& output_grad, std::int64_t group,
-                  std::vector<at::Tensor>& grads) const override;
+  std::vector<at::Tensor> per_example(const CapturedCall& call, const at::Tensor& output_grad,
+                                      std::int64_t group) const override;
   at::Tensor weight, bias;  ///< [C], [C]
 
  private:
@@ -71,8 +71,8 @@ class PRIVDIFF_SDK_API LayerNorm : public torch::nn::Module, public PerExampleLa
   explicit LayerNorm(std::int64_t dim, double eps = 1e-5);
   at::Tensor forward(const at::Tensor& x);
   std::vector<at::Tensor> trainable_parameters() const override;
-  void accumulate(const CapturedCall& call, const at::Tensor& output_grad, std::int64_t group,
-                  std::vector<at::Tensor>& grads) const override;
+  std::vector<at::Tensor> per_example(const CapturedCall& call, const at::Tensor& output_grad,
+                                      std::int64_t group) const override;
   at::Tensor weight, bias;  ///< [D], [D]
 
  private:
@@ -85,8 +85,8 @@ class PRIVDIFF_SDK_API Embedding : public torch::nn::Module, public PerExampleLa
   Embedding(std::int64_t num_embeddings, std::int64_t dim);
   at::Tensor forward(const at::Tensor& indices);
   std::vector<at::Tensor> trainable_parameters() const override;
-  void accumulate(const CapturedCall& call, const at::Tensor& output_grad, std::int64_t group,
-                  std::vector<at::Tensor>& grads) const override;
+  std::vector<at::Tensor> per_example(const CapturedCall& call, const at::Tensor& output_grad,
+                                      std::int64_t group) const override;
   at::Tensor weight;  ///< [num_embeddings, dim]
 };
 

@@ -1,0 +1,67 @@
+#pragma once
+/// @file
+/// A DDPM++-style UNet (Song et al. 2021, as DPDM uses it) built only from per-example layers, so
+/// DP-SGD gets closed-form per-example gradients for every parameter: a sinusoidal noise-level
+/// embedding plus a learned class embedding (with a null class for classifier-free guidance),
+/// residual blocks with GroupNorm, SiLU and skip rescaling by 1/sqrt(2), self-attention at chosen
+/// resolutions, strided-conv down-sampling and nearest-neighbour up-sampling.
+/// DPDM's MNIST configuration (32 channels, multipliers 1,2,2, two blocks, attention at 7) has
+/// about 1.75M parameters.
+
+#include <privdiff/components/model.hpp>
+#include <privdiff/engine/per_example_layers.hpp>
+#include <privdiff/sdk_api.hpp>
+
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace privdiff::sdk::diffusion {
+
+struct UnetConfig {
+  std::int64_t image_channels = 1;
+  std::int64_t image_size = 28;
+  std::int64_t channels = 32;
+  std::vector<std::int64_t> channel_mult{1, 2, 2};
+  std::int64_t num_res_blocks = 2;
+  std::vector<std::int64_t> attention_resolutions{7};
+  double dropout = 0.0;
+  std::int64_t num_classes = 10;  ///< 0: unconditional; else labels in [0, num_classes), num_classes = null label
+};
+
+class ResidualBlock;
+class AttentionBlock;
+
+class PRIVDIFF_SDK_API Unet : public torch::nn::Module {
+ public:
+  explicit Unet(UnetConfig config);
+  ~Unet() override;
+  /// F(x; c_noise, labels): x [N, C, H, W], c_noise [N] (the preconditioned noise level),
+  /// labels int64 [N] (num_classes = no label) or undefined.
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& c_noise, const at::Tensor& labels);
+  const UnetConfig& config() const { return config_; }
+  /// Every parameter with its role ("attention", "resblock", "embedding", "conditioning", "norm",
+  /// "io") and the index of its block in forward order (-1 for none).
+  std::vector<ParameterInfo> parameters_with_roles();
+  std::int64_t parameter_count();
+
+ private:
+  UnetConfig config_;
+  std::shared_ptr<engine::Linear> sigma_mlp1_, sigma_mlp2_;
+  std::shared_ptr<engine::Embedding> class_embedding_;
+  std::shared_ptr<engine::Conv2d> conv_in_, conv_out_;
+  std::shared_ptr<engine::GroupNorm> norm_out_;
+  struct Stage {
+    std::vector<std::shared_ptr<ResidualBlock>> blocks;
+    std::vector<std::shared_ptr<AttentionBlock>> attention;  ///< parallel to blocks; null where none
+    std::shared_ptr<engine::Conv2d> resample;                ///< down (stride 2) or up (after upsampling)
+  };
+  std::vector<Stage> down_, up_;
+  std::shared_ptr<ResidualBlock> mid1_, mid2_;
+  std::shared_ptr<AttentionBlock> mid_attention_;
+  std::vector<std::pair<std::string, std::pair<std::string, int>>> roles_;  // parameter-name prefix -> role, block
+};
+
+}  // namespace privdiff::sdk::diffusion

@@ -1,0 +1,224 @@
+#include <privdiff/diffusion/unet.hpp>
+
+#include <ATen/ATen.h>
+#include <torch/types.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace privdiff::sdk::diffusion {
+
+using engine::Conv2d;
+using engine::Conv2dOptions;
+using engine::GroupNorm;
+using engine::Linear;
+
+namespace {
+std::int64_t groups_for(std::int64_t channels) { return std::max<std::int64_t>(1, std::min<std::int64_t>(32, channels / 4)); }
+std::shared_ptr<Conv2d> conv3(std::int64_t in, std::int64_t out, std::int64_t stride = 1) {
+  return std::make_shared<Conv2d>(Conv2dOptions{in, out, {3, 3}, {stride, stride}, {1, 1}});
+}
+std::shared_ptr<Conv2d> conv1(std::int64_t in, std::int64_t out) {
+  return std::make_shared<Conv2d>(Conv2dOptions{in, out, {1, 1}, {1, 1}, {0, 0}});
+}
+}  // namespace
+
+class ResidualBlock : public torch::nn::Module {
+ public:
+  ResidualBlock(std::int64_t in, std::int64_t out, std::int64_t emb_dim, double dropout) : dropout_(dropout) {
+    norm1_ = register_module("norm1", std::make_shared<GroupNorm>(groups_for(in), in));
+    conv1_ = register_module("conv1", conv3(in, out));
+    emb_ = register_module("emb", std::make_shared<Linear>(emb_dim, out));
+    norm2_ = register_module("norm2", std::make_shared<GroupNorm>(groups_for(out), out));
+    conv2_ = register_module("conv2", conv3(out, out));
+    if (in != out) skip_ = register_module("skip", conv1(in, out));
+  }
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& emb) {
+    at::Tensor h = conv1_->forward(at::silu(norm1_->forward(x)));
+    h = h + emb_->forward(at::silu(emb)).unsqueeze(-1).unsqueeze(-1);
+    h = at::silu(norm2_->forward(h));
+    if (dropout_ > 0 && is_training()) h = at::dropout(h, dropout_, true);
+    h = conv2_->forward(h);
+    return ((skip_ ? skip_->forward(x) : x) + h) / std::sqrt(2.0);
+  }
+
+ private:
+  double dropout_;
+  std::shared_ptr<GroupNorm> norm1_, norm2_;
+  std::shared_ptr<Conv2d> conv1_, conv2_, skip_;
+  std::shared_ptr<Linear> emb_;
+};
+
+class AttentionBlock : public torch::nn::Module {
+ public:
+  explicit AttentionBlock(std::int64_t channels) {
+    norm_ = register_module("norm", std::make_shared<GroupNorm>(groups_for(channels), channels));
+    qkv_ = register_module("qkv", std::make_shared<Linear>(channels, 3 * channels));
+    proj_ = register_module("proj", std::make_shared<Linear>(channels, channels));
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    const auto n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
+    const at::Tensor tokens = norm_->forward(x).flatten(2).transpose(1, 2);  // [N, HW, C]
+    const auto qkv = qkv_->forward(tokens).chunk(3, -1);
+    const at::Tensor attention = at::softmax(at::matmul(qkv[0], qkv[1].transpose(1, 2)) / std::sqrt(double(c)), -1);
+    const at::Tensor out = proj_->forward(at::matmul(attention, qkv[2])).transpose(1, 2).reshape({n, c, h, w});
+    return (x + out) / std::sqrt(2.0);
+  }
+
+ private:
+  std::shared_ptr<GroupNorm> norm_;
+  std::shared_ptr<Linear> qkv_, proj_;
+};
+
+Unet::Unet(UnetConfig config) : config_(std::move(config)) {
+  const auto& c = config_;
+  if (c.channel_mult.empty()) throw std::invalid_argument("channel_mult: give at least one level");
+  const std::int64_t nf = c.channels, emb = 4 * nf;
+  sigma_mlp1_ = register_module("sigma_mlp1", std::make_shared<Linear>(nf, emb));
+  sigma_mlp2_ = register_module("sigma_mlp2", std::make_shared<Linear>(emb, emb));
+  if (c.num_classes > 0) class_embedding_ = register_module("class_embedding", std::make_shared<engine::Embedding>(c.num_classes + 1, emb));
+  conv_in_ = register_module("conv_in", conv3(c.image_channels, nf));
+  roles_ = {{"sigma_mlp", {"embedding", -1}}, {"class_embedding", {"conditioning", -1}}, {"conv_in", {"io", -1}}};
+
+  auto has_attention = [&](std::int64_t resolution) {
+    return std::find(c.attention_resolutions.begin(), c.attention_resolutions.end(), resolution) != c.attention_resolutions.end();
+  };
+  int block = 0;
+  auto name_block = [&](const std::string& name, bool attention) {
+    roles_.push_back({name, {attention ? "attention" : "resblock", block++}});
+  };
+  std::vector<std::int64_t> skip_channels{nf};
+  std::vector<std::int64_t> level_resolution;
+  std::int64_t ch = nf, resolution = c.image_size;
+  for (std::size_t level = 0; level < c.channel_mult.size(); ++level) {
+    Stage stage;
+    level_resolution.push_back(resolution);
+    const std::int64_t out = nf * c.channel_mult[level];
+    for (std::int64_t b = 0; b < c.num_res_blocks; ++b) {
+      const std::string name = "down" + std::to_string(level) + "_res" + std::to_string(b);
+      stage.blocks.push_back(register_module(name, std::make_shared<ResidualBlock>(ch, out, emb, c.dropout)));
+      name_block(name, false);
+      ch = out;
+      if (has_attention(resolution)) {
+        const std::string aname = "down" + std::to_string(level) + "_attn" + std::to_string(b);
+        stage.attention.push_back(register_module(aname, std::make_shared<AttentionBlock>(ch)));
+        name_block(aname, true);
+      } else {
+        stage.attention.push_back(nullptr);
+      }
+      skip_channels.push_back(ch);
+    }
+    if (level + 1 < c.channel_mult.size()) {
+      const std::string name = "down" + std::to_string(level) + "_downsample";
+      stage.resample = register_module(name, conv3(ch, ch, 2));
+      name_block(name, false);
+      skip_channels.push_back(ch);
+      resolution = (resolution + 1) / 2;
+    }
+    down_.push_back(std::move(stage));
+  }
+  mid1_ = register_module("mid_res0", std::make_shared<ResidualBlock>(ch, ch, emb, c.dropout));
+  name_block("mid_res0", false);
+  mid_attention_ = register_module("mid_attn", std::make_shared<AttentionBlock>(ch));
+  name_block("mid_attn", true);
+  mid2_ = register_module("mid_res1", std::make_shared<ResidualBlock>(ch, ch, emb, c.dropout));
+  name_block("mid_res1", false);
+  for (std::size_t r = 0; r < c.channel_mult.size(); ++r) {
+    const std::size_t level = c.channel_mult.size() - 1 - r;
+    resolution = level_resolution[level];
+    Stage stage;
+    const std::int64_t out = nf * c.channel_mult[level];
+    for (std::int64_t b = 0; b <= c.num_res_blocks; ++b) {
+      const std::int64_t skip = skip_channels.back();
+      skip_channels.pop_back();
+      const std::string name = "up" + std::to_string(level) + "_res" + std::to_string(b);
+      stage.blocks.push_back(register_module(name, std::make_shared<ResidualBlock>(ch + skip, out, emb, c.dropout)));
+      name_block(name, false);
+      ch = out;
+      if (has_attention(resolution)) {
+        const std::string aname = "up" + std::to_string(level) + "_attn" + std::to_string(b);
+        stage.attention.push_back(register_module(aname, std::make_shared<AttentionBlock>(ch)));
+        name_block(aname, true);
+      } else {
+        stage.attention.push_back(nullptr);
+      }
+    }
+    if (level > 0) {
+      const std::string name = "up" + std::to_string(level) + "_upsample";
+      stage.resample = register_module(name, conv3(ch, ch));
+      name_block(name, false);
+    }
+    up_.push_back(std::move(stage));
+  }
+  norm_out_ = register_module("norm_out", std::make_shared<GroupNorm>(groups_for(ch), ch));
+  conv_out_ = register_module("conv_out", conv3(ch, c.image_channels));
+  roles_.push_back({"norm_out", {"io", -1}});
+  roles_.push_back({"conv_out", {"io", -1}});
+}
+
+Unet::~Unet() = default;
+
+at::Tensor Unet::forward(const at::Tensor& x, const at::Tensor& c_noise, const at::Tensor& labels) {
+  const std::int64_t nf = config_.channels, half = nf / 2;
+  // Sinusoidal embedding of the noise level.
+  const at::Tensor freqs = at::exp(-std::log(10000.0) * at::arange(half, x.options()) / half);
+  const at::Tensor args = c_noise.to(x.scalar_type()).unsqueeze(1) * freqs.unsqueeze(0);
+  at::Tensor emb = at::cat({at::sin(args), at::cos(args)}, 1);
+  emb = sigma_mlp2_->forward(at::silu(sigma_mlp1_->forward(emb)));
+  if (class_embedding_) {
+    const at::Tensor l = labels.defined() ? labels : at::full({x.size(0)}, config_.num_classes, at::kLong);
+    emb = emb + class_embedding_->forward(l.to(at::kLong).to(x.device()));
+  }
+  std::vector<at::Tensor> skips;
+  at::Tensor h = conv_in_->forward(x);
+  skips.push_back(h);
+  for (auto& stage : down_) {
+    for (std::size_t b = 0; b < stage.blocks.size(); ++b) {
+      h = stage.blocks[b]->forward(h, emb);
+      if (stage.attention[b]) h = stage.attention[b]->forward(h);
+      skips.push_back(h);
+    }
+    if (stage.resample) {
+      h = stage.resample->forward(h);
+      skips.push_back(h);
+    }
+  }
+  h = mid2_->forward(mid_attention_->forward(mid1_->forward(h, emb)), emb);
+  for (auto& stage : up_) {
+    for (std::size_t b = 0; b < stage.blocks.size(); ++b) {
+      h = stage.blocks[b]->forward(at::cat({h, skips.back()}, 1), emb);
+      skips.pop_back();
+      if (stage.attention[b]) h = stage.attention[b]->forward(h);
+    }
+    if (stage.resample) {
+      const auto& target = skips.back();  // the resolution of the next level up
+      h = stage.resample->forward(at::upsample_nearest2d(h, {target.size(2), target.size(3)}));
+    }
+  }
+  return conv_out_->forward(at::silu(norm_out_->forward(h)));
+}
+
+std::vector<ParameterInfo> Unet::parameters_with_roles() {
+  std::vector<ParameterInfo> out;
+  for (const auto& p : named_parameters()) {
+    ParameterInfo info{p.key(), "io", -1, p.value()};
+    for (const auto& [prefix, role] : roles_) {
+      if (p.key().rfind(prefix, 0) == 0) {
+        info.role = role.first;
+        info.block_index = role.second;
+      }
+    }
+    if (info.role == "resblock" && p.key().find(".emb.") != std::string::npos) info.role = "conditioning";
+    out.push_back(info);
+  }
+  return out;
+}
+
+std::int64_t Unet::parameter_count() {
+  std::int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace privdiff::sdk::diffusion
