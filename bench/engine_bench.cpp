@@ -1,13 +1,15 @@
 // Time per DP-SGD step on DPDM's Fashion-MNIST UNet (28x28, 32 channels, multipliers 1,2,2, two
 // blocks, attention at 7: ~1.75M parameters), per physical batch and noise multiplicity K:
 //   nonprivate  forward + ordinary backward of the mean loss
-//   vectorised  forward + per-example gradients (closed form) + clipping and summation
+//   vectorised  forward + clipped per-example gradient sum (fast gradient clipping, the DP step)
+//   materialised forward + all per-example gradients held at once + clipping and summation
 //   oracle      one example at a time through autograd (the micro-batch reference)
 // Usage: engine_bench MODE BATCH K [REPEATS]  -> one JSON line with the median seconds per step and
 // the process's peak resident memory (run one configuration per process; bench/run_engine_bench.sh
 // runs them all and prints the table).
 #include <privdiff/diffusion/unet.hpp>
 #include <privdiff/engine/clipping.hpp>
+#include <privdiff/engine/fast_gradient_clipping.hpp>
 #include <privdiff/engine/per_example_gradients.hpp>
 
 #include <ATen/ATen.h>
@@ -39,7 +41,7 @@ long peak_rss_kib() {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: engine_bench nonprivate|vectorised|oracle BATCH K [REPEATS]\n");
+    std::fprintf(stderr, "usage: engine_bench nonprivate|vectorised|materialised|oracle BATCH K [REPEATS]\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -68,6 +70,8 @@ int main(int argc, char** argv) {
       unet.zero_grad();
       loss(at::arange(batch, at::kLong)).reshape({batch, k}).mean(1).mean().backward();
     } else if (mode == "vectorised") {
+      engine::clipped_gradient_sum(unet, loss, batch, k, 1.0, engine::ClipMode::flat);
+    } else if (mode == "materialised") {
       const auto grads = engine::per_example_gradients(unet, loss, batch, k);
       engine::clip_and_sum(grads, 1.0, engine::ClipMode::flat);
     } else if (mode == "oracle") {

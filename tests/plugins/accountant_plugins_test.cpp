@@ -1,8 +1,7 @@
 // The installed accountant plugins (rdp, analytic_gaussian, prv) through the Accountant interface:
 // references, invariants across accountants, refusals and calibration.
 #include "../test_csv.hpp"
-#include "plugins/component_registry.hpp"
-#include "plugins/plugin_discovery.hpp"
+#include "installed_plugins.hpp"
 
 #include <privdiff/components/accountant.hpp>
 #include <privdiff/privacy/calibration.hpp>
@@ -17,20 +16,10 @@ using privdiff::testing::num;
 
 namespace {
 
-const core::ComponentRegistry& registry() {
-  static auto* r = [] {
-    auto* reg = new core::ComponentRegistry();
-    reg->add_directory(core::default_plugin_directory());
-    return reg;
-  }();
-  return *r;
-}
+const core::ComponentRegistry& registry() { return privdiff::testing::installed_plugins(); }
 
 std::unique_ptr<Accountant> make(const std::string& id, std::map<std::string, ConfigValue> values = {}) {
-  auto found = registry().find(ComponentKind::accountant, id);
-  if (!found) throw std::runtime_error("accountant plugin '" + id + "' not built");
-  return core::create_component<Accountant>(registry(), id,
-                                            make_config(found->registration->schema, "accountants." + id, values));
+  return privdiff::testing::make_installed<Accountant>(id, std::move(values));
 }
 
 PrivacyEvent dpsgd(double sigma, double q, std::int64_t steps) {

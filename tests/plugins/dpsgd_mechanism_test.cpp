@@ -1,6 +1,5 @@
 // The dpsgd and nonprivate mechanism plugins driving a tiny model built from per-example layers.
-#include "plugins/component_registry.hpp"
-#include "plugins/plugin_discovery.hpp"
+#include "installed_plugins.hpp"
 
 #include <privdiff/components/mechanism.hpp>
 #include <privdiff/components/model.hpp>
@@ -63,20 +62,8 @@ class RandomImages : public Dataset {
   bool public_;
 };
 
-const core::ComponentRegistry& registry() {
-  static auto* r = [] {
-    auto* reg = new core::ComponentRegistry();
-    reg->add_directory(core::default_plugin_directory());
-    return reg;
-  }();
-  return *r;
-}
-
 std::unique_ptr<Mechanism> make(const std::string& id, std::map<std::string, ConfigValue> values) {
-  auto found = registry().find(ComponentKind::mechanism, id);
-  if (!found) throw std::runtime_error("mechanism " + id + " not built");
-  return core::create_component<Mechanism>(registry(), id,
-                                           make_config(found->registration->schema, "stage[0]", std::move(values)));
+  return privdiff::testing::make_installed<Mechanism>(id, std::move(values));
 }
 
 std::map<std::string, ConfigValue> options(std::int64_t batch, std::int64_t steps, double sigma) {

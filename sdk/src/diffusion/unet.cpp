@@ -88,6 +88,20 @@ Unet::Unet(UnetConfig config) : config_(std::move(config)) {
   auto name_block = [&](const std::string& name, bool attention) {
     roles_.push_back({name, {attention ? "attention" : "resblock", block++}});
   };
+  // A residual block (and an attention block at the attention resolutions) appended to a stage.
+  auto add_block = [&](Stage& stage, const std::string& prefix, std::int64_t b, std::int64_t in, std::int64_t out,
+                       std::int64_t at_resolution) {
+    const std::string name = prefix + "_res" + std::to_string(b);
+    stage.blocks.push_back(register_module(name, std::make_shared<ResidualBlock>(in, out, emb, c.dropout)));
+    name_block(name, false);
+    std::shared_ptr<AttentionBlock> attention;
+    if (has_attention(at_resolution)) {
+      const std::string aname = prefix + "_attn" + std::to_string(b);
+      attention = register_module(aname, std::make_shared<AttentionBlock>(out));
+      name_block(aname, true);
+    }
+    stage.attention.push_back(attention);
+  };
   std::vector<std::int64_t> skip_channels{nf};
   std::vector<std::int64_t> level_resolution;
   std::int64_t ch = nf, resolution = c.image_size;
@@ -96,17 +110,8 @@ Unet::Unet(UnetConfig config) : config_(std::move(config)) {
     level_resolution.push_back(resolution);
     const std::int64_t out = nf * c.channel_mult[level];
     for (std::int64_t b = 0; b < c.num_res_blocks; ++b) {
-      const std::string name = "down" + std::to_string(level) + "_res" + std::to_string(b);
-      stage.blocks.push_back(register_module(name, std::make_shared<ResidualBlock>(ch, out, emb, c.dropout)));
-      name_block(name, false);
+      add_block(stage, "down" + std::to_string(level), b, ch, out, resolution);
       ch = out;
-      if (has_attention(resolution)) {
-        const std::string aname = "down" + std::to_string(level) + "_attn" + std::to_string(b);
-        stage.attention.push_back(register_module(aname, std::make_shared<AttentionBlock>(ch)));
-        name_block(aname, true);
-      } else {
-        stage.attention.push_back(nullptr);
-      }
       skip_channels.push_back(ch);
     }
     if (level + 1 < c.channel_mult.size()) {
@@ -130,19 +135,9 @@ Unet::Unet(UnetConfig config) : config_(std::move(config)) {
     Stage stage;
     const std::int64_t out = nf * c.channel_mult[level];
     for (std::int64_t b = 0; b <= c.num_res_blocks; ++b) {
-      const std::int64_t skip = skip_channels.back();
+      add_block(stage, "up" + std::to_string(level), b, ch + skip_channels.back(), out, resolution);
       skip_channels.pop_back();
-      const std::string name = "up" + std::to_string(level) + "_res" + std::to_string(b);
-      stage.blocks.push_back(register_module(name, std::make_shared<ResidualBlock>(ch + skip, out, emb, c.dropout)));
-      name_block(name, false);
       ch = out;
-      if (has_attention(resolution)) {
-        const std::string aname = "up" + std::to_string(level) + "_attn" + std::to_string(b);
-        stage.attention.push_back(register_module(aname, std::make_shared<AttentionBlock>(ch)));
-        name_block(aname, true);
-      } else {
-        stage.attention.push_back(nullptr);
-      }
     }
     if (level > 0) {
       const std::string name = "up" + std::to_string(level) + "_upsample";

@@ -13,6 +13,12 @@ ClipMode clip_mode_from_string(const std::string& name) {
   throw std::invalid_argument("clipping must be \"flat\" or \"per_layer\", got \"" + name + "\"");
 }
 
+at::Tensor clip_factors(const at::Tensor& squared, double max_grad_norm, ClipMode mode) {
+  if (mode == ClipMode::flat) return (max_grad_norm / (squared.sum(1).sqrt() + 1e-6)).clamp_max(1.0);
+  const double per_tensor = max_grad_norm / std::sqrt(static_cast<double>(std::max<std::int64_t>(squared.size(1), 1)));
+  return (per_tensor / (squared.sqrt() + 1e-6)).clamp_max(1.0);
+}
+
 ClippedSum clip_and_sum(const PerExampleGradients& g, double max_grad_norm, ClipMode mode) {
   if (!(max_grad_norm > 0)) throw std::invalid_argument("max_grad_norm must be > 0");
   ClippedSum out;
@@ -27,12 +33,7 @@ ClippedSum clip_and_sum(const PerExampleGradients& g, double max_grad_norm, Clip
     squared.select(1, static_cast<std::int64_t>(j)).copy_(at::linalg_vector_norm(flat, 2, {1}).to(at::kDouble).pow(2));
   }
   out.norms = squared.sum(1).sqrt();
-  if (mode == ClipMode::flat) {
-    out.factors = (max_grad_norm / (out.norms + 1e-6)).clamp_max(1.0);
-  } else {
-    const double per_tensor = max_grad_norm / std::sqrt(static_cast<double>(std::max<std::size_t>(p, 1)));
-    out.factors = (per_tensor / (squared.sqrt() + 1e-6)).clamp_max(1.0);
-  }
+  out.factors = clip_factors(squared, max_grad_norm, mode);
   for (std::size_t j = 0; j < p; ++j) {
     const at::Tensor f = (mode == ClipMode::flat ? out.factors : out.factors.select(1, static_cast<std::int64_t>(j)))
                              .to(g.grads[j].scalar_type());

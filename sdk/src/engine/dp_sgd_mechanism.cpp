@@ -1,6 +1,7 @@
 #include <privdiff/components/model.hpp>
 #include <privdiff/data/dataset.hpp>
 #include <privdiff/engine/dp_sgd_mechanism.hpp>
+#include <privdiff/engine/fast_gradient_clipping.hpp>
 #include <privdiff/engine/gaussian_noise.hpp>
 #include <privdiff/engine/per_example_gradients.hpp>
 #include <privdiff/engine/poisson_sampler.hpp>
@@ -185,7 +186,7 @@ void DpSgdMechanism::run(StageContext& context) {
         return rows;
       };
       if (options_.is_private) {
-        gradient.add(per_example_gradients(module, loss, len, k));
+        gradient.add_clipped(clipped_gradient_sum(module, loss, len, k, options_.max_grad_norm, options_.clipping), len);
       } else {
         const at::Tensor rows = loss(at::arange(len, at::kLong));
         (rows.reshape({len, k}).mean(1).sum() / (q * static_cast<double>(n))).backward();

@@ -41,6 +41,13 @@ std::vector<std::int64_t> channel_shape(const at::Tensor& x) {
   return shape;
 }
 
+// Multiplies each example's `group` rows of g ([N, ...]) by that example's scale ([B]).
+at::Tensor scale_rows(const at::Tensor& g, const at::Tensor& scale, std::int64_t group) {
+  std::vector<std::int64_t> shape(static_cast<std::size_t>(g.dim()), 1);
+  shape[0] = g.size(0);
+  return g * scale.to(g.scalar_type()).repeat_interleave(group).view(shape);
+}
+
 std::int64_t examples(const at::Tensor& rows, std::int64_t group) {
   if (rows.size(0) % group != 0) {
     throw std::invalid_argument("per-example gradients: " + std::to_string(rows.size(0)) +
@@ -76,6 +83,18 @@ std::vector<at::Tensor> Linear::per_example(const CapturedCall& call, const at::
   std::vector<at::Tensor> out;
   if (trainable(weight)) out.push_back(at::bmm(gg.transpose(1, 2), a));
   if (trainable(bias)) out.push_back(gg.sum(1));
+  return out;
+}
+
+std::vector<at::Tensor> Linear::scaled_sum(const CapturedCall& call, const at::Tensor& g, std::int64_t group,
+                                           const std::vector<at::Tensor>& scales) const {
+  std::vector<at::Tensor> out;
+  std::size_t k = 0;
+  if (trainable(weight)) {
+    const at::Tensor gs = scale_rows(g, scales[k++], group).reshape({-1, weight.size(0)});
+    out.push_back(at::mm(gs.t(), call.saved.reshape({-1, weight.size(1)})));
+  }
+  if (trainable(bias)) out.push_back(scale_rows(g, scales[k++], group).reshape({-1, weight.size(0)}).sum(0));
   return out;
 }
 
@@ -128,6 +147,21 @@ std::vector<at::Tensor> Conv2d::per_example(const CapturedCall& call, const at::
   return out;
 }
 
+std::vector<at::Tensor> Conv2d::scaled_sum(const CapturedCall& call, const at::Tensor& g, std::int64_t group,
+                                           const std::vector<at::Tensor>& scales) const {
+  const auto& o = options_;
+  std::vector<at::Tensor> out;
+  std::size_t k = 0;
+  if (trainable(weight)) {
+    // The library's own (fast) weight-gradient kernel on the rescaled output gradient.
+    const at::Tensor gs = scale_rows(g, scales[k++], group);
+    out.push_back(std::get<1>(at::convolution_backward(gs, call.saved, weight, c10::nullopt, o.stride, o.padding,
+                                                       o.dilation, false, {0, 0}, o.groups, {false, true, false})));
+  }
+  if (trainable(bias)) out.push_back(scale_rows(g, scales[k++], group).sum({0, 2, 3}));
+  return out;
+}
+
 // ---------------------------------------------------------------- GroupNorm
 GroupNorm::GroupNorm(std::int64_t num_groups, std::int64_t num_channels, double eps)
     : num_groups_(num_groups), eps_(eps) {
@@ -154,6 +188,16 @@ std::vector<at::Tensor> GroupNorm::per_example(const CapturedCall& call, const a
   return out;
 }
 
+std::vector<at::Tensor> GroupNorm::scaled_sum(const CapturedCall& call, const at::Tensor& g, std::int64_t group,
+                                              const std::vector<at::Tensor>& scales) const {
+  const std::int64_t c = weight.size(0);
+  std::vector<at::Tensor> out;
+  std::size_t k = 0;
+  if (trainable(weight)) out.push_back((scale_rows(g, scales[k++], group) * call.saved).reshape({g.size(0), c, -1}).sum(at::IntArrayRef{0, 2}));
+  if (trainable(bias)) out.push_back(scale_rows(g, scales[k++], group).reshape({g.size(0), c, -1}).sum(at::IntArrayRef{0, 2}));
+  return out;
+}
+
 // ---------------------------------------------------------------- LayerNorm
 LayerNorm::LayerNorm(std::int64_t dim, double eps) : eps_(eps) {
   weight = register_parameter("weight", torch::ones({dim}));
@@ -177,6 +221,16 @@ std::vector<at::Tensor> LayerNorm::per_example(const CapturedCall& call, const a
   return out;
 }
 
+std::vector<at::Tensor> LayerNorm::scaled_sum(const CapturedCall& call, const at::Tensor& g, std::int64_t group,
+                                              const std::vector<at::Tensor>& scales) const {
+  const std::int64_t d = weight.size(0);
+  std::vector<at::Tensor> out;
+  std::size_t k = 0;
+  if (trainable(weight)) out.push_back((scale_rows(g, scales[k++], group) * call.saved).reshape({-1, d}).sum(0));
+  if (trainable(bias)) out.push_back(scale_rows(g, scales[k++], group).reshape({-1, d}).sum(0));
+  return out;
+}
+
 // ---------------------------------------------------------------- Embedding
 Embedding::Embedding(std::int64_t num_embeddings, std::int64_t dim) {
   weight = register_parameter("weight", torch::randn({num_embeddings, dim}));
@@ -195,6 +249,13 @@ std::vector<at::Tensor> Embedding::per_example(const CapturedCall& call, const a
   const std::int64_t b = examples(call.saved, group), d = weight.size(1);
   const at::Tensor idx = call.saved.reshape({b, -1, 1}).expand({b, -1, d});
   return {at::zeros({b, weight.size(0), d}, g.options()).scatter_add_(1, idx, g.reshape({b, -1, d}))};
+}
+
+std::vector<at::Tensor> Embedding::scaled_sum(const CapturedCall& call, const at::Tensor& g, std::int64_t group,
+                                              const std::vector<at::Tensor>& scales) const {
+  if (!trainable(weight)) return {};
+  const std::int64_t d = weight.size(1);
+  return {at::zeros_like(weight, g.options()).index_add_(0, call.saved.flatten(), scale_rows(g, scales[0], group).reshape({-1, d}))};
 }
 
 }  // namespace privdiff::sdk::engine

@@ -16,9 +16,15 @@ void PrivateGradient::add(const PerExampleGradients& chunk) {
   if (finished_) throw std::logic_error("PrivateGradient: add() after finish()");
   if (chunk.num_examples == 0) return;
   if (chunk.params.size() != params_.size()) throw std::invalid_argument("PrivateGradient: parameter mismatch");
-  const ClippedSum clipped = clip_and_sum(chunk, max_grad_norm_, mode_);
-  for (std::size_t j = 0; j < sums_.size(); ++j) sums_[j].add_(clipped.sums[j]);
-  examples_ += chunk.num_examples;
+  add_clipped(clip_and_sum(chunk, max_grad_norm_, mode_), chunk.num_examples);
+}
+
+void PrivateGradient::add_clipped(const ClippedSum& chunk, std::int64_t num_examples) {
+  if (finished_) throw std::logic_error("PrivateGradient: add after finish()");
+  if (num_examples == 0) return;
+  if (chunk.sums.size() != sums_.size()) throw std::invalid_argument("PrivateGradient: parameter mismatch");
+  for (std::size_t j = 0; j < sums_.size(); ++j) sums_[j].add_(chunk.sums[j]);
+  examples_ += num_examples;
 }
 
 std::vector<at::Tensor> PrivateGradient::finish(double noise_multiplier, double expected_batch_size,

@@ -2,6 +2,8 @@
 // autograd), in float64, for every layer type and the stride/padding/dilation/groups variants UNets
 // use, for a small UNet-shaped network with GroupNorm and self-attention, and for grouped rows
 // (noise multiplicity K > 1), where each example's gradient is that of its K-averaged loss.
+#include <privdiff/engine/clipping.hpp>
+#include <privdiff/engine/fast_gradient_clipping.hpp>
 #include <privdiff/engine/per_example_gradients.hpp>
 #include <privdiff/engine/per_example_layers.hpp>
 
@@ -238,4 +240,26 @@ TEST(PerExampleGradients, EmptyBatch) {
   const auto g = per_example_gradients(net, [](const at::Tensor&) { return at::zeros({0}); }, 0);
   ASSERT_EQ(g.grads.size(), 2u);
   EXPECT_EQ(g.grads[0].size(0), 0);
+}
+
+// Fast gradient clipping gives the same clipped sum (and norms) as clipping the materialised
+// per-example gradients, flat and per layer, with and without grouping.
+TEST(FastGradientClipping, EqualsClippingTheOraclesPerExampleGradients) {
+  for (std::int64_t group : {1, 3}) {
+    for (auto mode : {ClipMode::flat, ClipMode::per_layer}) {
+      TinyUnet net;
+      net.to(at::kDouble);
+      const at::Tensor x = randn({4 * group, 1, 8, 8});
+      const RowLoss loss = make_loss(net, x, group);
+      const auto fast = clipped_gradient_sum(net, loss, 4, group, 0.05, mode);
+      const auto reference = clip_and_sum(micro_batch_per_example_gradients(net, loss, 4, group), 0.05, mode);
+      EXPECT_TRUE(at::allclose(fast.norms, reference.norms, 1e-9, 0));
+      EXPECT_LT(reference.factors.max().item<double>(), 1.0);  // every example was clipped
+      ASSERT_EQ(fast.sums.size(), reference.sums.size());
+      for (std::size_t j = 0; j < fast.sums.size(); ++j) {
+        const double scale = reference.sums[j].abs().max().item<double>() + 1e-30;
+        EXPECT_LT((fast.sums[j] - reference.sums[j]).abs().max().item<double>() / scale, 1e-6) << j;
+      }
+    }
+  }
 }

@@ -63,6 +63,11 @@ class PRIVDIFF_SDK_API PerExampleLayer {
   /// B = rows / group.
   virtual std::vector<at::Tensor> per_example(const CapturedCall& call, const at::Tensor& output_grad,
                                               std::int64_t group) const = 0;
+  /// sum_i scale_j[i] * (per-example gradient of example i), for each trainable parameter j, without
+  /// forming per-example gradients: the ordinary (summed) gradient of the output gradient with the
+  /// rows of example i multiplied by scale_j[i]. `scales` has one [B] tensor per parameter.
+  virtual std::vector<at::Tensor> scaled_sum(const CapturedCall& call, const at::Tensor& output_grad,
+                                             std::int64_t group, const std::vector<at::Tensor>& scales) const = 0;
 };
 
 }  // namespace privdiff::sdk::engine

@@ -30,4 +30,9 @@ struct ClippedSum {
 /// Clips every example's gradient to max_grad_norm and sums. An empty batch gives zero sums.
 PRIVDIFF_SDK_API ClippedSum clip_and_sum(const PerExampleGradients& gradients, double max_grad_norm, ClipMode mode);
 
+/// The clip factors min(1, C' / (||g|| + 1e-6)) from per-example squared norms per parameter tensor
+/// ([B, P], float64): [B] for flat clipping (C' = C on the whole norm), [B, P] per layer
+/// (C' = C / sqrt(P) on each tensor's norm).
+PRIVDIFF_SDK_API at::Tensor clip_factors(const at::Tensor& squared_norms, double max_grad_norm, ClipMode mode);
+
 }  // namespace privdiff::sdk::engine

@@ -25,6 +25,8 @@ class PRIVDIFF_SDK_API Linear : public torch::nn::Module, public PerExampleLayer
   std::vector<at::Tensor> trainable_parameters() const override;
   std::vector<at::Tensor> per_example(const CapturedCall& call, const at::Tensor& output_grad,
                                       std::int64_t group) const override;
+  std::vector<at::Tensor> scaled_sum(const CapturedCall& call, const at::Tensor& output_grad, std::int64_t group,
+                                     const std::vector<at::Tensor>& scales) const override;
   at::Tensor weight, bias;  ///< [out, in], [out] (bias undefined when disabled)
 };
 
@@ -43,6 +45,8 @@ class PRIVDIFF_SDK_API Conv2d : public torch::nn::Module, public PerExampleLayer
   std::vector<at::Tensor> trainable_parameters() const override;
   std::vector<at::Tensor> per_example(const CapturedCall& call, const at::Tensor& output_grad,
                                       std::int64_t group) const override;
+  std::vector<at::Tensor> scaled_sum(const CapturedCall& call, const at::Tensor& output_grad, std::int64_t group,
+                                     const std::vector<at::Tensor>& scales) const override;
   const Conv2dOptions& options() const { return options_; }
   at::Tensor weight, bias;  ///< [C_out, C_in / groups, kh, kw], [C_out]
 
@@ -58,6 +62,8 @@ class PRIVDIFF_SDK_API GroupNorm : public torch::nn::Module, public PerExampleLa
   std::vector<at::Tensor> trainable_parameters() const override;
   std::vector<at::Tensor> per_example(const CapturedCall& call, const at::Tensor& output_grad,
                                       std::int64_t group) const override;
+  std::vector<at::Tensor> scaled_sum(const CapturedCall& call, const at::Tensor& output_grad, std::int64_t group,
+                                     const std::vector<at::Tensor>& scales) const override;
   at::Tensor weight, bias;  ///< [C], [C]
 
  private:
@@ -73,6 +79,8 @@ class PRIVDIFF_SDK_API LayerNorm : public torch::nn::Module, public PerExampleLa
   std::vector<at::Tensor> trainable_parameters() const override;
   std::vector<at::Tensor> per_example(const CapturedCall& call, const at::Tensor& output_grad,
                                       std::int64_t group) const override;
+  std::vector<at::Tensor> scaled_sum(const CapturedCall& call, const at::Tensor& output_grad, std::int64_t group,
+                                     const std::vector<at::Tensor>& scales) const override;
   at::Tensor weight, bias;  ///< [D], [D]
 
  private:
@@ -87,6 +95,8 @@ class PRIVDIFF_SDK_API Embedding : public torch::nn::Module, public PerExampleLa
   std::vector<at::Tensor> trainable_parameters() const override;
   std::vector<at::Tensor> per_example(const CapturedCall& call, const at::Tensor& output_grad,
                                       std::int64_t group) const override;
+  std::vector<at::Tensor> scaled_sum(const CapturedCall& call, const at::Tensor& output_grad, std::int64_t group,
+                                     const std::vector<at::Tensor>& scales) const override;
   at::Tensor weight;  ///< [num_embeddings, dim]
 };
 

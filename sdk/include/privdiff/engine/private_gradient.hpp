@@ -22,6 +22,8 @@ class PRIVDIFF_SDK_API PrivateGradient {
 
   /// Clips one physical chunk's per-example gradients and adds them to the running sum.
   void add(const PerExampleGradients& chunk);
+  /// Adds a chunk that is already clipped and summed (clipped_gradient_sum, same C and mode).
+  void add_clipped(const ClippedSum& chunk, std::int64_t num_examples);
   /// Adds N(0, (noise_multiplier * max_grad_norm)^2) to the sum, divides by expected_batch_size
   /// and returns one gradient per parameter. Call once per logical step.
   std::vector<at::Tensor> finish(double noise_multiplier, double expected_batch_size, GaussianNoise& noise);

@@ -1,0 +1,87 @@
+#include <privdiff/engine/fast_gradient_clipping.hpp>
+
+#include <ATen/ATen.h>
+#include <torch/autograd.h>
+
+#include <map>
+#include <stdexcept>
+
+namespace privdiff::sdk::engine {
+
+ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, std::int64_t n, std::int64_t group,
+                                double max_grad_norm, ClipMode mode) {
+  if (!(max_grad_norm > 0)) throw std::invalid_argument("max_grad_norm must be > 0");
+  if (!has_closed_form(model) || n == 0) {
+    return clip_and_sum(per_example_gradients(model, loss, n, group), max_grad_norm, mode);
+  }
+  const std::vector<at::Tensor> params = trainable_parameters(model);
+  std::map<const void*, std::int64_t> index;
+  for (std::size_t j = 0; j < params.size(); ++j) index[params[j].unsafeGetTensorImpl()] = static_cast<std::int64_t>(j);
+
+  CaptureSession session;
+  const at::Tensor rows = loss(at::arange(n, at::kLong));
+  if (rows.numel() != n * group) {
+    throw std::invalid_argument("clipped gradient sum: the loss returned " + std::to_string(rows.numel()) +
+                                " values for " + std::to_string(n) + " examples x " + std::to_string(group) + " rows");
+  }
+  const at::Tensor total = rows.reshape({n, group}).mean(1).sum();
+  std::vector<at::Tensor> outputs;
+  for (const auto& call : session.calls()) {
+    if (static_cast<std::int64_t>(call.output._version()) != call.output_version) {
+      throw std::invalid_argument("per-example gradients: the output of a per-example layer was modified in place; "
+                                  "use out-of-place operations (y = y + x, not y += x) on layer outputs");
+    }
+    outputs.push_back(call.output);
+  }
+  const auto output_grads = torch::autograd::grad({total}, outputs, {}, false, false, /*allow_unused=*/true);
+
+  // The calls of each layer (a layer used twice contributes the sum of both calls per example).
+  std::map<PerExampleLayer*, std::vector<std::size_t>> calls_of;
+  for (std::size_t c = 0; c < session.calls().size(); ++c) {
+    if (output_grads[c].defined()) calls_of[session.calls()[c].layer].push_back(c);
+  }
+
+  // 1. Per-example squared norms, one layer at a time.
+  at::Tensor squared = at::zeros({n, static_cast<std::int64_t>(params.size())}, at::kDouble);
+  for (const auto& [layer, calls] : calls_of) {
+    std::vector<at::Tensor> per_example;
+    for (std::size_t c : calls) {
+      auto contribution = layer->per_example(session.calls()[c], output_grads[c], group);
+      if (per_example.empty()) per_example = std::move(contribution);
+      else for (std::size_t j = 0; j < contribution.size(); ++j) per_example[j].add_(contribution[j]);
+    }
+    const auto layer_params = layer->trainable_parameters();
+    for (std::size_t j = 0; j < layer_params.size(); ++j) {
+      const at::Tensor norms = at::linalg_vector_norm(per_example[j].reshape({n, -1}), 2, {1}).to(at::kDouble);
+      squared.select(1, index.at(layer_params[j].unsafeGetTensorImpl())).add_(norms.pow(2));
+    }
+  }
+
+  ClippedSum out;
+  out.norms = squared.sum(1).sqrt();
+  out.factors = clip_factors(squared, max_grad_norm, mode);
+
+  // 2. Clipped sums with the library's summed-gradient kernels.
+  out.sums.resize(params.size());
+  for (const auto& [layer, calls] : calls_of) {
+    const auto layer_params = layer->trainable_parameters();
+    std::vector<at::Tensor> scales;
+    for (const auto& p : layer_params) {
+      scales.push_back(mode == ClipMode::flat ? out.factors : out.factors.select(1, index.at(p.unsafeGetTensorImpl())));
+    }
+    for (std::size_t c : calls) {
+      auto sums = layer->scaled_sum(session.calls()[c], output_grads[c], group, scales);
+      for (std::size_t j = 0; j < sums.size(); ++j) {
+        at::Tensor& slot = out.sums[static_cast<std::size_t>(index.at(layer_params[j].unsafeGetTensorImpl()))];
+        if (slot.defined()) slot.add_(sums[j]);
+        else slot = std::move(sums[j]);
+      }
+    }
+  }
+  for (std::size_t j = 0; j < params.size(); ++j) {
+    if (!out.sums[j].defined()) out.sums[j] = at::zeros_like(params[j], params[j].options().requires_grad(false));
+  }
+  return out;
+}
+
+}  // namespace privdiff::sdk::engine

@@ -1,0 +1,36 @@
+#pragma once
+// The plugins built into this tree (build/lib/privdiff/plugins), loaded once per test binary, and
+// a helper to construct one with a validated config.
+
+#include "plugins/component_registry.hpp"
+#include "plugins/plugin_discovery.hpp"
+
+#include <privdiff/config/config.hpp>
+#include <privdiff/config/schema.hpp>
+
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace privdiff::testing {
+
+inline const core::ComponentRegistry& installed_plugins() {
+  static auto* registry = [] {
+    auto* r = new core::ComponentRegistry();
+    r->add_directory(core::default_plugin_directory());
+    return r;
+  }();
+  return *registry;
+}
+
+/// Constructs installed component `id` of interface T from `values` (checked, defaults filled).
+template <class T>
+std::unique_ptr<T> make_installed(const std::string& id, std::map<std::string, sdk::ConfigValue> values = {}) {
+  auto found = installed_plugins().find(T::kind, id);
+  if (!found) throw std::runtime_error(sdk::to_string(T::kind) + " plugin '" + id + "' is not built");
+  return core::create_component<T>(installed_plugins(), id,
+                                   sdk::make_config(found->registration->schema, sdk::to_string(T::kind), std::move(values)));
+}
+
+}  // namespace privdiff::testing
