@@ -41,19 +41,28 @@ ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, s
     if (output_grads[c].defined()) calls_of[session.calls()[c].layer].push_back(c);
   }
 
-  // 1. Per-example squared norms, one layer at a time.
+  // 1. Per-example squared norms, one layer and one slice of examples at a time: slices keep the
+  //    working set (patches, per-example gradients) cache-sized, which matters more on CPUs than
+  //    the size of the matrix products.
+  constexpr std::int64_t slice = 16;
   at::Tensor squared = at::zeros({n, static_cast<std::int64_t>(params.size())}, at::kDouble);
   for (const auto& [layer, calls] : calls_of) {
-    std::vector<at::Tensor> per_example;
-    for (std::size_t c : calls) {
-      auto contribution = layer->per_example(session.calls()[c], output_grads[c], group);
-      if (per_example.empty()) per_example = std::move(contribution);
-      else for (std::size_t j = 0; j < contribution.size(); ++j) per_example[j].add_(contribution[j]);
-    }
     const auto layer_params = layer->trainable_parameters();
-    for (std::size_t j = 0; j < layer_params.size(); ++j) {
-      const at::Tensor norms = at::linalg_vector_norm(per_example[j].reshape({n, -1}), 2, {1}).to(at::kDouble);
-      squared.select(1, index.at(layer_params[j].unsafeGetTensorImpl())).add_(norms.pow(2));
+    for (std::int64_t start = 0; start < n; start += slice) {
+      const std::int64_t len = std::min(slice, n - start);
+      std::vector<at::Tensor> per_example;
+      for (std::size_t c : calls) {
+        const CapturedCall& call = session.calls()[c];
+        const CapturedCall part{call.layer, call.saved.narrow(0, start * group, len * group), call.output,
+                                call.output_version};
+        auto contribution = layer->per_example(part, output_grads[c].narrow(0, start * group, len * group), group);
+        if (per_example.empty()) per_example = std::move(contribution);
+        else for (std::size_t j = 0; j < contribution.size(); ++j) per_example[j].add_(contribution[j]);
+      }
+      for (std::size_t j = 0; j < layer_params.size(); ++j) {
+        const at::Tensor norms = at::linalg_vector_norm(per_example[j].reshape({len, -1}), 2, {1}).to(at::kDouble);
+        squared.select(1, index.at(layer_params[j].unsafeGetTensorImpl())).narrow(0, start, len).add_(norms.pow(2));
+      }
     }
   }
 
