@@ -18,27 +18,14 @@ ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, s
   std::map<const void*, std::int64_t> index;
   for (std::size_t j = 0; j < params.size(); ++j) index[params[j].unsafeGetTensorImpl()] = static_cast<std::int64_t>(j);
 
-  CaptureSession session;
-  const at::Tensor rows = loss(at::arange(n, at::kLong));
-  if (rows.numel() != n * group) {
-    throw std::invalid_argument("clipped gradient sum: the loss returned " + std::to_string(rows.numel()) +
-                                " values for " + std::to_string(n) + " examples x " + std::to_string(group) + " rows");
-  }
-  const at::Tensor total = rows.reshape({n, group}).mean(1).sum();
-  std::vector<at::Tensor> outputs;
-  for (const auto& call : session.calls()) {
-    if (static_cast<std::int64_t>(call.output._version()) != call.output_version) {
-      throw std::invalid_argument("per-example gradients: the output of a per-example layer was modified in place; "
-                                  "use out-of-place operations (y = y + x, not y += x) on layer outputs");
-    }
-    outputs.push_back(call.output);
-  }
-  const auto output_grads = torch::autograd::grad({total}, outputs, {}, false, false, /*allow_unused=*/true);
+  const BackwardToOutputs backward = backward_to_layer_outputs(loss, n, group);
+  const auto& calls_made = backward.calls;
+  const auto& output_grads = backward.output_grads;
 
   // The calls of each layer (a layer used twice contributes the sum of both calls per example).
   std::map<PerExampleLayer*, std::vector<std::size_t>> calls_of;
-  for (std::size_t c = 0; c < session.calls().size(); ++c) {
-    if (output_grads[c].defined()) calls_of[session.calls()[c].layer].push_back(c);
+  for (std::size_t c = 0; c < calls_made.size(); ++c) {
+    if (output_grads[c].defined()) calls_of[calls_made[c].layer].push_back(c);
   }
 
   // 1. Per-example squared norms, one layer and one slice of examples at a time: slices keep the
@@ -52,7 +39,7 @@ ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, s
       const std::int64_t len = std::min(slice, n - start);
       std::vector<at::Tensor> per_example;
       for (std::size_t c : calls) {
-        const CapturedCall& call = session.calls()[c];
+        const CapturedCall& call = calls_made[c];
         const CapturedCall part{call.layer, call.saved.narrow(0, start * group, len * group), call.output,
                                 call.output_version};
         auto contribution = layer->per_example(part, output_grads[c].narrow(0, start * group, len * group), group);
@@ -79,7 +66,7 @@ ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, s
       scales.push_back(mode == ClipMode::flat ? out.factors : out.factors.select(1, index.at(p.unsafeGetTensorImpl())));
     }
     for (std::size_t c : calls) {
-      auto sums = layer->scaled_sum(session.calls()[c], output_grads[c], group, scales);
+      auto sums = layer->scaled_sum(calls_made[c], output_grads[c], group, scales);
       for (std::size_t j = 0; j < sums.size(); ++j) {
         at::Tensor& slot = out.sums[static_cast<std::size_t>(index.at(layer_params[j].unsafeGetTensorImpl()))];
         if (slot.defined()) slot.add_(sums[j]);

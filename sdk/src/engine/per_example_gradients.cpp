@@ -74,6 +74,27 @@ PerExampleGradients micro_batch_per_example_gradients(torch::nn::Module& model, 
   return out;
 }
 
+BackwardToOutputs backward_to_layer_outputs(const RowLoss& loss, std::int64_t n, std::int64_t group) {
+  BackwardToOutputs out;
+  std::vector<at::Tensor> outputs;
+  at::Tensor total;
+  {
+    CaptureSession session;
+    total = example_means(loss(at::arange(n, at::kLong)), n, group).sum();
+    out.calls = session.calls();
+  }
+  for (const auto& call : out.calls) {
+    if (static_cast<std::int64_t>(call.output._version()) != call.output_version) {
+      throw std::invalid_argument("per-example gradients: the output of a per-example layer was modified in place; "
+                                  "use out-of-place operations (y = y + x, not y += x) on layer outputs");
+    }
+    outputs.push_back(call.output);
+  }
+  // Gradients with respect to the layer outputs only: the summed weight gradients are never formed.
+  out.output_grads = torch::autograd::grad({total}, outputs, {}, false, false, /*allow_unused=*/true);
+  return out;
+}
+
 PerExampleGradients per_example_gradients(torch::nn::Module& model, const RowLoss& loss, std::int64_t n,
                                           std::int64_t group) {
   if (!has_closed_form(model)) {
@@ -94,26 +115,14 @@ PerExampleGradients per_example_gradients(torch::nn::Module& model, const RowLos
   }
   out.grads.resize(out.params.size());
 
-  CaptureSession session;
-  const at::Tensor total = example_means(loss(at::arange(n, at::kLong)), n, group).sum();
-  std::vector<at::Tensor> outputs;
-  for (const auto& call : session.calls()) {
-    if (static_cast<std::int64_t>(call.output._version()) != call.output_version) {
-      throw std::invalid_argument("per-example gradients: the output of a per-example layer was modified in place; "
-                                  "use out-of-place operations (y = y + x, not y += x) on layer outputs");
-    }
-    outputs.push_back(call.output);
-  }
-  // Gradients with respect to the layer outputs only: the summed weight gradients are never formed.
-  const auto output_grads = torch::autograd::grad({total}, outputs, {}, false, false, /*allow_unused=*/true);
-
+  const BackwardToOutputs backward = backward_to_layer_outputs(loss, n, group);
   std::map<const void*, std::size_t> index;
   for (std::size_t j = 0; j < out.params.size(); ++j) index[out.params[j].unsafeGetTensorImpl()] = j;
-  for (std::size_t c = 0; c < session.calls().size(); ++c) {
-    const CapturedCall& call = session.calls()[c];
-    if (!output_grads[c].defined()) continue;  // the output did not reach the loss
+  for (std::size_t c = 0; c < backward.calls.size(); ++c) {
+    const CapturedCall& call = backward.calls[c];
+    if (!backward.output_grads[c].defined()) continue;  // the output did not reach the loss
     const auto params = call.layer->trainable_parameters();
-    auto contributions = call.layer->per_example(call, output_grads[c], group);
+    auto contributions = call.layer->per_example(call, backward.output_grads[c], group);
     for (std::size_t j = 0; j < params.size(); ++j) {
       at::Tensor& slot = out.grads[index.at(params[j].unsafeGetTensorImpl())];
       // A layer called once (the usual case) hands over its result; shared layers add up.

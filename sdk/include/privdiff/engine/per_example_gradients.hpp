@@ -21,6 +21,20 @@ namespace privdiff::sdk::engine {
 /// Per-row losses [n * group] for the examples at `example_indices` (int64 [n], into the batch).
 using RowLoss = std::function<at::Tensor(const at::Tensor& example_indices)>;
 
+/// The recorded forward calls of one loss evaluation and the gradients of the loss with respect to
+/// their outputs (undefined where an output did not reach the loss).
+struct BackwardToOutputs {
+  std::vector<CapturedCall> calls;
+  std::vector<at::Tensor> output_grads;
+};
+
+/// Evaluates the mean-over-group loss of `num_examples` examples with capture on, then runs one
+/// backward pass to the captured layer outputs only. The building block of every closed-form path
+/// (per_example_gradients, clipped_gradient_sum). Throws std::invalid_argument when the loss does not
+/// return num_examples * group values or a layer output was modified in place.
+PRIVDIFF_SDK_API BackwardToOutputs backward_to_layer_outputs(const RowLoss& loss, std::int64_t num_examples,
+                                                             std::int64_t group);
+
 /// The trainable parameters of `model` in model.parameters() order: the order of every
 /// PerExampleGradients this engine returns.
 PRIVDIFF_SDK_API std::vector<at::Tensor> trainable_parameters(torch::nn::Module& model);
