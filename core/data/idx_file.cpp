@@ -1,0 +1,81 @@
+#include "data/idx_file.hpp"
+
+#include <zlib.h>
+
+#include <memory>
+#include <stdexcept>
+
+namespace privdiff::core {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct GzCloser {
+  void operator()(gzFile_s* f) const { gzclose(f); }
+};
+using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
+
+// Reads exactly n bytes (gzread reads plain files too); false at a premature end.
+bool read_exact(gzFile f, void* buffer, std::size_t n) {
+  auto* out = static_cast<unsigned char*>(buffer);
+  while (n > 0) {
+    const int chunk = static_cast<int>(std::min<std::size_t>(n, 1 << 30));
+    const int got = gzread(f, out, static_cast<unsigned>(chunk));
+    if (got <= 0) return false;
+    out += got;
+    n -= static_cast<std::size_t>(got);
+  }
+  return true;
+}
+
+}  // namespace
+
+IdxArray read_idx(const fs::path& file) {
+  auto fail = [&](const std::string& why) { return std::runtime_error(file.string() + ": " + why); };
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) throw fail("no such file");
+  GzFile f(gzopen(file.c_str(), "rb"));
+  if (!f) throw fail("cannot be opened");
+  unsigned char magic[4];
+  if (!read_exact(f.get(), magic, 4)) throw fail("truncated (no IDX header)");
+  if (magic[0] != 0 || magic[1] != 0) throw fail("not an IDX file (bad magic number)");
+  if (magic[2] != 0x08) throw fail("unsupported IDX element type 0x" + std::to_string(magic[2]) + " (need unsigned bytes, 0x08)");
+  const int rank = magic[3];
+  if (rank < 1 || rank > 4) throw fail("unsupported IDX rank " + std::to_string(rank));
+  IdxArray out;
+  std::int64_t count = 1;
+  for (int d = 0; d < rank; ++d) {
+    unsigned char b[4];
+    if (!read_exact(f.get(), b, 4)) throw fail("truncated IDX header");
+    const std::int64_t size = (std::int64_t{b[0]} << 24) | (b[1] << 16) | (b[2] << 8) | b[3];
+    if (size <= 0 || size > (1 << 28)) throw fail("implausible IDX dimension " + std::to_string(size));
+    out.shape.push_back(size);
+    count *= size;
+    if (count > (std::int64_t{1} << 33)) throw fail("IDX array too large");
+  }
+  out.data.resize(static_cast<std::size_t>(count));
+  if (!read_exact(f.get(), out.data.data(), out.data.size())) {
+    throw fail("truncated: the header promises " + std::to_string(count) + " values");
+  }
+  unsigned char extra;
+  if (gzread(f.get(), &extra, 1) > 0) throw fail("corrupt: data after the last value");
+  return out;
+}
+
+void write_idx(const fs::path& file, const IdxArray& array) {
+  const bool gz = file.extension() == ".gz";
+  GzFile f(gzopen(file.c_str(), gz ? "wb9" : "wbT"));
+  if (!f) throw std::runtime_error(file.string() + ": cannot be created");
+  std::vector<unsigned char> header{0, 0, 0x08, static_cast<unsigned char>(array.shape.size())};
+  for (std::int64_t s : array.shape) {
+    for (int shift : {24, 16, 8, 0}) header.push_back(static_cast<unsigned char>((s >> shift) & 0xff));
+  }
+  if (gzwrite(f.get(), header.data(), static_cast<unsigned>(header.size())) != static_cast<int>(header.size()) ||
+      (!array.data.empty() &&
+       gzwrite(f.get(), array.data.data(), static_cast<unsigned>(array.data.size())) != static_cast<int>(array.data.size()))) {
+    throw std::runtime_error(file.string() + ": write failed");
+  }
+}
+
+}  // namespace privdiff::core
