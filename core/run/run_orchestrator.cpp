@@ -7,9 +7,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include <ATen/Parallel.h>
+
+#include <chrono>
 #include <cmath>
+#include <fstream>
+#include <iomanip>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace privdiff::core {
 
@@ -117,8 +123,20 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log) {
   fs::create_directories(run_dir, ec);
   if (ec) throw std::runtime_error("cannot create run directory " + run_dir.string() + ": " + ec.message());
 
+  const auto threads = recipe_.run.get_int("threads");
+  at::set_num_threads(threads > 0 ? static_cast<int>(threads)
+                                  : std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
   RunSummary summary;
   summary.run_dir = run_dir;
+  if (components_.model) {
+    std::int64_t total = 0, trainable = 0;
+    for (const auto& p : components_.model->module().parameters()) {
+      total += p.numel();
+      if (p.requires_grad()) trainable += p.numel();
+    }
+    log << "model " << recipe_.model->id << ": " << total << " parameters (" << trainable << " trainable)\n";
+  }
+  std::ofstream metrics(run_dir / "metrics.jsonl", std::ios::app);
   write_file_atomically(run_dir / "recipe.toml", recipe_.to_toml());
   write_file_atomically(run_dir / "ledger.json", sdk::to_json(summary.ledger));
 
@@ -137,6 +155,33 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log) {
       log << "stage '" << name << "' (" << recipe_.stages[i].mechanism.id << ")\n";
       sdk::StageContext context{*components_.model, *data, summary.ledger,
                                 static_cast<std::uint64_t>(recipe_.run.get_int("seed")) + i, {}};
+      // Progress: a line at most every 2 s (and at the end), and every step in metrics.jsonl.
+      const auto start = std::chrono::steady_clock::now();
+      auto last_print = start - std::chrono::seconds(10);
+      std::int64_t examples = 0;
+      const bool has_delta = recipe_.privacy.has("delta");
+      context.report = [&](const sdk::StepReport& r) {
+        examples += r.examples;
+        const auto now = std::chrono::steady_clock::now();
+        const double elapsed = std::chrono::duration<double>(now - start).count();
+        const bool print = now - last_print > std::chrono::seconds(2) || r.step == r.total_steps;
+        double epsilon = std::nan("");
+        if (has_delta && mechanism.is_private() && (print || r.step == r.total_steps)) {
+          epsilon = main_accountant().epsilon(summary.ledger.total(), recipe_.privacy.get_double("delta")).epsilon;
+        }
+        nlohmann::json line = {{"stage", name}, {"step", r.step}, {"loss", r.loss}, {"examples", r.examples},
+                               {"seconds", elapsed}};
+        if (!std::isnan(epsilon)) line["epsilon"] = epsilon;
+        metrics << line.dump() << "\n";
+        if (print) {
+          last_print = now;
+          const double eta = r.step > 0 ? elapsed / r.step * (r.total_steps - r.step) : 0;
+          log << "  step " << r.step << "/" << r.total_steps << "  loss " << std::setprecision(4) << r.loss;
+          if (!std::isnan(epsilon)) log << "  eps " << std::setprecision(3) << epsilon;
+          log << "  " << std::setprecision(3) << (elapsed > 0 ? examples / elapsed : 0) << " ex/s  ETA "
+              << std::setprecision(3) << eta << " s\n" << std::flush;
+        }
+      };
       try {
         mechanism.run(context);
       } catch (...) {

@@ -1,0 +1,47 @@
+#pragma once
+/// @file
+/// The four diffusion parameterisations DPDM compares (its Table 7 / App. C.1):
+///   D(x; sigma) = c_skip(sigma) x + c_out(sigma) F(c_in(sigma) x; c_noise(sigma)),
+/// trained with loss weight lambda(sigma) under the training distribution p(sigma).
+/// Where the paper's table and the authors' code differ, the code wins (it made the results):
+/// v-prediction uses c_skip = 1/(1+s^2) (the table prints 1/sqrt(1+s^2)), c_out = +s/sqrt(1+s^2) and
+/// c_noise = t = (2/pi) arccos(1/sqrt(1+s^2)); VP uses c_noise = M t (the table prints (M-1) t).
+/// sigma_data = sqrt(1/3), the std of U[-1, 1] (estimating it from the data would cost privacy).
+
+#include <privdiff/sdk_api.hpp>
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+#include <cmath>
+#include <string>
+
+namespace privdiff::sdk::diffusion {
+
+enum class Parameterization { edm, vp, ve, v };
+
+/// "edm", "vp", "ve", "v" -> Parameterization; throws std::invalid_argument otherwise.
+PRIVDIFF_SDK_API Parameterization parameterization_from_string(const std::string& name);
+
+struct PreconditioningCoefficients {
+  at::Tensor c_skip, c_out, c_in, c_noise;  ///< each shaped like sigma
+};
+
+class PRIVDIFF_SDK_API Preconditioning {
+ public:
+  explicit Preconditioning(Parameterization kind, double sigma_data = std::sqrt(1.0 / 3));
+
+  Parameterization kind() const { return kind_; }
+  double sigma_data() const { return sigma_data_; }
+  PreconditioningCoefficients coefficients(const at::Tensor& sigma) const;
+  /// lambda(sigma), the loss weight.
+  at::Tensor loss_weight(const at::Tensor& sigma) const;
+  /// n draws of sigma ~ p(sigma) (float64 on CPU), from `generator`.
+  at::Tensor sample_training_sigma(std::int64_t n, at::Generator& generator) const;
+
+ private:
+  Parameterization kind_;
+  double sigma_data_;
+};
+
+}  // namespace privdiff::sdk::diffusion

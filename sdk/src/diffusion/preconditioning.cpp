@@ -1,0 +1,82 @@
+#include <privdiff/diffusion/preconditioning.hpp>
+
+#include <ATen/ATen.h>
+
+#include <stdexcept>
+
+namespace privdiff::sdk::diffusion {
+
+namespace {
+// VP (Song et al.): sigma(t) = sqrt(exp(beta_d t^2 / 2 + beta_min t) - 1), t ~ U(eps_t, 1).
+constexpr double vp_beta_d = 19.9, vp_beta_min = 0.1, vp_eps_t = 1e-5, vp_m = 1000;
+// VE: ln sigma ~ U(ln 0.002, ln 80).
+constexpr double ve_sigma_min = 0.002, ve_sigma_max = 80;
+// EDM: ln sigma ~ N(-1.2, 1.2^2).
+constexpr double edm_p_mean = -1.2, edm_p_std = 1.2;
+
+// v-prediction: t in [eps_min, eps_max] with logSNR in [-9, 13]; sigma(t) = tan(pi t / 2).
+double v_eps(double log_snr) { return 2 / M_PI * std::acos(1 / std::sqrt(1 + std::exp(-log_snr))); }
+
+at::Tensor vp_t(const at::Tensor& sigma) {  // inverse of sigma(t)
+  return ((vp_beta_min * vp_beta_min + 2 * vp_beta_d * at::log1p(sigma.pow(2))).sqrt() - vp_beta_min) / vp_beta_d;
+}
+}  // namespace
+
+Parameterization parameterization_from_string(const std::string& name) {
+  if (name == "edm") return Parameterization::edm;
+  if (name == "vp") return Parameterization::vp;
+  if (name == "ve") return Parameterization::ve;
+  if (name == "v") return Parameterization::v;
+  throw std::invalid_argument("preconditioning must be one of edm, vp, ve, v; got \"" + name + "\"");
+}
+
+Preconditioning::Preconditioning(Parameterization kind, double sigma_data) : kind_(kind), sigma_data_(sigma_data) {}
+
+PreconditioningCoefficients Preconditioning::coefficients(const at::Tensor& sigma) const {
+  const double sd = sigma_data_;
+  const at::Tensor s2 = sigma.pow(2);
+  switch (kind_) {
+    case Parameterization::edm:
+      return {sd * sd / (s2 + sd * sd), sigma * sd / (s2 + sd * sd).sqrt(), 1 / (s2 + sd * sd).sqrt(), sigma.log() / 4};
+    case Parameterization::vp:
+      return {at::ones_like(sigma), -sigma, 1 / (s2 + 1).sqrt(), vp_m * vp_t(sigma)};
+    case Parameterization::ve:
+      return {at::ones_like(sigma), sigma.clone(), at::ones_like(sigma), (sigma / 2).log()};
+    case Parameterization::v:
+      return {1 / (1 + s2), sigma / (1 + s2).sqrt(), 1 / (1 + s2).sqrt(), 2 / M_PI * at::arccos(1 / (1 + s2).sqrt())};
+  }
+  throw std::logic_error("unknown parameterization");
+}
+
+at::Tensor Preconditioning::loss_weight(const at::Tensor& sigma) const {
+  const double sd = sigma_data_;
+  const at::Tensor s2 = sigma.pow(2);
+  switch (kind_) {
+    case Parameterization::edm: return (s2 + sd * sd) / (s2 * sd * sd);
+    case Parameterization::vp:
+    case Parameterization::ve: return 1 / s2;
+    case Parameterization::v: return (s2 + 1) / s2;
+  }
+  throw std::logic_error("unknown parameterization");
+}
+
+at::Tensor Preconditioning::sample_training_sigma(std::int64_t n, at::Generator& gen) const {
+  const auto opts = at::TensorOptions().dtype(at::kDouble);
+  switch (kind_) {
+    case Parameterization::edm: return (at::randn({n}, gen, opts) * edm_p_std + edm_p_mean).exp();
+    case Parameterization::vp: {
+      const at::Tensor t = at::rand({n}, gen, opts) * (1 - vp_eps_t) + vp_eps_t;
+      return (0.5 * vp_beta_d * t.pow(2) + vp_beta_min * t).expm1().sqrt();
+    }
+    case Parameterization::ve:
+      return (at::rand({n}, gen, opts) * (std::log(ve_sigma_max) - std::log(ve_sigma_min)) + std::log(ve_sigma_min)).exp();
+    case Parameterization::v: {
+      const double lo = v_eps(-9), hi = v_eps(13);  // t grows with sigma: logSNR 13 is the low-noise end
+      const double t_min = std::min(lo, hi), t_max = std::max(lo, hi);
+      return at::tan(M_PI / 2 * (at::rand({n}, gen, opts) * (t_max - t_min) + t_min));
+    }
+  }
+  throw std::logic_error("unknown parameterization");
+}
+
+}  // namespace privdiff::sdk::diffusion
