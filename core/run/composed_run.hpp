@@ -23,7 +23,8 @@ struct ComposedRun {
   std::map<std::string, std::unique_ptr<sdk::Accountant>> accountants;  ///< every accountant the recipe names
 };
 
-/// Constructs every component; errors name the component, its plugin and the recipe section.
+/// Constructs every component (after seeding LibTorch's global generator with [run] seed, which
+/// model initialisation draws from); errors name the component, its plugin and the recipe section.
 ComposedRun compose(const Recipe& recipe, const ComponentRegistry& registry);
 
 }  // namespace privdiff::core

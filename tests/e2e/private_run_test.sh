@@ -49,6 +49,13 @@ assert eps["prv"] <= eps["rdp"], eps
 lines = [json.loads(l) for l in open(f"{d}/metrics.jsonl")]
 assert [l["step"] for l in lines] == [1, 2, 3], lines
 PY
+# The same recipe and seed give the same run (initial weights, batches, noise, loss draws).
+out=$("$privdiff" run "$tmp/r.toml" --out "$tmp/again" 2>&1) || fail "second run failed: $out"
+python3 - "$tmp/run" "$tmp/again" <<'PY' || fail "the same seed gave a different run"
+import json, sys
+a, b = ([json.loads(l)["loss"] for l in open(f"{d}/metrics.jsonl")] for d in sys.argv[1:3])
+assert a == b, (a, b)
+PY
 # Over budget: refuses to start and says by how much; nothing is trained or spent.
 out=$("$privdiff" run "$tmp/r.toml" --set stage.0.noise_multiplier=0.5 --out "$tmp/run2" 2>&1) && fail "over-budget run started"
 grep -q "over the target 5 by" <<<"$out" || fail "no over-budget message: $out"
