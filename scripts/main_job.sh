@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # README command 1: install what is missing, build, and run the main job.
 #
-# The main job, until the diffusion pipeline lands: show the installed plugins, check the example
+# The main job: show the installed plugins, check the example
 # recipes, and answer the question every DP diffusion run starts with: how much noise does DPDM's
 # Fashion-MNIST schedule (batch 4096 of 60,000, 300 epochs) need for epsilon = 10 at delta = 1e-5,
 # under every accountant, and what does that schedule spend at other noise levels? Then a small
