@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <optional>
 
 namespace privdiff::sdk {
 
@@ -16,8 +17,9 @@ struct SampleRequest {
   std::int64_t count = 0;
   /// int64 [count] class labels, or undefined for unconditional sampling.
   at::Tensor labels;
-  /// Classifier-free guidance weight w: D_w = (1 + w) D(x|y) - w D(x). w = 0 is purely conditional.
-  double guidance = 0.0;
+  /// Classifier-free guidance weight w: D_w = (1 + w) D(x|y) - w D(x); w = 0 is purely conditional.
+  /// Unset: the sampler's configured `guidance`.
+  std::optional<double> guidance;
   std::uint64_t seed = 0;
 };
 

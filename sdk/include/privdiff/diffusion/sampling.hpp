@@ -1,0 +1,42 @@
+#pragma once
+/// @file
+/// Building blocks of the samplers (Karras et al. 2022, "Elucidating the design space"; DPDM App. C):
+/// the sigma schedule, the classifier-free-guided denoiser and the steps themselves.
+
+#include <privdiff/components/model.hpp>
+#include <privdiff/sdk_api.hpp>
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+namespace privdiff::sdk::diffusion {
+
+/// steps + 1 noise levels: sigma_i = (smax^(1/rho) + i/(steps-1) (smin^(1/rho) - smax^(1/rho)))^rho for
+/// i < steps, then 0. float64 on CPU.
+PRIVDIFF_SDK_API at::Tensor karras_sigmas(std::int64_t steps, double sigma_min = 0.002, double sigma_max = 80,
+                                          double rho = 7);
+
+/// D_w(x; sigma) = (1 + w) D(x; sigma, y) - w D(x; sigma) (w = 0: purely conditional, the DPDM code's
+/// convention; unconditional = label -1). Undefined labels or w = 0 cost one model call.
+PRIVDIFF_SDK_API at::Tensor guided_denoise(Model& model, const at::Tensor& x, double sigma, const at::Tensor& labels,
+                                           double guidance);
+
+/// The sampler ODE/SDE loop shared by the EDM samplers.
+struct EdmSamplerOptions {
+  std::int64_t steps = 18;
+  double sigma_min = 0.002, sigma_max = 80, rho = 7;
+  bool second_order = true;     ///< Heun correction (off: Euler)
+  double s_churn = 0, s_min = 0, s_max = 1e9, s_noise = 1;  ///< stochastic churn (Karras Alg. 2); 0 = deterministic
+};
+PRIVDIFF_SDK_API at::Tensor edm_sample(Model& model, const at::Tensor& noise, const at::Tensor& labels, double guidance,
+                                       const EdmSamplerOptions& options, at::Generator& generator);
+
+/// DDIM in the sigma parameterisation with stochasticity eta (0: deterministic DDIM; 1: ancestral,
+/// DDPM-like): x <- D + sigma_down (x - D) / sigma_i + sigma_up z.
+PRIVDIFF_SDK_API at::Tensor ddim_sample(Model& model, const at::Tensor& noise, const at::Tensor& labels, double guidance,
+                                        std::int64_t steps, double eta, double sigma_min, double sigma_max, double rho,
+                                        at::Generator& generator);
+
+}  // namespace privdiff::sdk::diffusion
