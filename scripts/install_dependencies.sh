@@ -9,7 +9,7 @@ packages=(
   libboost-dev                                   # Boost.DLL (header-only)
   libtomlplusplus-dev libcli11-dev               # recipes, command line
   libeigen3-dev libfftw3-dev nlohmann-json3-dev  # numerics (Eigen FFT on FFTW), JSON
-  zlib1g-dev                                     # gzip-compressed IDX data
+  zlib1g-dev libstb-dev                          # gzip-compressed IDX data, PNG sample grids
   libgtest-dev python3                           # tests (python3: JSON checks in the CLI tests)
   dataset-fashion-mnist                          # the default dataset
 )

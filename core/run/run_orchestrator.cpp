@@ -1,6 +1,7 @@
 #include "run/run_orchestrator.hpp"
 
 #include "run/atomic_file.hpp"
+#include "run/image_grid.hpp"
 
 #include <privdiff/privacy/calibration.hpp>
 #include <privdiff/privacy/event_json.hpp>
@@ -140,9 +141,10 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log) {
   write_file_atomically(run_dir / "recipe.toml", recipe_.to_toml());
   write_file_atomically(run_dir / "ledger.json", sdk::to_json(summary.ledger));
 
+  std::unique_ptr<sdk::Dataset> data;  // opened once, for the stages and the sample grid's classes
   if (!components_.mechanisms.empty()) {
     if (!components_.model) throw std::runtime_error("stage: the recipe has stages but no [model]");
-    std::unique_ptr<sdk::Dataset> data = open_dataset_(recipe_.data);
+    data = open_dataset_(recipe_.data);
     plan_privacy(data->size(), log);
     for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {
       auto& mechanism = *components_.mechanisms[i];
@@ -191,6 +193,23 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log) {
       }
       write_file_atomically(run_dir / "ledger.json", sdk::to_json(summary.ledger));
     }
+  }
+
+  // A class-by-row sample grid (10 samples per class, up to 10 classes) from the trained model.
+  if (components_.model && components_.sampler) {
+    std::int64_t classes = 10;
+    if (data) classes = std::min<std::int64_t>(10, data->num_classes());
+    sdk::SampleRequest request;
+    request.count = classes * 10;
+    request.labels = at::arange(classes, at::kLong).repeat_interleave(10);
+    request.seed = static_cast<std::uint64_t>(recipe_.run.get_int("seed"));
+    const auto start = std::chrono::steady_clock::now();
+    components_.model->module().eval();
+    const at::Tensor images = components_.model->decode(components_.sampler->sample(*components_.model, request));
+    write_image_grid(run_dir / "samples.png", images, classes, 10);
+    log << "samples: " << (run_dir / "samples.png").string() << " (" << request.count << " images, "
+        << std::setprecision(3) << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
+        << " s, " << recipe_.sampler->id << ")\n";
   }
 
   nlohmann::json report = {{"ledger", nlohmann::json::parse(sdk::to_json(summary.ledger))}};

@@ -29,12 +29,24 @@ noise_multiplicity = 2
 batch_size = 4
 steps = 3
 ema = 0.9
+[sampler]
+type = "edm_heun"
+steps = 3
+guidance = 0.5
 TOML
 out=$("$privdiff" run "$tmp/r.toml" --out "$tmp/run" 2>&1) || fail "run failed: $out"
 echo "$out"
 grep -q "calibrated stage 'stage0' noise multiplier" <<<"$out" || fail "no calibration line"
 grep -q "step 3/3" <<<"$out" || fail "no progress line"
-for f in recipe.toml ledger.json privacy.json metrics.jsonl; do [ -s "$tmp/run/$f" ] || fail "no $f"; done
+grep -q "samples: .*samples.png (100 images" <<<"$out" || fail "no sample grid line"
+python3 - "$tmp/run/samples.png" <<'PY' || fail "samples.png is not a 298x298 PNG"
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+assert data[:8] == b"\x89PNG\r\n\x1a\n", data[:8]
+width, height = struct.unpack(">II", data[16:24])
+assert (width, height) == (10 * 28 + 9 * 2, 10 * 28 + 9 * 2), (width, height)
+PY
+for f in recipe.toml ledger.json privacy.json metrics.jsonl samples.png; do [ -s "$tmp/run/$f" ] || fail "no $f"; done
 python3 - "$tmp/run" <<'PY' || fail "run directory contents"
 import json, sys
 d = sys.argv[1]
