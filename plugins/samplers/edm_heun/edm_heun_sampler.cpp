@@ -1,46 +1,28 @@
 // edm_heun: deterministic 2nd-order (Heun) EDM sampler.
-#include <privdiff/components/sampler.hpp>
 #include <privdiff/diffusion/sampling.hpp>
 #include <privdiff/plugin/export.hpp>
-
-#include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 
 namespace privdiff::plugins::edm_heun {
 
 using namespace privdiff::sdk;
 namespace dm = privdiff::sdk::diffusion;
 
-class EdmHeun : public Sampler {
+class EdmHeun : public dm::KarrasSampler {
  public:
-  explicit EdmHeun(const Config& config) : c_(config), steps_(config.get_int("steps")) {}
+  using KarrasSampler::KarrasSampler;
 
-  at::Tensor sample(Model& model, const SampleRequest& request) override {
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(request.seed);
-    std::vector<std::int64_t> shape{request.count};
-    for (auto d : model.sample_shape()) shape.push_back(d);
-    const auto& params = model.module().parameters();
-    const auto options = params.empty() ? at::TensorOptions().dtype(at::kFloat) : params.front().options().requires_grad(false);
-    const at::Tensor noise = at::randn(shape, gen, at::TensorOptions().dtype(options.dtype())).to(options);
-    const double w = request.guidance.value_or(c_.get_double("guidance"));
-    dm::EdmSamplerOptions o{steps_, c_.get_double("sigma_min"), c_.get_double("sigma_max"), c_.get_double("rho"), true};
-    return dm::edm_sample(model, noise, request.labels, w, o, gen);
+ protected:
+  at::Tensor integrate(Model& model, const at::Tensor& noise, const at::Tensor& labels, double w,
+                       at::Generator& generator) override {
+    dm::EdmSamplerOptions o{steps(), sigma_min(), sigma_max(), rho(), true};
+    return dm::edm_sample(model, noise, labels, w, o, generator);
   }
-
- private:
-  Config c_;
-  std::int64_t steps_;
 };
 
 namespace {
 void register_components(Registrar* registrar) {
   registrar->add<EdmHeun>("edm_heun", "deterministic 2nd-order (Heun) EDM sampler",
-                        Schema{}
-          .add(Key::integer("steps").at_least(1).defaults(18).doc("number of noise levels"))
-          .add(Key::number("guidance").at_least(0).defaults(0.0).doc("classifier-free guidance w: (1+w) D(x|y) - w D(x)"))
-          .add(Key::number("sigma_min").greater_than(0).defaults(0.002).doc("smallest noise level"))
-          .add(Key::number("sigma_max").greater_than(0).defaults(80.0).doc("largest noise level"))
-          .add(Key::number("rho").greater_than(0).defaults(7.0).doc("Karras schedule exponent")));
+                        dm::karras_sampler_schema(18));
 }
 }  // namespace
 

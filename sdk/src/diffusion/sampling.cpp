@@ -1,6 +1,7 @@
 #include <privdiff/diffusion/sampling.hpp>
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/types.h>
 
 #include <cmath>
@@ -68,6 +69,32 @@ at::Tensor ddim_sample(Model& model, const at::Tensor& noise, const at::Tensor& 
     if (up > 0) x = x + up * at::randn(x.sizes(), gen, x.options());
   }
   return x;
+}
+
+Schema karras_sampler_schema(std::int64_t default_steps) {
+  return Schema{}
+      .add(Key::integer("steps").at_least(1).defaults(default_steps).doc("number of noise levels"))
+      .add(Key::number("guidance").at_least(0).defaults(0.0).doc("classifier-free guidance w: (1+w) D(x|y) - w D(x)"))
+      .add(Key::number("sigma_min").greater_than(0).defaults(0.002).doc("smallest noise level"))
+      .add(Key::number("sigma_max").greater_than(0).defaults(80.0).doc("largest noise level"))
+      .add(Key::number("rho").greater_than(0).defaults(7.0).doc("Karras schedule exponent"));
+}
+
+KarrasSampler::KarrasSampler(const Config& config) : config_(config) {
+  if (!(sigma_max() > sigma_min())) throw std::invalid_argument(config.path() + ": sigma_max must exceed sigma_min");
+}
+
+KarrasSampler::~KarrasSampler() = default;
+
+at::Tensor KarrasSampler::sample(Model& model, const SampleRequest& request) {
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(request.seed);
+  std::vector<std::int64_t> shape{request.count};
+  for (auto d : model.sample_shape()) shape.push_back(d);
+  const auto params = model.module().parameters();
+  const auto options = params.empty() ? at::TensorOptions().dtype(at::kFloat) : params.front().options().requires_grad(false);
+  // Drawn on the CPU generator so a seed gives the same samples on any device.
+  const at::Tensor noise = at::randn(shape, generator, at::TensorOptions().dtype(options.dtype())).to(options);
+  return integrate(model, noise, request.labels, request.guidance.value_or(config_.get_double("guidance")), generator);
 }
 
 }  // namespace privdiff::sdk::diffusion

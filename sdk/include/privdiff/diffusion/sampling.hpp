@@ -4,6 +4,9 @@
 /// the sigma schedule, the classifier-free-guided denoiser and the steps themselves.
 
 #include <privdiff/components/model.hpp>
+#include <privdiff/components/sampler.hpp>
+#include <privdiff/config/config.hpp>
+#include <privdiff/config/schema.hpp>
 #include <privdiff/sdk_api.hpp>
 
 #include <ATen/core/Generator.h>
@@ -38,5 +41,31 @@ PRIVDIFF_SDK_API at::Tensor edm_sample(Model& model, const at::Tensor& noise, co
 PRIVDIFF_SDK_API at::Tensor ddim_sample(Model& model, const at::Tensor& noise, const at::Tensor& labels, double guidance,
                                         std::int64_t steps, double eta, double sigma_min, double sigma_max, double rho,
                                         at::Generator& generator);
+
+/// The keys every sampler on the Karras schedule takes: steps (default `default_steps`), guidance,
+/// sigma_min, sigma_max, rho.
+PRIVDIFF_SDK_API Schema karras_sampler_schema(std::int64_t default_steps);
+
+/// Base of the samplers on the Karras schedule: draws the initial noise (seeded, in the model's
+/// dtype and device), resolves the guidance weight, and leaves the update rule to `integrate`.
+class PRIVDIFF_SDK_API KarrasSampler : public Sampler {
+ public:
+  explicit KarrasSampler(const Config& config);
+  ~KarrasSampler() override;
+  at::Tensor sample(Model& model, const SampleRequest& request) override;
+
+ protected:
+  /// From unit-variance `noise` [count, ...sample_shape] to samples, with guidance weight `w`.
+  virtual at::Tensor integrate(Model& model, const at::Tensor& noise, const at::Tensor& labels, double w,
+                               at::Generator& generator) = 0;
+  const Config& config() const { return config_; }
+  std::int64_t steps() const { return config_.get_int("steps"); }
+  double sigma_min() const { return config_.get_double("sigma_min"); }
+  double sigma_max() const { return config_.get_double("sigma_max"); }
+  double rho() const { return config_.get_double("rho"); }
+
+ private:
+  Config config_;
+};
 
 }  // namespace privdiff::sdk::diffusion
