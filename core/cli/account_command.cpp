@@ -224,15 +224,12 @@ void run_account(const GlobalOptions& global, AccountArgs& args) {
   // --- the question
   if (args.calibrate) {
     if (!has_epsilon || !has_delta) throw UsageError("--calibrate needs the target --epsilon and --delta");
-  } else if (has_delta == has_epsilon && !from_run) {
-    throw UsageError("give exactly one of --delta (to get epsilon) or --epsilon (to get delta)");
-  } else if (has_delta && has_epsilon) {
+  } else if ((has_delta && has_epsilon) || (!has_delta && !has_epsilon && !from_run)) {
+    // (a run directory without either is asked for epsilon at its own delta)
     throw UsageError("give exactly one of --delta (to get epsilon) or --epsilon (to get delta)");
   }
-  if ((has_delta || from_run) && !has_epsilon && !(args.delta > 0 && args.delta < 1)) {
-    throw UsageError("--delta must be in (0, 1), got " + number(args.delta));
-  }
-  if (args.calibrate && !(args.delta > 0 && args.delta < 1)) {
+  const bool uses_delta = args.calibrate || !has_epsilon;
+  if (uses_delta && !(args.delta > 0 && args.delta < 1)) {
     throw UsageError("--delta must be in (0, 1), got " + number(args.delta));
   }
   if (has_epsilon && !(args.epsilon > 0 && std::isfinite(args.epsilon))) {
