@@ -7,6 +7,7 @@
 // (or q = 0, which spends nothing).
 #include <privdiff/components/accountant.hpp>
 #include <privdiff/plugin/export.hpp>
+#include <privdiff/privacy/gaussian_steps.hpp>
 
 #include <cmath>
 #include <limits>
@@ -21,21 +22,14 @@ class ZcdpAccountant : public Accountant {
   explicit ZcdpAccountant(const Config&) {}
 
   std::string cannot_evaluate(const PrivacyEvent& event) const override {
-    switch (event.kind()) {
-      case PrivacyEvent::Kind::no_op:
-      case PrivacyEvent::Kind::gaussian: return "";
-      case PrivacyEvent::Kind::poisson_sampled:
-        if (event.sampling_rate() == 0 || event.sampling_rate() == 1) return cannot_evaluate(event.inner());
+    if (auto why = non_gaussian_reason(event); !why.empty()) return "zcdp " + why;
+    for (const auto& steps : gaussian_steps(event)) {
+      if (steps.sampling_rate < 1) {
         return "zcdp cannot evaluate PoissonSampled events with 0 < q < 1 (zCDP does not amplify by "
                "subsampling); use rdp or prv";
-      case PrivacyEvent::Kind::self_composed: return cannot_evaluate(event.inner());
-      case PrivacyEvent::Kind::composed:
-        for (const auto& child : event.children()) {
-          if (auto why = cannot_evaluate(child); !why.empty()) return why;
-        }
-        return "";
+      }
     }
-    return "zcdp: unknown event";
+    return "";
   }
 
   EpsilonResult epsilon(const PrivacyEvent& event, double delta) const override {
@@ -60,21 +54,14 @@ class ZcdpAccountant : public Accountant {
     if (auto why = cannot_evaluate(event); !why.empty()) throw std::invalid_argument(why);
   }
 
-  static double rho(const PrivacyEvent& e) {
-    switch (e.kind()) {
-      case PrivacyEvent::Kind::no_op: return 0;
-      case PrivacyEvent::Kind::gaussian:
-        return e.noise_multiplier() == 0 ? std::numeric_limits<double>::infinity()
-                                         : 1 / (2 * e.noise_multiplier() * e.noise_multiplier());
-      case PrivacyEvent::Kind::poisson_sampled: return e.sampling_rate() == 0 ? 0 : rho(e.inner());
-      case PrivacyEvent::Kind::self_composed: return static_cast<double>(e.count()) * rho(e.inner());
-      case PrivacyEvent::Kind::composed: {
-        double sum = 0;
-        for (const auto& c : e.children()) sum += rho(c);
-        return sum;
-      }
+  // rho of the composition: Gaussian(s) is 1 / (2 s^2)-zCDP and compositions add.
+  static double rho(const PrivacyEvent& event) {
+    double sum = 0;
+    for (const auto& steps : gaussian_steps(event)) {
+      sum += steps.noise_multiplier == 0 ? std::numeric_limits<double>::infinity()
+                                         : static_cast<double>(steps.count) / (2 * steps.noise_multiplier * steps.noise_multiplier);
     }
-    return std::numeric_limits<double>::infinity();
+    return sum;
   }
 };
 

@@ -1,11 +1,11 @@
 #include <privdiff/numerics/integrate.hpp>
 #include <privdiff/numerics/log_math.hpp>
+#include <privdiff/privacy/gaussian_steps.hpp>
 #include <privdiff/privacy/rdp.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
 #include <stdexcept>
 #include <utility>
 
@@ -145,68 +145,19 @@ double subsampled_gaussian(double q, double sigma, double order) {
   return std::max(0.0, log_a / (order - 1));
 }
 
-std::string cannot_evaluate(const PrivacyEvent& event) {
-  using Kind = PrivacyEvent::Kind;
-  switch (event.kind()) {
-    case Kind::no_op:
-    case Kind::gaussian: return "";
-    case Kind::poisson_sampled:
-      if (event.inner().kind() == Kind::gaussian || event.inner().kind() == Kind::no_op) return "";
-      return "cannot evaluate a Poisson-subsampled " + event.inner().to_string() +
-             " (only subsampled Gaussian events have an RDP analysis here)";
-    case Kind::self_composed: return cannot_evaluate(event.inner());
-    case Kind::composed:
-      for (const auto& c : event.children()) {
-        if (auto why = cannot_evaluate(c); !why.empty()) return why;
-      }
-      return "";
-  }
-  return "unknown event";
-}
-
-namespace {
-
-using Cache = std::map<std::pair<double, double>, std::vector<double>>;
-
-void accumulate(const PrivacyEvent& event, const std::vector<double>& orders, double times, Cache& cache,
-                std::vector<double>& rdp) {
-  using Kind = PrivacyEvent::Kind;
-  auto add_gaussian = [&](double q, double sigma) {
-    auto [it, inserted] = cache.try_emplace({q, sigma});
-    if (inserted) {
-      it->second.reserve(orders.size());
-      for (double a : orders) it->second.push_back(subsampled_gaussian(q, sigma, a));
-    }
-    for (std::size_t k = 0; k < orders.size(); ++k) rdp[k] += times * it->second[k];
-  };
-  switch (event.kind()) {
-    case Kind::no_op: return;
-    case Kind::gaussian: add_gaussian(1.0, event.noise_multiplier()); return;
-    case Kind::poisson_sampled:
-      if (event.inner().kind() == Kind::no_op) return;
-      add_gaussian(event.sampling_rate(), event.inner().noise_multiplier());
-      return;
-    case Kind::self_composed:
-      if (event.count() > 0) accumulate(event.inner(), orders, times * static_cast<double>(event.count()), cache, rdp);
-      return;
-    case Kind::composed:
-      for (const auto& c : event.children()) accumulate(c, orders, times, cache, rdp);
-      return;
-  }
-}
-
-}  // namespace
+std::string cannot_evaluate(const PrivacyEvent& event) { return non_gaussian_reason(event); }
 
 std::vector<double> event_rdp(const PrivacyEvent& event, const std::vector<double>& orders) {
   if (auto why = cannot_evaluate(event); !why.empty()) throw std::invalid_argument("rdp: " + why);
   for (double a : orders) {
     if (!(a > 1)) throw std::invalid_argument("rdp: orders must be > 1");
   }
+  // Composition adds RDP: each kind of step once per order, times its count.
   std::vector<double> rdp(orders.size(), 0.0);
-  Cache cache;
-  accumulate(event, orders, 1.0, cache, rdp);
-  for (double& r : rdp) {
-    if (std::isnan(r)) r = inf;  // 0 * inf from an unbounded order composed zero times
+  for (const auto& steps : gaussian_steps(event)) {
+    for (std::size_t k = 0; k < orders.size(); ++k) {
+      rdp[k] += static_cast<double>(steps.count) * subsampled_gaussian(steps.sampling_rate, steps.noise_multiplier, orders[k]);
+    }
   }
   return rdp;
 }

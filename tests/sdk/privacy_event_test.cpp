@@ -1,5 +1,6 @@
 #include <privdiff/privacy/event.hpp>
 #include <privdiff/privacy/event_json.hpp>
+#include <privdiff/privacy/gaussian_steps.hpp>
 #include <privdiff/privacy/ledger.hpp>
 
 #include <gtest/gtest.h>
@@ -56,4 +57,32 @@ TEST(PrivacyEventJson, MalformedInputSaysWhere) {
   EXPECT_THROW(privacy_event_from_json(R"({"type":"laplace"})"), std::invalid_argument);
   EXPECT_THROW(privacy_event_from_json("{"), std::invalid_argument);
   EXPECT_THROW(privacy_ledger_from_json(R"({"entries":[]})"), std::invalid_argument);
+}
+
+TEST(GaussianSteps, MergesEqualStepsAndDropsWhatSpendsNothing) {
+  const auto step = PrivacyEvent::poisson_sampled(0.01, PrivacyEvent::gaussian(1.1));
+  const auto event = PrivacyEvent::composed(
+      {PrivacyEvent::self_composed(step, 600), PrivacyEvent::self_composed(step, 400),
+       PrivacyEvent::self_composed(PrivacyEvent::gaussian(3.0), 2), PrivacyEvent::no_op(),
+       PrivacyEvent::poisson_sampled(0.0, PrivacyEvent::composed({})),  // q = 0: nothing, whatever it wraps
+       PrivacyEvent::poisson_sampled(1.0, PrivacyEvent::composed({PrivacyEvent::gaussian(3.0)})),  // q = 1: no subsampling
+       PrivacyEvent::self_composed(step, 0)});
+  const auto steps = gaussian_steps(event);
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].sampling_rate, 0.01);
+  EXPECT_EQ(steps[0].noise_multiplier, 1.1);
+  EXPECT_EQ(steps[0].count, 1000);
+  EXPECT_EQ(steps[1].sampling_rate, 1.0);
+  EXPECT_EQ(steps[1].noise_multiplier, 3.0);
+  EXPECT_EQ(steps[1].count, 3);
+  EXPECT_EQ(non_gaussian_reason(event), "");
+}
+
+TEST(GaussianSteps, RefusesWhatIsNotAGaussianStepAndCountsThatOverflow) {
+  const auto nested = PrivacyEvent::poisson_sampled(0.1, PrivacyEvent::composed({PrivacyEvent::gaussian(1)}));
+  EXPECT_NE(non_gaussian_reason(nested).find("cannot evaluate a Poisson-subsampled Composed"), std::string::npos);
+  EXPECT_THROW(gaussian_steps(nested), std::invalid_argument);
+  const auto huge = PrivacyEvent::self_composed(
+      PrivacyEvent::self_composed(PrivacyEvent::gaussian(1), std::int64_t{1} << 40), std::int64_t{1} << 40);
+  EXPECT_THROW(gaussian_steps(huge), std::invalid_argument);  // would wrap and under-report
 }

@@ -6,6 +6,7 @@
 #include <privdiff/config/value.hpp>
 #include <privdiff/plugin/export.hpp>
 #include <privdiff/privacy/analytic_gaussian.hpp>
+#include <privdiff/privacy/gaussian_steps.hpp>
 
 #include <cmath>
 #include <limits>
@@ -21,22 +22,14 @@ class AnalyticGaussianAccountant : public Accountant {
   explicit AnalyticGaussianAccountant(const Config&) {}
 
   std::string cannot_evaluate(const PrivacyEvent& event) const override {
-    using Kind = PrivacyEvent::Kind;
-    switch (event.kind()) {
-      case Kind::no_op:
-      case Kind::gaussian: return "";
-      case Kind::poisson_sampled:
-        if (event.sampling_rate() == 0 || event.sampling_rate() == 1) return cannot_evaluate(event.inner());
+    if (auto why = non_gaussian_reason(event); !why.empty()) return "analytic_gaussian " + why;
+    for (const auto& steps : gaussian_steps(event)) {
+      if (steps.sampling_rate < 1) {
         return "analytic_gaussian cannot evaluate Poisson-subsampled events (q = " +
-               to_toml(ConfigValue{event.sampling_rate()}) + "): their privacy curve is not Gaussian; use rdp or prv";
-      case Kind::self_composed: return cannot_evaluate(event.inner());
-      case Kind::composed:
-        for (const auto& c : event.children()) {
-          if (auto why = cannot_evaluate(c); !why.empty()) return why;
-        }
-        return "";
+               to_toml(ConfigValue{steps.sampling_rate}) + "): their privacy curve is not Gaussian; use rdp or prv";
+      }
     }
-    return "analytic_gaussian: unknown event";
+    return "";
   }
 
   EpsilonResult epsilon(const PrivacyEvent& event, double delta) const override {
@@ -58,27 +51,14 @@ class AnalyticGaussianAccountant : public Accountant {
   // The single noise multiplier equivalent to the whole composition.
   double effective_sigma(const PrivacyEvent& event) const {
     if (auto why = cannot_evaluate(event); !why.empty()) throw std::invalid_argument(why);
-    const double precision = inverse_variance(event);  // sum of 1/s^2
+    double precision = 0;  // sum of 1/s^2 over all steps
+    for (const auto& steps : gaussian_steps(event)) {
+      precision += steps.noise_multiplier == 0 ? std::numeric_limits<double>::infinity()
+                                               : static_cast<double>(steps.count) / (steps.noise_multiplier * steps.noise_multiplier);
+    }
     return precision == 0 ? std::numeric_limits<double>::infinity() : 1 / std::sqrt(precision);
   }
 
-  static double inverse_variance(const PrivacyEvent& e) {
-    using Kind = PrivacyEvent::Kind;
-    switch (e.kind()) {
-      case Kind::no_op: return 0;
-      case Kind::gaussian:
-        return e.noise_multiplier() == 0 ? std::numeric_limits<double>::infinity()
-                                         : 1 / (e.noise_multiplier() * e.noise_multiplier());
-      case Kind::poisson_sampled: return e.sampling_rate() == 0 ? 0 : inverse_variance(e.inner());
-      case Kind::self_composed: return static_cast<double>(e.count()) * inverse_variance(e.inner());
-      case Kind::composed: {
-        double sum = 0;
-        for (const auto& c : e.children()) sum += inverse_variance(c);
-        return sum;
-      }
-    }
-    return std::numeric_limits<double>::infinity();
-  }
 };
 
 namespace {

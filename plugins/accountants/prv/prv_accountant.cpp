@@ -5,45 +5,19 @@
 
 #include <privdiff/components/accountant.hpp>
 #include <privdiff/plugin/export.hpp>
-#include <privdiff/privacy/rdp.hpp>
+#include <privdiff/privacy/gaussian_steps.hpp>
 
 #include <cmath>
 #include <limits>
-#include <map>
 #include <stdexcept>
 
 namespace privdiff::plugins::prv {
 
 using namespace privdiff::sdk;
-namespace rdp = privdiff::sdk::rdp;
 
 namespace {
 
 constexpr double inf = std::numeric_limits<double>::infinity();
-
-// Collects the (q, sigma) -> count atoms of an event; returns false if some step has sigma = 0.
-bool collect(const PrivacyEvent& e, std::int64_t times, std::map<std::pair<double, double>, std::int64_t>& atoms) {
-  using Kind = PrivacyEvent::Kind;
-  switch (e.kind()) {
-    case Kind::no_op: return true;
-    case Kind::gaussian:
-      if (e.noise_multiplier() == 0) return false;
-      atoms[{1.0, e.noise_multiplier()}] += times;
-      return true;
-    case Kind::poisson_sampled:
-      if (e.sampling_rate() == 0 || e.inner().kind() == Kind::no_op) return true;
-      if (e.inner().noise_multiplier() == 0) return false;
-      atoms[{e.sampling_rate(), e.inner().noise_multiplier()}] += times;
-      return true;
-    case Kind::self_composed: return e.count() == 0 || collect(e.inner(), times * e.count(), atoms);
-    case Kind::composed:
-      for (const auto& c : e.children()) {
-        if (!collect(c, times, atoms)) return false;
-      }
-      return true;
-  }
-  return false;
-}
 
 }  // namespace
 
@@ -54,14 +28,14 @@ class PrvAccountant : public Accountant {
         delta_error_(config.has("delta_error") ? config.get_double("delta_error") : -1) {}
 
   std::string cannot_evaluate(const PrivacyEvent& event) const override {
-    const std::string why = rdp::cannot_evaluate(event);
+    const std::string why = non_gaussian_reason(event);
     return why.empty() ? "" : "prv " + why;
   }
 
   EpsilonResult epsilon(const PrivacyEvent& event, double delta) const override {
     if (!(delta > 0 && delta < 1)) throw std::invalid_argument("prv: delta must be in (0, 1)");
-    std::vector<PrvAtom> atoms;
-    if (!atoms_of(event, atoms)) return {inf, {{"epsilon_lower", inf}, {"epsilon_estimate", inf}}, {}};
+    const auto atoms = steps_of(event);
+    if (has_noiseless_step(atoms)) return {inf, {{"epsilon_lower", inf}, {"epsilon_estimate", inf}}, {}};
     if (atoms.empty()) return {0, {{"epsilon_lower", 0}, {"epsilon_estimate", 0}}, {}};
     const double delta_error = delta_error_ > 0 ? delta_error_ : delta / 1000;
     if (!(delta_error < delta)) {
@@ -80,8 +54,8 @@ class PrvAccountant : public Accountant {
 
   double delta(const PrivacyEvent& event, double epsilon) const override {
     if (!(epsilon >= 0)) throw std::invalid_argument("prv: epsilon must be >= 0");
-    std::vector<PrvAtom> atoms;
-    if (!atoms_of(event, atoms)) return 1;
+    const auto atoms = steps_of(event);
+    if (has_noiseless_step(atoms)) return 1;
     if (atoms.empty()) return 0;
     // Without a delta to scale from, the domain is sized for delta_error (default 1e-12).
     const double delta_error = delta_error_ > 0 ? delta_error_ : 1e-12;
@@ -89,12 +63,17 @@ class PrvAccountant : public Accountant {
   }
 
  private:
-  bool atoms_of(const PrivacyEvent& event, std::vector<PrvAtom>& atoms) const {
+  std::vector<GaussianSteps> steps_of(const PrivacyEvent& event) const {
     if (auto why = cannot_evaluate(event); !why.empty()) throw std::invalid_argument(why);
-    std::map<std::pair<double, double>, std::int64_t> merged;
-    if (!collect(event, 1, merged)) return false;
-    for (const auto& [key, count] : merged) atoms.push_back({key.first, key.second, count});
-    return true;
+    return gaussian_steps(event);
+  }
+
+  // A step without noise has no privacy at all: epsilon infinite, delta 1.
+  static bool has_noiseless_step(const std::vector<GaussianSteps>& steps) {
+    for (const auto& s : steps) {
+      if (s.noise_multiplier == 0) return true;
+    }
+    return false;
   }
 
   double eps_error_;

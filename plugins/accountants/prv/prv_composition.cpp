@@ -151,14 +151,14 @@ void parallel_for(std::size_t n, const std::function<void(std::size_t, std::size
 
 }  // namespace
 
-PrvComposition::PrvComposition(const std::vector<PrvAtom>& atoms, double eps_error, double delta_error,
+PrvComposition::PrvComposition(const std::vector<sdk::GaussianSteps>& atoms, double eps_error, double delta_error,
                                Question question)
     : eps_error_(eps_error), delta_error_(delta_error) {
   if (!(eps_error > 0)) throw std::invalid_argument("prv: eps_error must be > 0");
   if (!(delta_error > 0 && delta_error < 1)) throw std::invalid_argument("prv: delta_error must be in (0, 1)");
   std::int64_t n_total = 0;
   for (const auto& a : atoms) {
-    if (!(a.sigma > 0) || !(a.q > 0 && a.q <= 1) || a.count < 1) throw std::invalid_argument("prv: bad atom");
+    if (!(a.noise_multiplier > 0) || !(a.sampling_rate > 0 && a.sampling_rate <= 1) || a.count < 1) throw std::invalid_argument("prv: bad step");
     n_total += a.count;
   }
   if (n_total == 0) return;  // spends nothing: empty distribution above 0
@@ -170,7 +170,7 @@ PrvComposition::PrvComposition(const std::vector<PrvAtom>& atoms, double eps_err
   for (const auto& a : atoms) {
     step_curves.emplace_back();
     for (std::size_t k = 0; k < orders.size(); ++k) {
-      step_curves.back().push_back(rdp::subsampled_gaussian(a.q, a.sigma, orders[k]));
+      step_curves.back().push_back(rdp::subsampled_gaussian(a.sampling_rate, a.noise_multiplier, orders[k]));
       total_curve[k] += static_cast<double>(a.count) * step_curves.back()[k];
     }
   }
@@ -221,7 +221,7 @@ PrvComposition::PrvComposition(const std::vector<PrvAtom>& atoms, double eps_err
   double total_shift = 0;     // sum_j n_j shift_j
 
   for (const auto& a : atoms) {
-    const StepPrv prv{a.q, a.sigma};
+    const StepPrv prv{a.sampling_rate, a.noise_multiplier};
     // Cells [t_i - dt/2, t_i + dt/2) with any mass: between x_min and x_max of the mixture.
     const double t_lo = std::max(t_at(0) - dt_ / 2, prv.y_of(prv.x_min()));
     const double t_hi = std::min(t_at(M - 1) + dt_ / 2, prv.y_of(prv.x_max()));
@@ -285,8 +285,8 @@ PrvComposition::PrvComposition(const std::vector<PrvAtom>& atoms, double eps_err
     const double shift = truncated_mean(prv, x_lo, x_hi) - first_moment / mass;
     if (!(std::fabs(shift) <= dt_)) {
       throw std::runtime_error("prv: mean correction " + std::to_string(shift) + " exceeds the mesh " +
-                               std::to_string(dt_) + " (q = " + std::to_string(a.q) +
-                               ", sigma = " + std::to_string(a.sigma) + ")");
+                               std::to_string(dt_) + " (q = " + std::to_string(a.sampling_rate) +
+                               ", sigma = " + std::to_string(a.noise_multiplier) + ")");
     }
     // Tilt: p_i e^{lambda (t_i + shift)} / Z, computed in log space (w_i = log p_i + lambda t_i).
     const auto n_cells = static_cast<std::size_t>(i_hi - i_lo + 1);

@@ -14,17 +14,13 @@
 //    Gaussian variable, where the integrand is smooth for every epsilon and sigma;
 //  * cells with no mass are never evaluated, so large domains (epsilon ~ 100) stay cheap.
 
+#include <privdiff/privacy/gaussian_steps.hpp>
+
 #include <cstdint>
 #include <vector>
 
 namespace privdiff::plugins::prv {
 
-/// count steps of Gaussian noise with multiplier sigma on a Poisson subsample of rate q.
-struct PrvAtom {
-  double q;
-  double sigma;
-  std::int64_t count;
-};
 
 struct EpsilonBounds {
   double lower, estimate, upper;
@@ -39,9 +35,9 @@ class PrvComposition {
     double value;
   };
 
-  /// Discretises and composes `atoms`. `delta_error` sizes the domain (truncated tail mass) and
+  /// Discretises and composes `steps` (each noise multiplier > 0). `delta_error` sizes the domain (truncated tail mass) and
   /// `eps_error` the mesh, as in Gopi et al. Thm 5.5 / Remark 5.6.
-  PrvComposition(const std::vector<PrvAtom>& atoms, double eps_error, double delta_error, Question question);
+  PrvComposition(const std::vector<sdk::GaussianSteps>& steps, double eps_error, double delta_error, Question question);
 
   /// delta(epsilon) of the discretised composition (the estimate).
   double delta_estimate(double epsilon) const;
