@@ -4,6 +4,7 @@
 #include <torch/types.h>
 
 #include <cmath>
+#include <functional>
 #include <stdexcept>
 
 namespace privdiff::sdk::engine {
@@ -54,6 +55,32 @@ std::int64_t examples(const at::Tensor& rows, std::int64_t group) {
                                 " rows are not a multiple of the group size " + std::to_string(group));
   }
   return rows.size(0) / group;
+}
+
+// Affine normalisation layers (GroupNorm, LayerNorm): y = x_hat * weight + bias per channel, so the
+// gradients are sum(g * x_hat) and sum(g) over every position of the channel. `channels_view` shows a
+// tensor shaped like the layer's output as [rows, channels, positions].
+using ChannelsView = std::function<at::Tensor(const at::Tensor&)>;
+
+std::vector<at::Tensor> affine_norm_per_example(const at::Tensor& weight, const at::Tensor& bias, const at::Tensor& x_hat,
+                                                const at::Tensor& g, std::int64_t group, const ChannelsView& channels_view) {
+  const std::int64_t b = examples(x_hat, group), c = weight.size(0);
+  auto per_example = [&](const at::Tensor& t) { return channels_view(t).sum(2).reshape({b, group, c}).sum(1); };
+  std::vector<at::Tensor> out;
+  if (trainable(weight)) out.push_back(per_example(g * x_hat));
+  if (trainable(bias)) out.push_back(per_example(g));
+  return out;
+}
+
+std::vector<at::Tensor> affine_norm_scaled_sum(const at::Tensor& weight, const at::Tensor& bias, const at::Tensor& x_hat,
+                                               const at::Tensor& g, std::int64_t group,
+                                               const std::vector<at::Tensor>& scales, const ChannelsView& channels_view) {
+  auto summed = [&](const at::Tensor& t) { return channels_view(t).sum(at::IntArrayRef{0, 2}); };
+  std::vector<at::Tensor> out;
+  std::size_t k = 0;
+  if (trainable(weight)) out.push_back(summed(scale_rows(g, scales[k++], group) * x_hat));
+  if (trainable(bias)) out.push_back(summed(scale_rows(g, scales[k++], group)));
+  return out;
 }
 
 }  // namespace
@@ -181,21 +208,16 @@ at::Tensor GroupNorm::forward(const at::Tensor& x) {
 std::vector<at::Tensor> GroupNorm::trainable_parameters() const { return trainable_of({weight, bias}); }
 
 std::vector<at::Tensor> GroupNorm::per_example(const CapturedCall& call, const at::Tensor& g, std::int64_t group) const {
-  const std::int64_t b = examples(call.saved, group), c = weight.size(0);
-  std::vector<at::Tensor> out;
-  if (trainable(weight)) out.push_back((g * call.saved).reshape({b, group, c, -1}).sum({1, 3}));
-  if (trainable(bias)) out.push_back(g.reshape({b, group, c, -1}).sum({1, 3}));
-  return out;
+  return affine_norm_per_example(weight, bias, call.saved, g, group, [c = weight.size(0)](const at::Tensor& t) {
+    return t.reshape({t.size(0), c, -1});
+  });
 }
 
 std::vector<at::Tensor> GroupNorm::scaled_sum(const CapturedCall& call, const at::Tensor& g, std::int64_t group,
                                               const std::vector<at::Tensor>& scales) const {
-  const std::int64_t c = weight.size(0);
-  std::vector<at::Tensor> out;
-  std::size_t k = 0;
-  if (trainable(weight)) out.push_back((scale_rows(g, scales[k++], group) * call.saved).reshape({g.size(0), c, -1}).sum(at::IntArrayRef{0, 2}));
-  if (trainable(bias)) out.push_back(scale_rows(g, scales[k++], group).reshape({g.size(0), c, -1}).sum(at::IntArrayRef{0, 2}));
-  return out;
+  return affine_norm_scaled_sum(weight, bias, call.saved, g, group, scales, [c = weight.size(0)](const at::Tensor& t) {
+    return t.reshape({t.size(0), c, -1});
+  });
 }
 
 // ---------------------------------------------------------------- LayerNorm
@@ -213,22 +235,18 @@ at::Tensor LayerNorm::forward(const at::Tensor& x) {
 
 std::vector<at::Tensor> LayerNorm::trainable_parameters() const { return trainable_of({weight, bias}); }
 
+// The normalised dimension is last: [N, ..., D] -> [N, D, positions].
 std::vector<at::Tensor> LayerNorm::per_example(const CapturedCall& call, const at::Tensor& g, std::int64_t group) const {
-  const std::int64_t b = examples(call.saved, group), d = weight.size(0);
-  std::vector<at::Tensor> out;
-  if (trainable(weight)) out.push_back((g * call.saved).reshape({b, -1, d}).sum(1));
-  if (trainable(bias)) out.push_back(g.reshape({b, -1, d}).sum(1));
-  return out;
+  return affine_norm_per_example(weight, bias, call.saved, g, group, [d = weight.size(0)](const at::Tensor& t) {
+    return t.reshape({t.size(0), -1, d}).transpose(1, 2);
+  });
 }
 
 std::vector<at::Tensor> LayerNorm::scaled_sum(const CapturedCall& call, const at::Tensor& g, std::int64_t group,
                                               const std::vector<at::Tensor>& scales) const {
-  const std::int64_t d = weight.size(0);
-  std::vector<at::Tensor> out;
-  std::size_t k = 0;
-  if (trainable(weight)) out.push_back((scale_rows(g, scales[k++], group) * call.saved).reshape({-1, d}).sum(0));
-  if (trainable(bias)) out.push_back(scale_rows(g, scales[k++], group).reshape({-1, d}).sum(0));
-  return out;
+  return affine_norm_scaled_sum(weight, bias, call.saved, g, group, scales, [d = weight.size(0)](const at::Tensor& t) {
+    return t.reshape({t.size(0), -1, d}).transpose(1, 2);
+  });
 }
 
 // ---------------------------------------------------------------- Embedding
