@@ -14,8 +14,9 @@ struct GlobalOptions {
   std::vector<std::string> plugin_paths;  ///< --plugin-path, searched before everything else
 };
 
-/// Exit codes: 0 success, 1 the work failed, 2 bad input (arguments, recipe, unknown id).
-enum ExitCode : int { exit_ok = 0, exit_failure = 1, exit_bad_input = 2 };
+/// Exit codes: 0 success, 1 the work failed, 2 bad input (arguments, recipe, unknown id),
+/// 3 a run stopped on request (--stop-after-steps, Ctrl-C) after writing its checkpoint.
+enum ExitCode : int { exit_ok = 0, exit_failure = 1, exit_bad_input = 2, exit_stopped = 3 };
 
 /// Thrown for bad input the user can fix; main prints what() and exits with exit_bad_input.
 class UsageError : public std::runtime_error {

@@ -11,7 +11,9 @@ const Schema& run_schema() {
       .add(Key::integer("seed").at_least(0).defaults(0).doc("seed of every random draw except secure noise"))
       .add(Key::string("device").one_of({"auto", "cpu", "cuda"}).defaults("auto")
                .doc("where to train and sample; auto = CUDA when available"))
-      .add(Key::integer("threads").at_least(0).defaults(0).doc("CPU threads; 0 = all cores"));
+      .add(Key::integer("threads").at_least(0).defaults(0).doc("CPU threads; 0 = all cores"))
+      .add(Key::integer("checkpoint_every").at_least(0).defaults(500)
+               .doc("write checkpoint.pt every N logical steps (and always at the end of each stage); 0 = only then"));
   return schema;
 }
 

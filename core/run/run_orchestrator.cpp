@@ -2,15 +2,18 @@
 
 #include "run/atomic_file.hpp"
 #include "run/image_grid.hpp"
+#include "run/run_checkpoint.hpp"
 
 #include <privdiff/privacy/calibration.hpp>
 #include <privdiff/privacy/event_json.hpp>
+#include <privdiff/privacy/gaussian_steps.hpp>
 
 #include <nlohmann/json.hpp>
 
 #include <ATen/Parallel.h>
 
 #include <chrono>
+#include <optional>
 #include <cmath>
 #include <fstream>
 #include <iomanip>
@@ -115,38 +118,134 @@ sdk::PrivacyEvent RunOrchestrator::plan_privacy(std::int64_t dataset_size, std::
   return total;
 }
 
-RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log) {
+namespace {
+
+/// sigma of a stage that spends one kind of Gaussian step; NaN otherwise (non-private, mixed).
+double single_noise_multiplier(const sdk::PrivacyEvent& planned) {
+  if (!sdk::non_gaussian_reason(planned).empty()) return std::nan("");
+  const auto steps = sdk::gaussian_steps(planned);
+  return steps.size() == 1 ? steps.front().noise_multiplier : std::nan("");
+}
+
+bool same_sigma(double a, double b) {
+  return (std::isnan(a) && std::isnan(b)) || std::abs(a - b) <= 1e-12 * std::max(std::abs(a), std::abs(b));
+}
+
+std::string format_duration(double seconds) {
+  std::ostringstream os;
+  const auto s = static_cast<std::int64_t>(std::llround(seconds));
+  if (s >= 3600) os << s / 3600 << " h " << (s % 3600) / 60 << " min";
+  else if (s >= 60) os << s / 60 << " min " << s % 60 << " s";
+  else os << std::setprecision(3) << seconds << " s";
+  return os.str();
+}
+
+void prepare_run_dir(const fs::path& run_dir, bool resume) {
   std::error_code ec;
+  if (resume) {
+    if (!fs::is_regular_file(run_dir / "checkpoint.pt", ec)) {
+      throw std::runtime_error("cannot resume " + run_dir.string() + ": it has no checkpoint.pt (was it started by "
+                               "privdiff run, and did it reach its first checkpoint?)");
+    }
+    return;
+  }
   if (fs::exists(run_dir, ec) && !(fs::is_directory(run_dir, ec) && fs::is_empty(run_dir, ec))) {
     throw std::runtime_error("run directory " + run_dir.string() +
-                             " already exists and is not empty; choose another --out (nothing was changed)");
+                             " already exists and is not empty; choose another --out, or continue it with "
+                             "privdiff run --resume " + run_dir.string() + " (nothing was changed)");
   }
   fs::create_directories(run_dir, ec);
   if (ec) throw std::runtime_error("cannot create run directory " + run_dir.string() + ": " + ec.message());
+}
 
+}  // namespace
+
+RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, const RunOptions& options) {
+  prepare_run_dir(run_dir, options.resume);
   const auto threads = recipe_.run.get_int("threads");
   at::set_num_threads(threads > 0 ? static_cast<int>(threads)
                                   : std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
   RunSummary summary;
   summary.run_dir = run_dir;
+  std::int64_t total_params = 0, trainable_params = 0;
   if (components_.model) {
-    std::int64_t total = 0, trainable = 0;
     for (const auto& p : components_.model->module().parameters()) {
-      total += p.numel();
-      if (p.requires_grad()) trainable += p.numel();
+      total_params += p.numel();
+      if (p.requires_grad()) trainable_params += p.numel();
     }
-    log << "model " << recipe_.model->id << ": " << total << " parameters (" << trainable << " trainable)\n";
+    log << "model " << recipe_.model->id << ": " << total_params << " parameters (" << trainable_params
+        << " trainable)\n";
   }
-  std::ofstream metrics(run_dir / "metrics.jsonl", std::ios::app);
-  write_file_atomically(run_dir / "recipe.toml", recipe_.to_toml());
-  write_file_atomically(run_dir / "ledger.json", sdk::to_json(summary.ledger));
+  // The run's recipe is its recipe.toml as first written; a resumed run is checked against it.
+  const std::string recipe_text = options.resume ? read_file(run_dir / "recipe.toml") : recipe_.to_toml();
+  const std::string recipe_sha = content_hash(recipe_text);
+  const fs::path checkpoint_path = run_dir / "checkpoint.pt";
+  const fs::path metrics_path = run_dir / "metrics.jsonl";
+
+  // Where to start: the beginning, or the checkpoint of an interrupted run.
+  std::optional<LoadedCheckpoint> resumed;
+  if (options.resume) {
+    if (!components_.model) throw std::runtime_error("cannot resume: the recipe has no [model]");
+    resumed = load_checkpoint(checkpoint_path, *components_.model);
+    if (resumed->position.recipe_sha != recipe_sha) {
+      throw std::runtime_error(
+          "cannot resume " + run_dir.string() + ": its recipe.toml changed since the checkpoint was written "
+          "(a resumed run must be the run that was started; start a new run for a changed recipe)");
+    }
+    summary.ledger = sdk::privacy_ledger_from_json(resumed->position.ledger_json);
+    // Lines written after the checkpoint belong to steps that are about to be redone.
+    std::error_code ec;
+    fs::resize_file(metrics_path, resumed->position.metrics_bytes, ec);
+    if (ec) throw std::runtime_error("cannot rewind " + metrics_path.string() + ": " + ec.message());
+    log << "resuming at stage " << resumed->position.stage << ", step " << resumed->position.step
+        << " (privacy spent so far is kept in the ledger)\n";
+  } else {
+    write_file_atomically(run_dir / "recipe.toml", recipe_text);
+    write_file_atomically(run_dir / "ledger.json", sdk::to_json(summary.ledger));
+  }
+  std::ofstream metrics(metrics_path, std::ios::app);
+  double wall_seconds = resumed ? resumed->position.wall_seconds : 0.0;
+  const auto session_start = std::chrono::steady_clock::now();
+  auto wall_now = [&] {
+    return wall_seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - session_start).count();
+  };
 
   std::unique_ptr<sdk::Dataset> data;  // opened once, for the stages and the sample grid's classes
+  const std::int64_t checkpoint_every = recipe_.run.get_int("checkpoint_every");
+  std::int64_t session_steps = 0;
   if (!components_.mechanisms.empty()) {
     if (!components_.model) throw std::runtime_error("stage: the recipe has stages but no [model]");
     data = open_dataset_(recipe_.data);
     plan_privacy(data->size(), log);
-    for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {
+    noise_multipliers_.clear();
+    for (const auto& m : components_.mechanisms) {
+      noise_multipliers_.push_back(m->is_private() ? single_noise_multiplier(m->planned_events(data->size()))
+                                                   : std::nan(""));
+    }
+    if (resumed) {
+      const auto& saved = resumed->position.noise_multipliers;
+      for (std::size_t i = 0; i < noise_multipliers_.size(); ++i) {
+        if (i >= saved.size() || !same_sigma(saved[i], noise_multipliers_[i])) {
+          throw std::runtime_error("cannot resume: stage[" + std::to_string(i) + "]'s noise multiplier differs from "
+                                   "the checkpoint's (did the dataset or a plugin change?)");
+        }
+      }
+    }
+    auto position_at = [&](std::int64_t stage, std::int64_t step) {
+      metrics.flush();
+      CheckpointPosition p;
+      p.stage = stage;
+      p.step = step;
+      std::error_code ec;
+      p.metrics_bytes = fs::file_size(metrics_path, ec);
+      p.wall_seconds = wall_now();
+      p.recipe_sha = recipe_sha;
+      p.ledger_json = sdk::to_json(summary.ledger);
+      p.noise_multipliers = noise_multipliers_;
+      return p;
+    };
+    const std::int64_t first_stage = resumed ? resumed->position.stage : 0;
+    for (std::size_t i = static_cast<std::size_t>(first_stage); i < components_.mechanisms.size(); ++i) {
       auto& mechanism = *components_.mechanisms[i];
       const std::string& name = recipe_.stages[i].name;
       if (!mechanism.is_private() && !data->is_public()) {
@@ -157,43 +256,81 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log) {
       log << "stage '" << name << "' (" << recipe_.stages[i].mechanism.id << ")\n";
       sdk::StageContext context{*components_.model, *data, summary.ledger,
                                 static_cast<std::uint64_t>(recipe_.run.get_int("seed")) + i, {}};
+      if (resumed && static_cast<std::int64_t>(i) == resumed->position.stage && resumed->mechanism_state) {
+        context.resume = resumed->mechanism_state.get();
+        context.resume_step = resumed->position.step;
+      }
       // Progress: a line at most every 2 s (and at the end), and every step in metrics.jsonl.
       const auto start = std::chrono::steady_clock::now();
       auto last_print = start - std::chrono::seconds(10);
       std::int64_t examples = 0;
+      double latest_epsilon = std::nan("");
       const bool has_delta = recipe_.privacy.has("delta");
-      context.report = [&](const sdk::StepReport& r) {
+      context.step_done = [&](const sdk::StepReport& r, const sdk::StateWriter& save_state) {
+        ++session_steps;
         examples += r.examples;
         const auto now = std::chrono::steady_clock::now();
         const double elapsed = std::chrono::duration<double>(now - start).count();
         const bool print = now - last_print > std::chrono::seconds(2) || r.step == r.total_steps;
+        // epsilon so far on about 200 evenly spaced steps (deterministic, so a resumed run's metrics
+        // equal an uninterrupted run's); the progress line shows the latest.
+        const std::int64_t stride = std::max<std::int64_t>(1, r.total_steps / 200);
         double epsilon = std::nan("");
-        if (has_delta && mechanism.is_private() && (print || r.step == r.total_steps)) {
+        if (has_delta && mechanism.is_private() && (r.step % stride == 0 || r.step == r.total_steps)) {
           epsilon = main_accountant().epsilon(summary.ledger.total(), recipe_.privacy.get_double("delta")).epsilon;
+          latest_epsilon = epsilon;
         }
         nlohmann::json line = {{"stage", name}, {"step", r.step}, {"loss", r.loss}, {"examples", r.examples},
-                               {"seconds", elapsed}};
+                               {"seconds", wall_now()}};
         if (!std::isnan(epsilon)) line["epsilon"] = epsilon;
         metrics << line.dump() << "\n";
         if (print) {
           last_print = now;
-          const double eta = r.step > 0 ? elapsed / r.step * (r.total_steps - r.step) : 0;
+          const double done = static_cast<double>(r.step - context.resume_step);
+          const double eta = done > 0 ? elapsed / done * static_cast<double>(r.total_steps - r.step) : 0;
           log << "  step " << r.step << "/" << r.total_steps << "  loss " << std::setprecision(4) << r.loss;
-          if (!std::isnan(epsilon)) log << "  eps " << std::setprecision(3) << epsilon;
+          if (!std::isnan(latest_epsilon)) log << "  eps " << std::setprecision(3) << latest_epsilon;
           log << "  " << std::setprecision(3) << (elapsed > 0 ? examples / elapsed : 0) << " ex/s  ETA "
-              << std::setprecision(3) << eta << " s\n" << std::flush;
+              << format_duration(eta) << "\n" << std::flush;
+        }
+        const bool stop = (options.stop_after_steps > 0 && session_steps >= options.stop_after_steps) ||
+                          (options.stop_requested && options.stop_requested());
+        const bool due = checkpoint_every > 0 && r.step % checkpoint_every == 0;
+        if ((stop || due) && r.step < r.total_steps) {
+          save_checkpoint(checkpoint_path, position_at(static_cast<std::int64_t>(i), r.step), *components_.model,
+                          save_state);
+          write_file_atomically(run_dir / "ledger.json", sdk::to_json(summary.ledger));
+        }
+        if (stop && r.step < r.total_steps) {
+          throw RunStopped("stopped after " + std::to_string(session_steps) + " steps (stage '" + name + "' step " +
+                               std::to_string(r.step) + "/" + std::to_string(r.total_steps) + "); checkpoint " +
+                               checkpoint_path.string(),
+                           session_steps);
         }
       };
       try {
         mechanism.run(context);
+      } catch (const RunStopped&) {
+        throw;  // the checkpoint and ledger.json were written at the stop
       } catch (...) {
         // What was spent before the failure stays recorded.
         write_file_atomically(run_dir / "ledger.json", sdk::to_json(summary.ledger));
         throw;
       }
+      resumed.reset();  // later stages start fresh
+      // A stage boundary: the next stage starts from here.
+      save_checkpoint(checkpoint_path, position_at(static_cast<std::int64_t>(i + 1), 0), *components_.model, {});
       write_file_atomically(run_dir / "ledger.json", sdk::to_json(summary.ledger));
+      const bool stop_now = (options.stop_after_steps > 0 && session_steps >= options.stop_after_steps) ||
+                            (options.stop_requested && options.stop_requested());
+      if (stop_now && i + 1 < components_.mechanisms.size()) {
+        throw RunStopped("stopped after " + std::to_string(session_steps) + " steps (end of stage '" + name +
+                             "'); checkpoint " + checkpoint_path.string(),
+                         session_steps);
+      }
     }
   }
+  const double training_seconds = wall_now();
 
   // A class-by-row sample grid (10 samples per class, up to 10 classes) from the trained model.
   if (components_.model && components_.sampler) {
@@ -213,10 +350,10 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log) {
   }
 
   nlohmann::json report = {{"ledger", nlohmann::json::parse(sdk::to_json(summary.ledger))}};
+  nlohmann::json results = nlohmann::json::array();
   if (recipe_.privacy.has("delta")) {
     const double delta = recipe_.privacy.get_double("delta");
     report["delta"] = delta;
-    nlohmann::json results = nlohmann::json::array();
     const sdk::PrivacyEvent spent = summary.ledger.total();
     for (const auto& id : recipe_.accountant_ids) {
       const auto& accountant = *components_.accountants.at(id);
@@ -228,14 +365,65 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log) {
         entry["epsilon"] = r.result.epsilon;
         for (const auto& [k, v] : r.result.details) entry[k] = v;
         summary.privacy.push_back(r);
-        log << "privacy spent (" << id << "): epsilon " << format_epsilon(r.result.epsilon) << " at delta " << delta
-            << "\n";
       }
       results.push_back(entry);
     }
     report["results"] = results;
   }
   write_file_atomically(run_dir / "privacy.json", report.dump(2) + "\n");
+
+  // summary.json: what `privdiff compare` tabulates; and the same, short, on the log.
+  nlohmann::json stages = nlohmann::json::array();
+  std::int64_t total_steps = 0;
+  for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {
+    const auto& m = *components_.mechanisms[i];
+    nlohmann::json stage = {{"name", recipe_.stages[i].name}, {"mechanism", recipe_.stages[i].mechanism.id},
+                            {"private", m.is_private()}};
+    if (data && m.is_private()) {
+      const auto kinds = sdk::gaussian_steps(m.planned_events(data->size()));
+      std::int64_t steps = 0;
+      for (const auto& k : kinds) steps += k.count;
+      stage["steps"] = steps;
+      total_steps += steps;
+      if (kinds.size() == 1) {
+        stage["noise_multiplier"] = kinds.front().noise_multiplier;
+        stage["sampling_rate"] = kinds.front().sampling_rate;
+      }
+    }
+    const auto& config = recipe_.stages[i].mechanism.config;
+    for (const char* key : {"batch_size", "noise_multiplicity", "steps"}) {
+      if (config.has(key) && !stage.contains(key)) stage[key] = config.get_int(key);
+    }
+    stages.push_back(stage);
+  }
+  nlohmann::json run_summary = {{"name", recipe_.run.get_string("name")},
+                                {"stages", stages},
+                                {"training_seconds", training_seconds},
+                                {"privacy", results}};
+  if (recipe_.privacy.has("epsilon")) run_summary["target_epsilon"] = recipe_.privacy.get_double("epsilon");
+  if (recipe_.privacy.has("delta")) run_summary["delta"] = recipe_.privacy.get_double("delta");
+  if (components_.model) {
+    run_summary["model"] = {{"type", recipe_.model->id}, {"parameters", total_params},
+                            {"trainable_parameters", trainable_params}};
+  }
+  write_file_atomically(run_dir / "summary.json", run_summary.dump(2) + "\n");
+
+  log << "\nsummary\n";
+  if (components_.model) {
+    log << "  model       " << recipe_.model->id << ", " << total_params << " parameters (" << trainable_params
+        << " trainable)\n";
+  }
+  log << "  training    " << components_.mechanisms.size() << " stage(s), " << format_duration(training_seconds);
+  if (total_steps > 0) log << ", " << total_steps << " private steps";
+  log << "\n";
+  for (const auto& r : summary.privacy) {
+    log << "  privacy     epsilon " << format_epsilon(r.result.epsilon) << " (" << r.accountant << ") at delta "
+        << recipe_.privacy.get_double("delta") << "\n";
+  }
+  if (components_.model && components_.sampler) {
+    log << "  samples     " << (run_dir / "samples.png").string() << " (10 per class, one class per row)\n";
+  }
+  if (!components_.mechanisms.empty()) log << "  checkpoint  " << checkpoint_path.string() << "\n";
   return summary;
 }
 

@@ -1,9 +1,13 @@
 #pragma once
 // Runs a composed recipe: plans and checks the privacy budget, calibrates an "auto" noise
 // multiplier, runs the stages in order, and writes the run directory:
-//   recipe.toml   the resolved recipe (every default written out)
-//   ledger.json   every privacy event spent (rewritten after each stage; never reset)
-//   privacy.json  epsilon under every accountant the recipe names
+//   recipe.toml    the resolved recipe (every default written out)
+//   metrics.jsonl  one line per logical step (loss, examples, epsilon so far, seconds)
+//   ledger.json    every privacy event spent (rewritten at checkpoints and stage ends; never reset)
+//   checkpoint.pt  model, mechanism state, generators and ledger (see run_checkpoint.hpp)
+//   samples.png    a class-by-row sample grid of the trained model
+//   privacy.json   epsilon under every accountant the recipe names
+//   summary.json   what ran: model size, stages (steps, sigma), wall time, privacy
 
 #include "recipe/recipe.hpp"
 #include "run/composed_run.hpp"
@@ -12,10 +16,12 @@
 #include <privdiff/data/dataset.hpp>
 #include <privdiff/privacy/ledger.hpp>
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <ostream>
+#include <stdexcept>
 
 namespace privdiff::core {
 
@@ -32,13 +38,33 @@ struct RunSummary {
   std::vector<AccountantResult> privacy;  ///< empty when the recipe sets no delta
 };
 
+struct RunOptions {
+  /// Continue the run in run_dir from its checkpoint.pt instead of starting a new one.
+  bool resume = false;
+  /// Checkpoint and stop after this many logical steps in this session (0 = run to the end).
+  std::int64_t stop_after_steps = 0;
+  /// Polled after every step; true = checkpoint and stop (e.g. on SIGINT).
+  std::function<bool()> stop_requested;
+};
+
+/// Thrown when a run stopped early on request, after writing its checkpoint.
+class RunStopped : public std::runtime_error {
+ public:
+  RunStopped(const std::string& what, std::int64_t steps_done) : std::runtime_error(what), steps_done_(steps_done) {}
+  std::int64_t steps_done() const { return steps_done_; }
+
+ private:
+  std::int64_t steps_done_;
+};
+
 class RunOrchestrator {
  public:
   RunOrchestrator(const Recipe& recipe, ComposedRun components, DatasetOpener open_dataset);
 
   /// Runs into `run_dir`, which must not exist or be empty (nothing already there is ever
-  /// overwritten). Progress goes to `log`. Throws std::runtime_error with context on failure.
-  RunSummary run(const std::filesystem::path& run_dir, std::ostream& log);
+  /// overwritten) unless options.resume. Progress goes to `log`. Throws std::runtime_error with
+  /// context on failure, RunStopped when stopped on request.
+  RunSummary run(const std::filesystem::path& run_dir, std::ostream& log, const RunOptions& options = {});
 
  private:
   sdk::PrivacyEvent plan_privacy(std::int64_t dataset_size, std::ostream& log);
@@ -47,6 +73,7 @@ class RunOrchestrator {
   const Recipe& recipe_;
   ComposedRun components_;
   DatasetOpener open_dataset_;
+  std::vector<double> noise_multipliers_;  ///< per stage; NaN for non-private stages
 };
 
 }  // namespace privdiff::core

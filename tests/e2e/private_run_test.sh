@@ -68,6 +68,57 @@ import json, sys
 a, b = ([json.loads(l)["loss"] for l in open(f"{d}/metrics.jsonl")] for d in sys.argv[1:3])
 assert a == b, (a, b)
 PY
+# Interrupted and resumed = uninterrupted: two stages, stopped mid-stage and again across the
+# stage boundary, resumed each time (checkpoints every 2 steps, so one stop is off a checkpoint).
+cat >> "$tmp/r.toml" <<TOML
+[[stage]]
+name = "second"
+mechanism = "dpdm"
+noise_multiplicity = 2
+batch_size = 4
+steps = 3
+noise_multiplier = 8.0
+ema = 0.9
+TOML
+sed -i 's/^seed = 1$/seed = 1\nthreads = 1\ncheckpoint_every = 2/' "$tmp/r.toml"
+"$privdiff" run "$tmp/r.toml" --out "$tmp/whole" >/dev/null 2>&1 || fail "two-stage run failed"
+out=$("$privdiff" run "$tmp/r.toml" --out "$tmp/parts" --stop-after-steps 1 2>&1); code=$?
+[ $code -eq 3 ] || fail "stop-after-steps exit code $code: $out"
+grep -q "continue with: privdiff run --resume $tmp/parts" <<<"$out" || fail "no resume hint: $out"
+[ -s "$tmp/parts/checkpoint.pt" ] || fail "no checkpoint at the stop"
+out=$("$privdiff" run --resume "$tmp/parts" --stop-after-steps 3 2>&1); code=$?
+[ $code -eq 3 ] || fail "second stop exit code $code: $out"
+grep -q "resuming at stage 0, step 1" <<<"$out" || fail "no resume line: $out"
+out=$("$privdiff" run --resume "$tmp/parts" 2>&1) || fail "final resume failed: $out"
+grep -q "resuming at stage 1, step 1" <<<"$out" || fail "no second resume line: $out"
+cmp -s "$tmp/whole/samples.png" "$tmp/parts/samples.png" || fail "resumed model samples differ from the uninterrupted run's"
+cmp -s "$tmp/whole/ledger.json" "$tmp/parts/ledger.json" || fail "resumed ledger differs"
+cmp -s "$tmp/whole/privacy.json" "$tmp/parts/privacy.json" || fail "resumed privacy report differs"
+python3 - "$tmp/whole" "$tmp/parts" <<'PY' || fail "resumed metrics differ"
+import json, sys
+def lines(d):
+    out = []
+    for l in open(f"{d}/metrics.jsonl"):
+        j = json.loads(l); j.pop("seconds"); out.append(j)
+    return out
+a, b = lines(sys.argv[1]), lines(sys.argv[2])
+assert len(a) == 6 and a == b, (a, b)
+PY
+# A resumed run is the run that was started: an edited recipe, or no checkpoint, is refused.
+"$privdiff" run "$tmp/r.toml" --out "$tmp/edited" --stop-after-steps 1 >/dev/null 2>&1
+sed -i 's/^steps = 3$/steps = 4/' "$tmp/edited/recipe.toml"
+out=$("$privdiff" run --resume "$tmp/edited" 2>&1) && fail "resumed an edited recipe"
+grep -q "recipe.toml changed since the checkpoint" <<<"$out" || fail "no edited-recipe message: $out"
+mkdir -p "$tmp/empty" && cp "$tmp/r.toml" "$tmp/empty/recipe.toml"
+out=$("$privdiff" run --resume "$tmp/empty" 2>&1) && fail "resumed without a checkpoint"
+grep -q "has no checkpoint.pt" <<<"$out" || fail "no missing-checkpoint message: $out"
+head -c 1000 "$tmp/parts/checkpoint.pt" > "$tmp/edited/checkpoint.pt"
+cp "$tmp/parts/recipe.toml" "$tmp/edited/recipe.toml"
+out=$("$privdiff" run --resume "$tmp/edited" 2>&1) && fail "resumed from a truncated checkpoint"
+grep -q "checkpoint.pt: not a readable privdiff checkpoint" <<<"$out" || fail "no corrupt-checkpoint message: $out"
+out=$("$privdiff" run "$tmp/r.toml" --out "$tmp/whole" 2>&1) && fail "ran into a non-empty directory"
+grep -q "privdiff run --resume $tmp/whole" <<<"$out" || fail "no resume suggestion: $out"
+
 # Over budget: refuses to start and says by how much; nothing is trained or spent.
 out=$("$privdiff" run "$tmp/r.toml" --set stage.0.noise_multiplier=0.5 --out "$tmp/run2" 2>&1) && fail "over-budget run started"
 grep -q "over the target 5 by" <<<"$out" || fail "no over-budget message: $out"

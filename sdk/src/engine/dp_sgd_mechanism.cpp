@@ -13,6 +13,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
+#include <torch/serialize/archive.h>
 #include <torch/types.h>
 
 #include <cmath>
@@ -136,6 +137,8 @@ void DpSgdMechanism::run(StageContext& context) {
   const std::int64_t k = options_.noise_multiplicity;
   std::uint64_t seed = options_.seed.value_or(context.seed);
   if (options_.secure_noise) {
+    // Fresh OS randomness, also on resume: the batches already drawn must stay secret (subsampling
+    // amplification assumes it), so a checkpoint never holds the sampling generator's state.
     if (::getrandom(&seed, sizeof seed, 0) != static_cast<ssize_t>(sizeof seed)) {
       throw std::runtime_error("secure_noise: getrandom failed");
     }
@@ -161,13 +164,46 @@ void DpSgdMechanism::run(StageContext& context) {
   if (options_.ema > 0) {
     for (const auto& p : params) ema.push_back(p.detach().clone());
   }
+  std::int64_t first_step = 0;
+  if (context.resume) {
+    torch::serialize::InputArchive& state = *context.resume;
+    torch::serialize::InputArchive optimizer_state;
+    state.read("optimizer", optimizer_state);
+    optimizer->load(optimizer_state);
+    for (std::size_t j = 0; j < ema.size(); ++j) {
+      at::Tensor saved;
+      state.read("ema." + std::to_string(j), saved);
+      ema[j].copy_(saved);
+    }
+    if (!options_.secure_noise) {
+      at::Tensor sampler_state, noise_state, loss_state;
+      state.read("sampler_state", sampler_state);
+      state.read("noise_state", noise_state);
+      state.read("loss_state", loss_state);
+      sampler.set_state(sampler_state);
+      noise.set_state(noise_state);
+      loss_generator.set_state(loss_state);
+    }
+    first_step = context.resume_step;
+  }
+  const StateWriter save_state = [&](torch::serialize::OutputArchive& state) {
+    torch::serialize::OutputArchive optimizer_state(state.compilation_unit());
+    optimizer->save(optimizer_state);
+    state.write("optimizer", optimizer_state);
+    for (std::size_t j = 0; j < ema.size(); ++j) state.write("ema." + std::to_string(j), ema[j]);
+    if (!options_.secure_noise) {
+      state.write("sampler_state", sampler.state());
+      state.write("noise_state", noise.state());
+      state.write("loss_state", loss_generator.get_state());
+    }
+  };
   const auto device = params.front().device();
   const auto chunk_size = options_.physical_batch_size;
   const PrivacyEvent step_event =
       options_.is_private ? PrivacyEvent::poisson_sampled(q, PrivacyEvent::gaussian(*options_.noise_multiplier))
                           : PrivacyEvent::no_op();
 
-  for (std::int64_t step = 0; step < total_steps; ++step) {
+  for (std::int64_t step = first_step; step < total_steps; ++step) {
     const at::Tensor batch = sampler.next();
     const std::int64_t b = batch.numel();
     optimizer->zero_grad();
@@ -194,16 +230,16 @@ void DpSgdMechanism::run(StageContext& context) {
     }
     if (options_.is_private) {
       gradient.finish_into_grads(*options_.noise_multiplier, q * static_cast<double>(n), noise);
-    } else if (b == 0) {
-      continue;  // nothing to learn from, nothing spent
     }
-    optimizer->step();
-    if (options_.is_private) context.ledger.record(step_event);  // the noisy gradient has been released
-    if (!ema.empty()) {
-      torch::NoGradGuard no_grad;
-      for (std::size_t j = 0; j < params.size(); ++j) ema[j].mul_(options_.ema).add_(params[j].detach(), 1 - options_.ema);
+    if (options_.is_private || b > 0) {  // a non-private empty batch has nothing to learn from
+      optimizer->step();
+      if (options_.is_private) context.ledger.record(step_event);  // the noisy gradient has been released
+      if (!ema.empty()) {
+        torch::NoGradGuard no_grad;
+        for (std::size_t j = 0; j < params.size(); ++j) ema[j].mul_(options_.ema).add_(params[j].detach(), 1 - options_.ema);
+      }
     }
-    if (context.report) context.report(StepReport{step + 1, total_steps, b ? loss_sum / b : 0.0, b});
+    if (context.step_done) context.step_done(StepReport{step + 1, total_steps, b ? loss_sum / b : 0.0, b}, save_state);
   }
   if (!ema.empty()) {
     torch::NoGradGuard no_grad;

@@ -51,6 +51,16 @@ GaussianNoise GaussianNoise::seeded(std::uint64_t seed) {
 
 GaussianNoise GaussianNoise::secure() { return GaussianNoise(std::nullopt); }
 
+at::Tensor GaussianNoise::state() const {
+  if (!generator_) throw std::logic_error("secure noise has no generator state");
+  return generator_->get_state();
+}
+
+void GaussianNoise::set_state(const at::Tensor& state) {
+  if (!generator_) throw std::logic_error("secure noise has no generator state");
+  generator_->set_state(state);
+}
+
 at::Tensor GaussianNoise::sample(const at::Tensor& like, double std) {
   const auto cpu_double = at::TensorOptions().dtype(at::kDouble);
   at::Tensor z;

@@ -9,6 +9,11 @@
 #include <functional>
 #include <string>
 
+namespace torch::serialize {
+class InputArchive;
+class OutputArchive;
+}  // namespace torch::serialize
+
 namespace privdiff::sdk {
 
 class Model;
@@ -23,6 +28,9 @@ struct StepReport {
   std::int64_t examples = 0;     ///< examples processed in this step
 };
 
+/// Adds a mechanism's mid-stage state (optimizer, EMA, generator states, ...) to a checkpoint.
+using StateWriter = std::function<void(torch::serialize::OutputArchive&)>;
+
 /// What the host gives a mechanism for one stage. References stay valid for the call.
 struct StageContext {
   Model& model;
@@ -30,7 +38,16 @@ struct StageContext {
   /// Every privacy event the stage actually spends must be recorded here, once per logical step.
   PrivacyLedger& ledger;
   std::uint64_t seed = 0;
-  std::function<void(const StepReport&)> report;
+  /// Called after every logical step, once it is complete (optimizer stepped, ledger recorded):
+  /// the host reports progress and, when a checkpoint is due, calls `save_state` to add the
+  /// mechanism's state to it. The host may stop the run here by throwing; the mechanism just
+  /// lets the exception pass.
+  std::function<void(const StepReport&, const StateWriter& save_state)> step_done;
+  /// When resuming this stage: the archive a previous `save_state` wrote after `resume_step`
+  /// steps. The model's parameters are already restored; the mechanism restores the rest and
+  /// continues with step resume_step + 1, so that the result equals an uninterrupted run.
+  torch::serialize::InputArchive* resume = nullptr;
+  std::int64_t resume_step = 0;
 };
 
 class PRIVDIFF_SDK_API Mechanism : public Component {
@@ -50,7 +67,8 @@ class PRIVDIFF_SDK_API Mechanism : public Component {
   virtual PrivacyEvent planned_events_with(double noise_multiplier, std::int64_t dataset_size) const;
   /// Called by the host with the calibrated noise multiplier (sigma / max_grad_norm).
   virtual void set_noise_multiplier(double noise_multiplier);
-  /// Trains the model for this stage.
+  /// Trains the model for this stage (or its remainder, when context.resume is set; a mechanism
+  /// that cannot resume throws std::runtime_error saying so).
   virtual void run(StageContext& context) = 0;
 };
 

@@ -27,6 +27,10 @@ class PRIVDIFF_SDK_API GaussianNoise {
   /// N(0, std^2) noise with the shape, dtype and device of `like`.
   at::Tensor sample(const at::Tensor& like, double std);
   bool is_secure() const { return !generator_.has_value(); }
+  /// The seeded generator's state, for checkpoints. Secure noise has no state to save (and a
+  /// resumed secure run simply draws fresh noise): both throw std::logic_error in secure mode.
+  at::Tensor state() const;
+  void set_state(const at::Tensor& state);
 
  private:
   explicit GaussianNoise(std::optional<at::Generator> generator) : generator_(std::move(generator)) {}

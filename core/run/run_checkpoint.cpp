@@ -1,0 +1,139 @@
+#include "run/run_checkpoint.hpp"
+
+#include <ATen/Context.h>
+#include <ATen/core/Generator.h>
+#include <torch/serialize/archive.h>
+
+#include <cmath>
+#include <cstdio>
+#include <iomanip>
+#include <sstream>
+#include <stdexcept>
+#include <unistd.h>
+
+namespace privdiff::core {
+
+namespace fs = std::filesystem;
+
+namespace {
+constexpr std::int64_t format_version = 1;
+
+std::string what_of(const std::exception& e) {
+  // LibTorch errors carry a C++ backtrace after the first line; keep the message only.
+  std::string what = e.what();
+  if (const auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
+  return what;
+}
+}  // namespace
+
+std::string content_hash(const std::string& text) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (const unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  std::ostringstream os;
+  os << std::hex << std::setw(16) << std::setfill('0') << h;
+  return os.str();
+}
+
+void save_checkpoint(const fs::path& path, const CheckpointPosition& position, sdk::Model& model,
+                     const sdk::StateWriter& mechanism_state) {
+  torch::serialize::OutputArchive archive;
+  archive.write("format_version", c10::IValue(format_version));
+  archive.write("stage", c10::IValue(position.stage));
+  archive.write("step", c10::IValue(position.step));
+  archive.write("metrics_bytes", c10::IValue(static_cast<std::int64_t>(position.metrics_bytes)));
+  archive.write("wall_seconds", c10::IValue(position.wall_seconds));
+  archive.write("recipe_sha", c10::IValue(position.recipe_sha));
+  archive.write("ledger", c10::IValue(position.ledger_json));
+  archive.write("noise_multipliers", c10::IValue(position.noise_multipliers));
+  archive.write("global_generator", at::detail::getDefaultCPUGenerator().get_state());
+  torch::serialize::OutputArchive model_archive(archive.compilation_unit());
+  model.module().save(model_archive);
+  archive.write("model", model_archive);
+  archive.write("has_mechanism_state", c10::IValue(static_cast<bool>(mechanism_state)));
+  if (mechanism_state) {
+    torch::serialize::OutputArchive state(archive.compilation_unit());
+    mechanism_state(state);
+    archive.write("mechanism", state);
+  }
+  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  try {
+    archive.save_to(tmp.string());
+  } catch (const std::exception& e) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error("cannot write checkpoint " + path.string() + ": " + what_of(e));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error("cannot replace checkpoint " + path.string());
+  }
+}
+
+namespace {
+
+torch::serialize::InputArchive open_archive(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) throw std::runtime_error("no checkpoint at " + path.string());
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path.string());
+  } catch (const std::exception& e) {
+    throw std::runtime_error(path.string() + ": not a readable privdiff checkpoint (" + what_of(e) + ")");
+  }
+  return archive;
+}
+
+template <typename T>
+T read_value(torch::serialize::InputArchive& archive, const std::string& key, const fs::path& path) {
+  c10::IValue value;
+  if (!archive.try_read(key, value)) throw std::runtime_error(path.string() + ": checkpoint has no '" + key + "'");
+  return value.to<T>();
+}
+
+void load_model(torch::serialize::InputArchive& archive, sdk::Model& model, const fs::path& path) {
+  torch::serialize::InputArchive model_archive;
+  if (!archive.try_read("model", model_archive)) throw std::runtime_error(path.string() + ": checkpoint has no model");
+  try {
+    model.module().load(model_archive);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(path.string() + ": the checkpoint's weights do not fit this recipe's model (" +
+                             what_of(e) + ")");
+  }
+}
+
+}  // namespace
+
+LoadedCheckpoint load_checkpoint(const fs::path& path, sdk::Model& model) {
+  torch::serialize::InputArchive archive = open_archive(path);
+  if (read_value<std::int64_t>(archive, "format_version", path) != format_version) {
+    throw std::runtime_error(path.string() + ": checkpoint format version is not " + std::to_string(format_version));
+  }
+  LoadedCheckpoint loaded;
+  CheckpointPosition& p = loaded.position;
+  p.stage = read_value<std::int64_t>(archive, "stage", path);
+  p.step = read_value<std::int64_t>(archive, "step", path);
+  p.metrics_bytes = static_cast<std::uint64_t>(read_value<std::int64_t>(archive, "metrics_bytes", path));
+  p.wall_seconds = read_value<double>(archive, "wall_seconds", path);
+  p.recipe_sha = read_value<std::string>(archive, "recipe_sha", path);
+  p.ledger_json = read_value<std::string>(archive, "ledger", path);
+  p.noise_multipliers = read_value<std::vector<double>>(archive, "noise_multipliers", path);
+  at::Tensor generator_state;
+  archive.read("global_generator", generator_state);
+  load_model(archive, model, path);
+  at::Generator global_generator = at::detail::getDefaultCPUGenerator();  // shares the global one
+  global_generator.set_state(generator_state);
+  if (read_value<bool>(archive, "has_mechanism_state", path)) {
+    loaded.mechanism_state = std::make_unique<torch::serialize::InputArchive>();
+    archive.read("mechanism", *loaded.mechanism_state);
+  }
+  return loaded;
+}
+
+void load_model_weights(const fs::path& path, sdk::Model& model) {
+  torch::serialize::InputArchive archive = open_archive(path);
+  load_model(archive, model, path);
+}
+
+}  // namespace privdiff::core

@@ -1,0 +1,52 @@
+#pragma once
+// checkpoint.pt: everything a run needs to continue exactly where it stopped — the model's
+// parameters and buffers, the mechanism's mid-stage state (optimizer, EMA, generator states),
+// LibTorch's global generator (dropout), the privacy ledger, and where in the recipe it was.
+// Written to a temporary file and renamed, so a crash leaves the previous checkpoint intact.
+
+#include <privdiff/components/mechanism.hpp>
+#include <privdiff/components/model.hpp>
+
+#include <torch/serialize/input-archive.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace privdiff::core {
+
+struct CheckpointPosition {
+  std::int64_t stage = 0;          ///< the stage in progress (== #stages once all are done)
+  std::int64_t step = 0;           ///< logical steps done in that stage
+  std::uint64_t metrics_bytes = 0; ///< size of metrics.jsonl at this point (later lines are redone)
+  double wall_seconds = 0;         ///< training time spent so far, over every session
+  std::string recipe_sha;          ///< of recipe.toml, so an edited recipe is not resumed silently
+  std::string ledger_json;         ///< the privacy ledger at this point
+  std::vector<double> noise_multipliers;  ///< per stage (NaN for non-private ones), as calibrated
+};
+
+/// Writes the checkpoint atomically. `mechanism_state` (may be empty) adds the state of a stage
+/// stopped mid-way.
+void save_checkpoint(const std::filesystem::path& path, const CheckpointPosition& position, sdk::Model& model,
+                     const sdk::StateWriter& mechanism_state);
+
+struct LoadedCheckpoint {
+  CheckpointPosition position;
+  /// The mechanism's mid-stage state; null when the checkpoint is at a stage boundary.
+  std::unique_ptr<torch::serialize::InputArchive> mechanism_state;
+};
+
+/// Reads `path`: restores the model's parameters and buffers and the global generator, and returns
+/// the rest. Throws std::runtime_error naming the file when it is missing, corrupt, or does not
+/// fit the model.
+LoadedCheckpoint load_checkpoint(const std::filesystem::path& path, sdk::Model& model);
+
+/// Loads only the model weights (for `privdiff sample`).
+void load_model_weights(const std::filesystem::path& path, sdk::Model& model);
+
+/// A 64-bit FNV-1a hash of a text, in hex: detects an edited recipe (not a security measure).
+std::string content_hash(const std::string& text);
+
+}  // namespace privdiff::core
