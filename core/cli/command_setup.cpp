@@ -16,7 +16,11 @@ void load_plugins(ComponentRegistry& registry, const GlobalOptions& global, cons
 
 Recipe load_recipe(const std::string& file, const std::vector<std::string>& overrides, const GlobalOptions& global,
                    ComponentRegistry& registry) {
-  RecipeDocument document = RecipeDocument::load(file);
+  return load_recipe(RecipeDocument::load(file), overrides, global, registry);
+}
+
+Recipe load_recipe(RecipeDocument document, const std::vector<std::string>& overrides, const GlobalOptions& global,
+                   ComponentRegistry& registry) {
   std::vector<Diagnostic> override_errors = document.apply_overrides(overrides);
   load_plugins(registry, global, &document);
   return validate_recipe(document, registry, std::move(override_errors));

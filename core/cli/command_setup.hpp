@@ -20,5 +20,8 @@ void load_plugins(ComponentRegistry& registry, const GlobalOptions& global, cons
 /// every problem found, override errors included.
 Recipe load_recipe(const std::string& file, const std::vector<std::string>& overrides, const GlobalOptions& global,
                    ComponentRegistry& registry);
+/// The same for a document already loaded (and perhaps edited).
+Recipe load_recipe(RecipeDocument document, const std::vector<std::string>& overrides, const GlobalOptions& global,
+                   ComponentRegistry& registry);
 
 }  // namespace privdiff::core::cli

@@ -27,6 +27,8 @@ class UsageError : public std::runtime_error {
 CLI::App* add_plugins_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 CLI::App* add_validate_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 CLI::App* add_run_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
+CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
+CLI::App* add_eval_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 CLI::App* add_account_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 
 }  // namespace privdiff::core::cli

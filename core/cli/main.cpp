@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   add_plugins_command(app, global, exit_code);
   add_validate_command(app, global, exit_code);
   add_run_command(app, global, exit_code);
+  add_sample_command(app, global, exit_code);
+  add_eval_command(app, global, exit_code);
   add_account_command(app, global, exit_code);
 
   try {

@@ -30,6 +30,8 @@ class RecipeDocument {
   /// through a non-table).
   std::vector<Diagnostic> apply_overrides(const std::vector<std::string>& assignments);
 
+  /// Drops a top-level section (e.g. "sampler", to replace it whole from the command line).
+  void remove_section(const std::string& name) { root_.erase(name); }
   const toml::table& root() const { return root_; }
   /// As given by the user (used in locations).
   const std::string& file() const { return file_; }

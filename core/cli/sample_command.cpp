@@ -1,0 +1,107 @@
+// privdiff sample RUN_DIR|CHECKPOINT [--count N] [--labels balanced|uniform] [--sampler ID]
+//                 [--set sampler.KEY=VALUE]... [--out PREFIX] [--batch-size N] [--seed S]
+#include "cli/command_setup.hpp"
+#include "cli/commands.hpp"
+#include "run/composed_run.hpp"
+#include "run/run_checkpoint.hpp"
+#include "sample/sample_set.hpp"
+
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <iostream>
+#include <thread>
+
+namespace privdiff::core::cli {
+
+namespace fs = std::filesystem;
+
+CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand(
+      "sample", "Sample labelled images from a trained run, written as an IDX image/label pair and a PNG grid");
+  struct Args {
+    std::string source;
+    std::int64_t count = 1000;
+    std::string labels = "balanced";
+    std::string sampler;
+    std::vector<std::string> overrides;
+    std::string out;
+    std::int64_t batch_size = 250;
+    std::int64_t seed = 0;
+    std::int64_t threads = 0;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("RUN", args->source, "run directory (uses its checkpoint.pt) or a checkpoint file")->required();
+  cmd->add_option("--count,-n", args->count, "number of images (default 1000)")->check(CLI::PositiveNumber);
+  cmd->add_option("--labels", args->labels, "balanced: equal counts per class; uniform: random labels")
+      ->check(CLI::IsMember({"balanced", "uniform"}));
+  cmd->add_option("--sampler", args->sampler, "sampler id (default: the run's [sampler]); its keys via --set");
+  cmd->add_option("--set", args->overrides, "sampler option, e.g. --set sampler.steps=50 (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--out", args->out,
+                  "output prefix (default RUN/samples/<sampler>-<count>): writes PREFIX-images-idx3-ubyte.gz, "
+                  "PREFIX-labels-idx1-ubyte.gz, PREFIX-grid.png");
+  cmd->add_option("--batch-size", args->batch_size, "images per sampler call (memory bound)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", args->seed, "seed of the sampler's noise and of uniform labels")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", args->threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->callback([&global, &exit_code, args] {
+    const fs::path source(args->source);
+    const fs::path checkpoint = fs::is_directory(source) ? source / "checkpoint.pt" : source;
+    const fs::path run_dir = checkpoint.parent_path().empty() ? fs::path(".") : checkpoint.parent_path();
+    const fs::path recipe_file = run_dir / "recipe.toml";
+    if (!fs::is_regular_file(checkpoint)) {
+      throw UsageError("sample: no checkpoint at " + checkpoint.string() + " (give a run directory or its checkpoint.pt)");
+    }
+    if (!fs::is_regular_file(recipe_file)) {
+      throw UsageError("sample: no recipe.toml beside " + checkpoint.string() + " (the run's recipe says which model it is)");
+    }
+    for (const auto& o : args->overrides) {
+      if (o.rfind("sampler.", 0) != 0) throw UsageError("sample --set " + o + ": only sampler.KEY=VALUE applies here");
+    }
+    RecipeDocument document = RecipeDocument::load(recipe_file);
+    std::vector<std::string> overrides = args->overrides;
+    if (!args->sampler.empty()) {
+      document.remove_section("sampler");  // the run's sampler keys belong to its sampler
+      overrides.insert(overrides.begin(), "sampler.type=" + args->sampler);
+    }
+    ComponentRegistry registry;
+    const Recipe recipe = load_recipe(std::move(document), overrides, global, registry);
+    if (!recipe.model) throw UsageError("sample: " + recipe_file.string() + " has no [model]");
+    if (!recipe.sampler) {
+      throw UsageError("sample: " + recipe_file.string() + " has no [sampler]; choose one with --sampler ID");
+    }
+    at::set_num_threads(args->threads > 0 ? static_cast<int>(args->threads)
+                                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+    at::manual_seed(static_cast<std::uint64_t>(args->seed));
+    auto model = create_component<sdk::Model>(registry, recipe.model->id, recipe.model->config);
+    auto sampler = create_component<sdk::Sampler>(registry, recipe.sampler->id, recipe.sampler->config);
+    load_model_weights(checkpoint, *model);
+
+    SampleOptions options;
+    options.count = args->count;
+    options.num_classes = recipe.model->config.has("num_classes") ? recipe.model->config.get_int("num_classes") : 0;
+    options.balanced = args->labels == "balanced";
+    options.batch_size = args->batch_size;
+    options.seed = static_cast<std::uint64_t>(args->seed);
+    const fs::path prefix = args->out.empty() ? run_dir / "samples" /
+                                                    (recipe.sampler->id + "-" + std::to_string(args->count))
+                                              : fs::path(args->out);
+    std::cout << "sampling " << args->count << " images from " << checkpoint.string() << " with "
+              << recipe.sampler->id << " (" << (options.num_classes > 0 ? args->labels + " labels" : "unconditional")
+              << ")\n";
+    const auto start = std::chrono::steady_clock::now();
+    const SampleSet set = generate_samples(*model, *sampler, options, std::cout);
+    const fs::path images = write_sample_set(prefix, set, options.balanced, options.num_classes);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::cout << "wrote " << images.string();
+    if (set.labels.defined()) std::cout << ", " << labels_file_beside(images).string();
+    std::cout << ", " << prefix.string() << "-grid.png (" << std::setprecision(3) << seconds << " s, "
+              << args->count / seconds << " images/s)\n";
+    if (!set.labels.defined()) std::cout << "note: the model is unconditional, so there are no labels to evaluate\n";
+    exit_code = exit_ok;
+  });
+  return cmd;
+}
+
+}  // namespace privdiff::core::cli

@@ -1,0 +1,205 @@
+#include "evaluate/evaluation.hpp"
+
+#include "data/idx_file.hpp"
+#include "data/open_dataset.hpp"
+#include "evaluate/feature_statistics.hpp"
+#include "recipe/core_schemas.hpp"
+#include "run/run_checkpoint.hpp"
+
+#include <ATen/ATen.h>
+#include <torch/serialize/archive.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <iomanip>
+#include <stdexcept>
+
+namespace privdiff::core {
+
+namespace fs = std::filesystem;
+
+LabelledImages read_labelled_images(const fs::path& images_file, const fs::path& labels_file, std::int64_t classes) {
+  const IdxArray images = read_idx(images_file);
+  const IdxArray labels = read_idx(labels_file);
+  if (images.shape.size() != 3 && images.shape.size() != 4) {
+    throw std::runtime_error(images_file.string() + ": expected images [N, H, W] or [N, C, H, W], got rank " +
+                             std::to_string(images.shape.size()));
+  }
+  if (labels.shape.size() != 1) {
+    throw std::runtime_error(labels_file.string() + ": expected a label vector [N], got rank " +
+                             std::to_string(labels.shape.size()));
+  }
+  if (labels.shape[0] != images.shape[0]) {
+    throw std::runtime_error(labels_file.string() + " has " + std::to_string(labels.shape[0]) + " labels for the " +
+                             std::to_string(images.shape[0]) + " images of " + images_file.string());
+  }
+  for (std::size_t i = 0; i < labels.data.size(); ++i) {
+    if (labels.data[i] >= classes) {
+      throw std::runtime_error(labels_file.string() + ": label " + std::to_string(labels.data[i]) + " at index " +
+                               std::to_string(i) + " is not a class (0.." + std::to_string(classes - 1) + ")");
+    }
+  }
+  std::vector<std::int64_t> shape = images.shape;
+  if (shape.size() == 3) shape.insert(shape.begin() + 1, 1);
+  LabelledImages out;
+  out.images = at::from_blob(const_cast<std::uint8_t*>(images.data.data()), shape, at::kByte)
+                   .to(at::kFloat).div_(127.5).sub_(1);
+  out.labels = at::from_blob(const_cast<std::uint8_t*>(labels.data.data()), {labels.shape[0]}, at::kByte).to(at::kLong);
+  return out;
+}
+
+namespace {
+
+struct RealData {
+  LabelledImages train, test;
+  std::int64_t classes = 0;
+  std::string name;
+};
+
+LabelledImages all_of(const sdk::Dataset& data) {
+  const at::Tensor all = at::arange(data.size(), at::kLong);
+  return {data.images(all), data.labels(all)};
+}
+
+RealData open_real(const EvalOptions& options) {
+  RealData real;
+  for (const char* split : {"train", "test"}) {
+    std::map<std::string, sdk::ConfigValue> values{{"split", std::string(split)}};
+    if (!options.real_dataset.empty()) values["dataset"] = options.real_dataset;
+    if (!options.real_path.empty()) values["path"] = options.real_path;
+    const auto data = open_dataset(sdk::make_config(data_schema(), "real", values));
+    (std::string(split) == "train" ? real.train : real.test) = all_of(*data);
+    real.classes = data->num_classes();
+    if (real.name.empty()) real.name = data->name();
+  }
+  return real;
+}
+
+fs::path cache_directory(const EvalOptions& options) {
+  if (!options.cache_dir.empty()) return options.cache_dir;
+  if (const char* dir = std::getenv("PRIVDIFF_CACHE_DIR"); dir && *dir) return dir;
+  if (const char* dir = std::getenv("XDG_CACHE_HOME"); dir && *dir) return fs::path(dir) / "privdiff";
+  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache" / "privdiff";
+  return fs::temp_directory_path() / "privdiff-cache";
+}
+
+/// The feature CNN, trained on the real training set once per (data, recipe of training) and cached.
+std::shared_ptr<ClassifierNet> feature_network(const RealData& real, const EvalOptions& options, std::ostream& log,
+                                               std::string& description) {
+  ClassifierTraining training;
+  training.epochs = options.feature_epochs;
+  training.seed = 20240101;  // fixed: every evaluation uses the same feature network
+  const at::Tensor bytes = ((real.train.images + 1) * 127.5).round().to(at::kByte).contiguous();
+  const std::string data(reinterpret_cast<const char*>(bytes.data_ptr<std::uint8_t>()), static_cast<std::size_t>(bytes.numel()));
+  const at::Tensor labels = real.train.labels.to(at::kByte).contiguous();
+  const std::string key = content_hash(data + std::string(reinterpret_cast<const char*>(labels.data_ptr<std::uint8_t>()),
+                                                          static_cast<std::size_t>(labels.numel())) +
+                                       "|feature-cnn-v1|epochs=" + std::to_string(training.epochs) +
+                                       "|seed=" + std::to_string(training.seed));
+  const fs::path file = cache_directory(options) / ("feature-cnn-" + key + ".pt");
+  description = "penultimate 128-d features of the DP-Sinkhorn CNN trained " + std::to_string(training.epochs) +
+                " epochs on " + real.name + " train (seed " + std::to_string(training.seed) + "; cache " +
+                file.filename().string() + "); not Inception, so not comparable with published FID";
+  auto net = std::make_shared<ClassifierNet>(ClassifierKind::cnn, real.classes, real.train.images.size(1),
+                                             real.train.images.size(2));
+  std::error_code ec;
+  if (fs::is_regular_file(file, ec)) {
+    try {
+      torch::serialize::InputArchive archive;
+      archive.load_from(file.string());
+      net->load(archive);
+      log << "feature network: " << file.string() << " (cached)\n";
+      return net;
+    } catch (const std::exception&) {
+      log << "feature network cache " << file.string() << " is unreadable; retraining\n";
+    }
+  }
+  log << "feature network: training the CNN on " << real.name << " train (" << training.epochs
+      << " epochs, once; cached in " << file.parent_path().string() << ")\n" << std::flush;
+  TrainedClassifier trained = train_classifier(ClassifierKind::cnn, real.train.images, real.train.labels,
+                                               real.classes, training, log);
+  fs::create_directories(file.parent_path(), ec);
+  torch::serialize::OutputArchive archive;
+  trained.net->save(archive);
+  const fs::path tmp = file.string() + ".tmp";
+  archive.save_to(tmp.string());
+  fs::rename(tmp, file, ec);
+  return trained.net;
+}
+
+}  // namespace
+
+nlohmann::json evaluate_image_set(const LabelledImages& full, const EvalOptions& options, std::ostream& log) {
+  const auto start = std::chrono::steady_clock::now();
+  RealData real = open_real(options);
+  LabelledImages set = full;
+  if (set.images.size(0) > options.max_samples) {
+    set.images = set.images.narrow(0, 0, options.max_samples);
+    set.labels = set.labels.narrow(0, 0, options.max_samples);
+  }
+  if (set.images.sizes().slice(1) != real.test.images.sizes().slice(1)) {
+    throw std::runtime_error("the images are " + std::to_string(set.images.size(2)) + "x" +
+                             std::to_string(set.images.size(3)) + " with " + std::to_string(set.images.size(1)) +
+                             " channel(s); " + real.name + " images are " + std::to_string(real.test.images.size(2)) +
+                             "x" + std::to_string(real.test.images.size(3)));
+  }
+  const std::int64_t n = set.images.size(0);
+  if (n > 0) {
+    const std::int64_t largest = set.labels.max().item<std::int64_t>();
+    if (largest >= real.classes) {
+      const std::int64_t at = set.labels.ge(real.classes).nonzero().flatten()[0].item<std::int64_t>();
+      throw std::runtime_error("label " + std::to_string(set.labels[at].item<std::int64_t>()) + " at index " +
+                               std::to_string(at) + " is not a class of " + real.name + " (0.." +
+                               std::to_string(real.classes - 1) + "); are these labels for another dataset?");
+    }
+  }
+  nlohmann::json result;
+  result["counts"] = {{"samples", n}, {"real_test", real.test.images.size(0)}, {"real_train", real.train.images.size(0)}};
+  result["real"] = real.name;
+
+  // Downstream accuracy: trained on the set, selected on its own validation split, tested on real test.
+  nlohmann::json accuracy = nlohmann::json::object(), validation = nlohmann::json::object();
+  for (const ClassifierKind kind : options.classifiers) {
+    ClassifierTraining training;
+    training.epochs = options.epochs;
+    training.seed = options.seed;
+    log << "training " << to_string(kind) << " on " << n << " images (" << options.epochs << " epochs)\n" << std::flush;
+    TrainedClassifier trained = train_classifier(kind, set.images, set.labels, real.classes, training, log);
+    const double test_accuracy = classifier_accuracy(*trained.net, real.test.images, real.test.labels);
+    accuracy[to_string(kind)] = test_accuracy;
+    validation[to_string(kind)] = trained.validation_accuracy;
+    result["counts"]["classifier_train"] = trained.train_count;
+    result["counts"]["classifier_validation"] = trained.validation_count;
+    log << "  " << to_string(kind) << ": accuracy on " << real.name << " test " << std::setprecision(4) << test_accuracy
+        << "\n";
+  }
+  result["accuracy"] = accuracy;
+  result["validation_accuracy"] = validation;
+  result["epochs"] = options.epochs;
+
+  // Fidelity on the feature CNN's features.
+  std::string description;
+  auto features_net = feature_network(real, options, log, description);
+  const at::Tensor real_train_features = classifier_features(*features_net, real.train.images);
+  const at::Tensor real_test_features = classifier_features(*features_net, real.test.images);
+  const at::Tensor set_features = classifier_features(*features_net, set.images);
+  const GaussianFit train_fit = fit_gaussian(real_train_features);
+  result["frechet_distance"] = frechet_distance(fit_gaussian(set_features), train_fit);
+  result["frechet_floor"] = frechet_distance(fit_gaussian(real_test_features), train_fit);
+  const std::int64_t pr_real = std::min(options.pr_samples, real_train_features.size(0));
+  const std::int64_t pr_set = std::min(options.pr_samples, set_features.size(0));
+  const PrecisionRecall pr = precision_recall(real_train_features.narrow(0, 0, pr_real), set_features.narrow(0, 0, pr_set));
+  result["precision"] = pr.precision;
+  result["recall"] = pr.recall;
+  result["counts"]["frechet_samples"] = n;
+  result["counts"]["frechet_real_train"] = real_train_features.size(0);
+  result["counts"]["pr_samples"] = pr_set;
+  result["counts"]["pr_real_train"] = pr_real;
+  result["features"] = description;
+  result["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  log << "Fréchet distance " << std::setprecision(4) << result["frechet_distance"].get<double>() << " (floor, real test vs train: "
+      << result["frechet_floor"].get<double>() << "), precision " << pr.precision << ", recall " << pr.recall << "\n";
+  return result;
+}
+
+}  // namespace privdiff::core

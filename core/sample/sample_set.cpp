@@ -1,0 +1,112 @@
+#include "sample/sample_set.hpp"
+
+#include "data/idx_file.hpp"
+#include "run/image_grid.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/types.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iomanip>
+#include <stdexcept>
+
+namespace privdiff::core {
+
+namespace fs = std::filesystem;
+
+SampleSet generate_samples(sdk::Model& model, sdk::Sampler& sampler, const SampleOptions& options, std::ostream& log) {
+  if (options.count < 1) throw std::invalid_argument("sample count must be >= 1");
+  SampleSet set;
+  if (options.num_classes > 0) {
+    if (options.balanced) {
+      set.labels = at::arange(options.count, at::kLong).floor_divide(
+          (options.count + options.num_classes - 1) / options.num_classes);
+    } else {
+      at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(options.seed ^ 0x6c6162656c73ULL);
+      set.labels = at::randint(options.num_classes, {options.count}, generator, at::kLong);
+    }
+  }
+  model.module().eval();
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> batches;
+  const auto start = std::chrono::steady_clock::now();
+  auto last_print = start;
+  for (std::int64_t done = 0, batch = 0; done < options.count; ++batch) {
+    const std::int64_t n = std::min(options.batch_size, options.count - done);
+    sdk::SampleRequest request;
+    request.count = n;
+    if (set.labels.defined()) request.labels = set.labels.narrow(0, done, n);
+    request.seed = options.seed + static_cast<std::uint64_t>(batch) * 0x9e3779b97f4a7c15ULL;
+    const at::Tensor images = model.decode(sampler.sample(model, request)).to(at::kCPU).to(at::kFloat);
+    batches.push_back(((images.clamp(-1, 1) + 1) * 127.5).round().to(at::kByte));
+    done += n;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_print > std::chrono::seconds(2) || done == options.count) {
+      last_print = now;
+      const double elapsed = std::chrono::duration<double>(now - start).count();
+      const double rate = done / std::max(elapsed, 1e-9);
+      log << "  sampled " << done << "/" << options.count << "  " << std::setprecision(3) << rate << " images/s  ETA "
+          << std::setprecision(3) << (options.count - done) / rate << " s\n" << std::flush;
+    }
+  }
+  set.images = at::cat(batches, 0);
+  return set;
+}
+
+namespace {
+
+IdxArray to_idx(const at::Tensor& bytes, std::vector<std::int64_t> shape) {
+  const at::Tensor contiguous = bytes.contiguous();
+  IdxArray array;
+  array.shape = std::move(shape);
+  const auto* data = contiguous.data_ptr<std::uint8_t>();
+  array.data.assign(data, data + contiguous.numel());
+  return array;
+}
+
+}  // namespace
+
+fs::path write_sample_set(const fs::path& prefix, const SampleSet& set, bool balanced, std::int64_t num_classes) {
+  if (!prefix.parent_path().empty()) fs::create_directories(prefix.parent_path());
+  const fs::path images_file = prefix.string() + "-images-idx3-ubyte.gz";
+  std::vector<std::int64_t> shape = set.images.sizes().vec();
+  if (shape.size() == 4 && shape[1] == 1) shape.erase(shape.begin() + 1);
+  write_idx(images_file, to_idx(set.images, shape));
+  if (set.labels.defined()) {
+    write_idx(labels_file_beside(images_file), to_idx(set.labels.to(at::kByte), {set.labels.size(0)}));
+  }
+  // A preview grid: for balanced labels up to 10 of each of the first 10 classes, one class per row.
+  at::Tensor preview;
+  std::int64_t rows = 0;
+  if (balanced && set.labels.defined() && num_classes > 0) {
+    std::vector<at::Tensor> per_class;
+    for (std::int64_t c = 0; c < std::min<std::int64_t>(num_classes, 10); ++c) {
+      const at::Tensor index = (set.labels == c).nonzero().flatten();
+      if (index.numel() >= 10) per_class.push_back(set.images.index_select(0, index.narrow(0, 0, 10)));
+    }
+    if (!per_class.empty()) {
+      preview = at::cat(per_class, 0);
+      rows = static_cast<std::int64_t>(per_class.size());
+    }
+  }
+  if (!preview.defined()) {
+    rows = std::min<std::int64_t>(10, set.images.size(0) / 10);
+    if (rows > 0) preview = set.images.narrow(0, 0, rows * 10);
+  }
+  if (preview.defined()) {
+    write_image_grid(prefix.string() + "-grid.png", preview.to(at::kFloat) / 127.5 - 1, rows, 10);
+  }
+  return images_file;
+}
+
+fs::path labels_file_beside(const fs::path& images_file) {
+  std::string name = images_file.filename().string();
+  const auto at = name.rfind("images-idx3-ubyte");
+  if (at == std::string::npos) return {};
+  name.replace(at, 17, "labels-idx1-ubyte");
+  return images_file.parent_path() / name;
+}
+
+}  // namespace privdiff::core
