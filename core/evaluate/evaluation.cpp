@@ -70,7 +70,10 @@ RealData open_real(const EvalOptions& options) {
     const auto data = open_dataset(sdk::make_config(data_schema(), "real", values));
     (std::string(split) == "train" ? real.train : real.test) = all_of(*data);
     real.classes = data->num_classes();
-    if (real.name.empty()) real.name = data->name();
+    if (real.name.empty()) {  // "fashion-mnist (train)" -> "fashion-mnist"
+      real.name = data->name();
+      if (const auto paren = real.name.rfind(" ("); paren != std::string::npos) real.name.resize(paren);
+    }
   }
   return real;
 }

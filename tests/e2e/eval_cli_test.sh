@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# privdiff sample and eval as a user runs them.
+#  1. sample -> eval on a tiny run and the tiny fixture data (the whole pipeline, seconds);
+#  2. the real Fashion-MNIST test set scored as if it were synthetic: high CNN accuracy and a
+#     Fréchet distance at the floor; uniform noise: chance accuracy and a large distance;
+#  3. corrupt and mislabelled sample files give clear errors.
+# Usage: eval_cli_test.sh PRIVDIFF FIXTURE_DIR
+set -u
+privdiff=$1 fixtures=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; echo "0 passed, 1 failed"; exit 1; }
+export PRIVDIFF_CACHE_DIR="$tmp/cache"
+tiny="$fixtures/data/tiny-fashion-mnist"
+real=/usr/share/datasets/fashion-mnist
+[ -s "$real/t10k-images-idx3-ubyte.gz" ] || fail "Debian's dataset-fashion-mnist is not installed (scripts/install_dependencies.sh)"
+
+# 1. A tiny run, sampled and evaluated.
+cat > "$tmp/r.toml" <<TOML
+[run]
+seed = 3
+[privacy]
+epsilon = 5.0
+delta = 1e-5
+[data]
+path = "$tiny"
+[model]
+type = "pixel_unet"
+channels = 8
+channel_mult = [1, 2]
+num_res_blocks = 1
+attention_resolutions = [14]
+[[stage]]
+mechanism = "dpdm"
+noise_multiplicity = 2
+batch_size = 4
+steps = 2
+[sampler]
+type = "edm_heun"
+steps = 3
+TOML
+"$privdiff" run "$tmp/r.toml" --out "$tmp/run" >/dev/null 2>&1 || fail "tiny run failed"
+out=$("$privdiff" sample "$tmp/run" --count 30 --batch-size 16 --sampler ddim --set sampler.steps=3 2>&1) || fail "sample: $out"
+grep -q "sampled 30/30" <<<"$out" || fail "no sampling progress: $out"
+for f in ddim-30-images-idx3-ubyte.gz ddim-30-labels-idx1-ubyte.gz ddim-30-grid.png; do
+  [ -s "$tmp/run/samples/$f" ] || fail "sample wrote no $f"
+done
+out=$("$privdiff" sample "$tmp/run" --set model.channels=4 2>&1) && fail "sample accepted a model override"
+grep -q "only sampler.KEY=VALUE applies" <<<"$out" || fail "no override message: $out"
+out=$("$privdiff" sample "$tmp/run" --sampler edm_hune 2>&1) && fail "sample accepted an unknown sampler"
+grep -q "unknown sampler 'edm_hune' (did you mean 'edm_heun'?)" <<<"$out" || fail "no unknown-sampler message: $out"
+json=$("$privdiff" eval "$tmp/run/samples/ddim-30-images-idx3-ubyte.gz" --real-path "$tiny" --classifiers logreg,mlp \
+       --epochs 1 --json 2>"$tmp/log") || fail "eval on the tiny run: $(cat "$tmp/log")"
+python3 - "$json" "$tmp/run" <<'PY' || fail "eval output: $json"
+import json, sys
+r = json.loads(sys.argv[1])
+assert set(r["accuracy"]) == {"logreg", "mlp"}, r
+assert all(0 <= a <= 1 for a in r["accuracy"].values()), r
+for k in ("frechet_distance", "frechet_floor", "precision", "recall", "counts", "features"):
+    assert k in r, k
+assert r["counts"]["samples"] == 30, r["counts"]
+assert "not Inception" in r["features"], r["features"]
+e = json.load(open(f"{sys.argv[2]}/eval.json"))
+assert e["accuracy"] == r["accuracy"], e
+lines = [json.loads(l) for l in open(f"{sys.argv[2]}/metrics.jsonl")]
+assert "eval" in lines[-1], lines[-1]
+PY
+
+# 2. Real test images scored as if synthetic, and uniform noise.
+json=$("$privdiff" eval "$real/t10k-images-idx3-ubyte.gz" --classifiers cnn --epochs 3 --json 2>"$tmp/log") \
+  || fail "eval of the real test set: $(cat "$tmp/log")"
+python3 - "$json" <<'PY' || fail "real test set as synthetic: $json"
+import json, sys
+r = json.loads(sys.argv[1])
+assert r["accuracy"]["cnn"] >= 0.85, r["accuracy"]
+# Same images as the floor's: the distance is the floor.
+assert abs(r["frechet_distance"] - r["frechet_floor"]) <= 1e-6 * max(1, r["frechet_floor"]), r
+assert r["precision"] > 0.6 and r["recall"] > 0.6, r
+PY
+python3 - "$tmp" <<'PY' || fail "cannot write the noise set"
+import gzip, random, struct, sys
+random.seed(0)
+n = 2000
+with gzip.open(f"{sys.argv[1]}/noise-images-idx3-ubyte.gz", "wb") as f:
+    f.write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes(random.randrange(256) for _ in range(n * 784)))
+with gzip.open(f"{sys.argv[1]}/noise-labels-idx1-ubyte.gz", "wb") as f:
+    f.write(struct.pack(">II", 0x801, n) + bytes(i % 10 for i in range(n)))
+PY
+noise=$("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --classifiers cnn --epochs 2 --json 2>"$tmp/log") \
+  || fail "eval of noise: $(cat "$tmp/log")"
+python3 - "$json" "$noise" <<'PY' || fail "noise: $noise"
+import json, sys
+real, noise = (json.loads(a) for a in sys.argv[1:3])
+assert 0.02 <= noise["accuracy"]["cnn"] <= 0.25, noise["accuracy"]
+assert noise["frechet_distance"] > 20 * max(real["frechet_floor"], 0.1), (noise["frechet_distance"], real["frechet_floor"])
+assert noise["precision"] < 0.1, noise
+PY
+grep -q "(cached)" < <("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --classifiers logreg --epochs 1 2>&1) \
+  || fail "the feature network was not cached"
+
+# 3. Corrupt and mislabelled files.
+head -c 500 "$tmp/noise-images-idx3-ubyte.gz" > "$tmp/bad-images-idx3-ubyte.gz"
+cp "$tmp/noise-labels-idx1-ubyte.gz" "$tmp/bad-labels-idx1-ubyte.gz"
+out=$("$privdiff" eval "$tmp/bad-images-idx3-ubyte.gz" 2>&1) && fail "eval accepted a truncated file"
+grep -q "bad-images-idx3-ubyte.gz" <<<"$out" || fail "the corrupt file is not named: $out"
+python3 - "$tmp" <<'PY'
+import gzip, struct, sys
+with gzip.open(f"{sys.argv[1]}/noise-labels-idx1-ubyte.gz", "wb") as f:
+    f.write(struct.pack(">II", 0x801, 2000) + bytes([12] + [i % 10 for i in range(1999)]))
+PY
+out=$("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --classifiers logreg --epochs 1 2>&1) && fail "eval accepted label 12"
+grep -q "label 12 at index 0 is not a class of fashion-mnist" <<<"$out" || fail "no mislabelled message: $out"
+out=$("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --labels "$tmp/r.toml" 2>&1) && fail "eval accepted a TOML label file"
+grep -q "r.toml" <<<"$out" || fail "the bad labels file is not named: $out"
+echo "1 passed, 0 failed"
