@@ -71,7 +71,7 @@ expect 0 "recipe plugin search" -- "$privdiff" validate "$tmp/recipes/r.toml"
 
 # run: writes a run directory; refuses to overwrite one.
 expect 0 "run" -- "$privdiff" run "$tmp/recipes/r.toml" --out "$tmp/run1"
-contains "privacy spent (fixture_accountant): epsilon 0"
+contains "privacy     epsilon 0 (fixture_accountant) at delta"
 for f in recipe.toml ledger.json privacy.json; do
   checks=$((checks + 1)); [ -s "$tmp/run1/$f" ] || { echo "FAIL: run wrote no $f"; failures=$((failures + 1)); }
 done

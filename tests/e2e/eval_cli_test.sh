@@ -67,7 +67,7 @@ assert "eval" in lines[-1], lines[-1]
 PY
 
 # 2. Real test images scored as if synthetic, and uniform noise.
-json=$("$privdiff" eval "$real/t10k-images-idx3-ubyte.gz" --classifiers cnn --epochs 3 --json 2>"$tmp/log") \
+json=$("$privdiff" eval "$real/t10k-images-idx3-ubyte.gz" --classifiers cnn --epochs 40 --json 2>"$tmp/log") \
   || fail "eval of the real test set: $(cat "$tmp/log")"
 python3 - "$json" <<'PY' || fail "real test set as synthetic: $json"
 import json, sys
@@ -93,7 +93,9 @@ import json, sys
 real, noise = (json.loads(a) for a in sys.argv[1:3])
 assert 0.02 <= noise["accuracy"]["cnn"] <= 0.25, noise["accuracy"]
 assert noise["frechet_distance"] > 20 * max(real["frechet_floor"], 0.1), (noise["frechet_distance"], real["frechet_floor"])
-assert noise["precision"] < 0.1, noise
+# Noise covers none of the real data. (Its k-NN *precision* is high: the noise features collapse
+# into one spot inside the large k-NN balls of real outliers, the metric's known weakness.)
+assert noise["recall"] < 0.05, noise
 PY
 grep -q "(cached)" < <("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --classifiers logreg --epochs 1 2>&1) \
   || fail "the feature network was not cached"

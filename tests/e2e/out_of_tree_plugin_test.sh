@@ -42,7 +42,7 @@ cmake --install "$work/plugin-build" > /dev/null || fail "plugin install"
 printf '[privacy]\ndelta = 1e-5\naccountant = "zcdp"\n' > "$work/recipe.toml"
 out=$("$privdiff" validate "$work/recipe.toml" 2>&1) || fail "validate: $out"
 out=$("$privdiff" run "$work/recipe.toml" --out "$work/run" 2>&1) || fail "run: $out"
-grep -q "privacy spent (zcdp): epsilon 0" <<<"$out" || fail "run output: $out"
+grep -q "privacy     epsilon 0 (zcdp) at delta" <<<"$out" || fail "run output: $out"
 [ -s "$work/run/privacy.json" ] || fail "no privacy.json"
 
 echo "1 passed, 0 failed"
