@@ -10,6 +10,7 @@ packages=(
   libtomlplusplus-dev libcli11-dev               # recipes, command line
   libeigen3-dev libfftw3-dev nlohmann-json3-dev  # numerics (Eigen FFT on FFTW), JSON
   zlib1g-dev libstb-dev                          # gzip-compressed IDX data, PNG sample grids
+  gnuplot-nox                                    # the plots of privdiff compare
   libgtest-dev python3                           # tests (python3: JSON checks in the CLI tests)
   dataset-fashion-mnist                          # the default dataset
 )

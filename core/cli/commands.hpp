@@ -29,6 +29,7 @@ CLI::App* add_validate_command(CLI::App& app, const GlobalOptions& global, int& 
 CLI::App* add_run_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 CLI::App* add_eval_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
+CLI::App* add_compare_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 CLI::App* add_account_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 
 }  // namespace privdiff::core::cli

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   add_run_command(app, global, exit_code);
   add_sample_command(app, global, exit_code);
   add_eval_command(app, global, exit_code);
+  add_compare_command(app, global, exit_code);
   add_account_command(app, global, exit_code);
 
   try {

@@ -1,0 +1,132 @@
+// privdiff compare RUN_DIR... [--out DIR]: one table of finished runs (markdown on stdout, CSV) and
+// an HTML report with epsilon-vs-step (one line per run and accountant), the training loss, and
+// each run's sample grid.
+#include "cli/command_setup.hpp"
+#include "cli/commands.hpp"
+#include "compare/comparison_report.hpp"
+#include "recipe/suggest.hpp"
+#include "run/atomic_file.hpp"
+
+#include <privdiff/components/accountant.hpp>
+#include <privdiff/config/config.hpp>
+
+#include <iostream>
+#include <map>
+#include <set>
+
+namespace privdiff::core::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// Display names: the run's name, made unique with its directory when two runs share one.
+std::vector<std::string> unique_labels(const std::vector<RunRecord>& runs) {
+  std::map<std::string, int> seen;
+  for (const auto& r : runs) ++seen[r.name];
+  std::vector<std::string> out;
+  for (const auto& r : runs) out.push_back(seen[r.name] > 1 ? r.name + " (" + r.dir.filename().string() + ")" : r.name);
+  return out;
+}
+
+std::string file_safe(const std::string& text) {
+  std::string out;
+  for (const char c : text) out += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ? c : '_';
+  return out;
+}
+
+}  // namespace
+
+CLI::App* add_compare_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand("compare", "Compare finished runs: one table (markdown, CSV) and report.html");
+  struct Args {
+    std::vector<std::string> runs;
+    std::string out = "comparison";
+    int points = 60;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("RUN_DIR", args->runs, "run directories (after privdiff run, and privdiff eval for the metrics)")
+      ->required();
+  cmd->add_option("--out", args->out, "report directory (default: comparison): compare.csv, compare.md, report.html");
+  cmd->add_option("--points", args->points, "steps at which each epsilon curve is evaluated")->check(CLI::Range(2, 1000));
+  cmd->callback([&global, &exit_code, args] {
+    std::vector<RunRecord> runs;
+    for (const auto& dir : args->runs) runs.push_back(load_run_record(dir));
+    const std::vector<std::string> labels = unique_labels(runs);
+    const fs::path out(args->out);
+    fs::create_directories(out / "plots");
+    fs::create_directories(out / "grids");
+
+    ReportInputs report;
+    report.command = "privdiff compare";
+    for (const auto& r : args->runs) report.command += " " + r;
+    report.command += " --out " + args->out;
+    report.table = make_comparison_table(runs, labels);
+    const std::string markdown = to_markdown(report.table);
+    std::cout << markdown;
+    write_file_atomically(out / "compare.md", markdown);
+    write_file_atomically(out / "compare.csv", to_csv(report.table));
+
+    // epsilon vs step under every accountant each run reports, from its ledger.
+    ComponentRegistry registry;
+    load_plugins(registry, global, nullptr);
+    std::vector<PlotSeries> epsilon_series, loss_series;
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      const RunRecord& r = runs[i];
+      if (r.privacy.contains("delta") && r.steps > 0) {
+        const double delta = r.privacy["delta"].get<double>();
+        for (const auto& entry : r.privacy.value("results", nlohmann::json::array())) {
+          const std::string id = entry.value("accountant", "");
+          auto found = registry.find(sdk::ComponentKind::accountant, id);
+          if (!found) {
+            std::cerr << "note: accountant '" << id << "' of " << r.dir.string() << " is not installed; no curve\n";
+            continue;
+          }
+          auto accountant = create_component<sdk::Accountant>(
+              registry, id, sdk::make_config(found->registration->schema, "accountants." + id));
+          PlotSeries s{labels[i] + " (" + id + ")", {}};
+          for (int p = 1; p <= args->points; ++p) {
+            const std::int64_t step = std::max<std::int64_t>(1, r.steps * p / args->points);
+            if (!s.points.empty() && s.points.back().first == static_cast<double>(step)) continue;
+            s.points.emplace_back(step, accountant->epsilon(ledger_prefix(r.ledger, step), delta).epsilon);
+          }
+          epsilon_series.push_back(std::move(s));
+        }
+      }
+      // The loss, averaged over windows of steps so that the noise of single batches does not hide the trend.
+      PlotSeries loss{labels[i], {}};
+      const std::size_t window = std::max<std::size_t>(1, r.loss.size() / 100);
+      for (std::size_t j = 0; j + window <= r.loss.size(); j += window) {
+        double sum = 0;
+        for (std::size_t k = j; k < j + window; ++k) sum += r.loss[k].second;
+        loss.points.emplace_back(r.loss[j + window - 1].first, sum / static_cast<double>(window));
+      }
+      if (!loss.points.empty()) loss_series.push_back(std::move(loss));
+      const fs::path grid = r.dir / "samples.png";
+      if (fs::is_regular_file(grid)) {
+        const fs::path copy = fs::path("grids") / (std::to_string(i) + "-" + file_safe(labels[i]) + ".png");
+        fs::copy_file(grid, out / copy, fs::copy_options::overwrite_existing);
+        report.grids.push_back(copy);
+      } else {
+        report.grids.emplace_back();
+      }
+    }
+    if (!epsilon_series.empty()) {
+      plot_svg(out / "plots" / "epsilon.svg", "privacy spent", "logical step", "epsilon", epsilon_series);
+      report.plots.push_back("plots/epsilon.svg");
+    }
+    if (!loss_series.empty()) {
+      plot_svg(out / "plots" / "loss.svg", "training loss (window means)", "logical step", "loss", loss_series);
+      report.plots.push_back("plots/loss.svg");
+    }
+    report.runs = std::move(runs);
+    report.labels = labels;
+    write_file_atomically(out / "report.html", render_html_report(report));
+    std::cout << "\nwrote " << (out / "compare.md").string() << ", " << (out / "compare.csv").string() << ", "
+              << (out / "report.html").string() << "\n";
+    exit_code = exit_ok;
+  });
+  return cmd;
+}
+
+}  // namespace privdiff::core::cli

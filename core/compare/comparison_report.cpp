@@ -1,0 +1,236 @@
+#include "compare/comparison_report.hpp"
+
+#include "run/atomic_file.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <sys/wait.h>
+
+namespace privdiff::core {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string none = "–";
+
+std::string number(double v, int precision = 4) {
+  std::ostringstream os;
+  os << std::setprecision(precision) << v;
+  return os.str();
+}
+
+std::string join_stage_values(const nlohmann::json& stages, const char* key, bool private_only) {
+  std::string out;
+  for (const auto& s : stages) {
+    if (private_only && !s.value("private", false)) continue;
+    if (!s.contains(key)) continue;
+    if (!out.empty()) out += " / ";
+    out += s[key].is_number_float() ? number(s[key].get<double>(), 5) : s[key].dump();
+  }
+  if (!out.empty() && out.front() == '"') out.erase(std::remove(out.begin(), out.end(), '"'), out.end());
+  return out.empty() ? none : out;
+}
+
+std::string eval_value(const nlohmann::json& eval, const std::string& key, const std::string& sub = "") {
+  if (eval.is_null() || !eval.contains(key)) return none;
+  const auto& v = sub.empty() ? eval[key] : (eval[key].contains(sub) ? eval[key][sub] : nlohmann::json());
+  return v.is_number() ? number(v.get<double>()) : none;
+}
+
+std::string html_escape(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string gnuplot_quote(const std::string& text) {
+  std::string out = "'";
+  for (const char c : text) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+ComparisonTable make_comparison_table(const std::vector<RunRecord>& runs, const std::vector<std::string>& labels) {
+  std::vector<std::string> accountants;
+  for (const auto& r : runs) {
+    for (const auto& entry : r.privacy.value("results", nlohmann::json::array())) {
+      const std::string id = entry.value("accountant", "");
+      if (std::find(accountants.begin(), accountants.end(), id) == accountants.end()) accountants.push_back(id);
+    }
+  }
+  ComparisonTable t;
+  t.header = {"run", "mechanism", "K"};
+  for (const auto& a : accountants) t.header.push_back("ε (" + a + ")");
+  for (const char* h : {"δ", "σ", "steps", "trainable params", "train time (s)", "acc logreg", "acc mlp", "acc cnn",
+                        "Fréchet dist.", "Fréchet floor", "precision", "recall", "eval samples"}) {
+    t.header.emplace_back(h);
+  }
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const RunRecord& r = runs[i];
+    const auto& stages = r.summary.value("stages", nlohmann::json::array());
+    std::vector<std::string> row{labels[i], join_stage_values(stages, "mechanism", false),
+                                 join_stage_values(stages, "noise_multiplicity", false)};
+    for (const auto& a : accountants) {
+      std::string cell = none;
+      for (const auto& entry : r.privacy.value("results", nlohmann::json::array())) {
+        if (entry.value("accountant", "") == a && entry.contains("epsilon")) cell = number(entry["epsilon"].get<double>());
+      }
+      row.push_back(cell);
+    }
+    row.push_back(r.privacy.contains("delta") ? number(r.privacy["delta"].get<double>()) : none);
+    row.push_back(join_stage_values(stages, "noise_multiplier", true));
+    row.push_back(std::to_string(r.steps));
+    row.push_back(r.summary.contains("model") ? r.summary["model"].value("trainable_parameters", nlohmann::json(0)).dump()
+                                              : none);
+    row.push_back(r.summary.contains("training_seconds") ? number(r.summary["training_seconds"].get<double>(), 4) : none);
+    for (const char* c : {"logreg", "mlp", "cnn"}) row.push_back(eval_value(r.eval, "accuracy", c));
+    row.push_back(eval_value(r.eval, "frechet_distance"));
+    row.push_back(eval_value(r.eval, "frechet_floor"));
+    row.push_back(eval_value(r.eval, "precision"));
+    row.push_back(eval_value(r.eval, "recall"));
+    row.push_back(eval_value(r.eval, "counts", "samples"));
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+std::string to_markdown(const ComparisonTable& t) {
+  std::ostringstream os;
+  auto line = [&](const std::vector<std::string>& cells) {
+    os << "|";
+    for (const auto& c : cells) os << " " << c << " |";
+    os << "\n";
+  };
+  line(t.header);
+  os << "|";
+  for (std::size_t i = 0; i < t.header.size(); ++i) os << "---|";
+  os << "\n";
+  for (const auto& row : t.rows) line(row);
+  return os.str();
+}
+
+std::string to_csv(const ComparisonTable& t) {
+  std::ostringstream os;
+  auto line = [&](const std::vector<std::string>& cells) {
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+      std::string c = cells[i] == none ? "" : cells[i];
+      if (c.find_first_of(",\"\n") != std::string::npos) {
+        std::string quoted = "\"";
+        for (const char ch : c) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+        c = quoted + "\"";
+      }
+      os << (i ? "," : "") << c;
+    }
+    os << "\n";
+  };
+  line(t.header);
+  for (const auto& row : t.rows) line(row);
+  return os.str();
+}
+
+void plot_svg(const fs::path& svg, const std::string& title, const std::string& xlabel, const std::string& ylabel,
+              const std::vector<PlotSeries>& series, bool log_y) {
+  const fs::path base = svg.parent_path() / svg.stem();
+  std::ostringstream script;
+  script << "set terminal svg size 720,420 fixed enhanced font 'Sans,12' background rgb 'white'\n"
+         << "set output " << gnuplot_quote(fs::absolute(svg).string()) << "\n"
+         << "set title " << gnuplot_quote(title) << "\nset xlabel " << gnuplot_quote(xlabel) << "\nset ylabel "
+         << gnuplot_quote(ylabel) << "\nset key outside right top\nset grid\n";
+  if (log_y) script << "set logscale y\n";
+  script << "plot ";
+  for (std::size_t i = 0; i < series.size(); ++i) {
+    const fs::path data = base.string() + "-" + std::to_string(i) + ".dat";
+    std::ostringstream rows;
+    rows << std::setprecision(10);
+    for (const auto& [x, y] : series[i].points) rows << x << " " << y << "\n";
+    write_file_atomically(data, rows.str());
+    script << (i ? ", " : "") << gnuplot_quote(fs::absolute(data).string()) << " using 1:2 with lines lw 2 title "
+           << gnuplot_quote(series[i].label);
+  }
+  script << "\n";
+  const fs::path gp = base.string() + ".gp";
+  write_file_atomically(gp, script.str());
+  const std::string command = "gnuplot '" + fs::absolute(gp).string() + "' 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) throw std::runtime_error("cannot start gnuplot");
+  std::string output;
+  char buffer[512];
+  while (std::fgets(buffer, sizeof buffer, pipe)) output += buffer;
+  const int status = ::pclose(pipe);
+  if (status != 0) {
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+      throw std::runtime_error("privdiff compare draws its plots with gnuplot, which is not installed "
+                               "(apt-get install gnuplot-nox; scripts/install_dependencies.sh does)");
+    }
+    throw std::runtime_error("gnuplot failed on " + gp.string() + ": " + output);
+  }
+}
+
+std::string render_html_report(const ReportInputs& in) {
+  std::ostringstream h;
+  h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>privdiff comparison</title>\n"
+    << "<style>body{font-family:sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;font-size:13px}"
+       "th,td{border:1px solid #bbb;padding:4px 8px;text-align:right}th{background:#eee}td:first-child,"
+       "td:nth-child(2){text-align:left}.note{color:#444;font-size:13px}figure{display:inline-block;margin:1em}"
+       "img.grid{image-rendering:pixelated;width:300px}</style></head><body>\n"
+    << "<h1>privdiff comparison</h1>\n<p class=\"note\">Made with <code>" << html_escape(in.command) << "</code></p>\n"
+    << "<h2>Runs</h2>\n<table id=\"comparison\"><thead><tr>";
+  for (const auto& c : in.table.header) h << "<th>" << html_escape(c) << "</th>";
+  h << "</tr></thead><tbody>\n";
+  for (const auto& row : in.table.rows) {
+    h << "<tr>";
+    for (const auto& c : row) h << "<td>" << html_escape(c) << "</td>";
+    h << "</tr>\n";
+  }
+  h << "</tbody></table>\n<p class=\"note\">ε: the privacy spent by each run's ledger under each accountant (upper bounds; "
+       "the target was checked with the run's own accountant). Accuracy: classifiers trained on the run's synthetic samples "
+       "(selected on a synthetic validation split), tested on the real test set. Fréchet distance, precision and recall use "
+       "privdiff's own feature network, <b>not Inception</b>: do not compare them with published FID. Sample counts:</p><ul class=\"note\">";
+  for (std::size_t i = 0; i < in.runs.size(); ++i) {
+    const auto& e = in.runs[i].eval;
+    h << "<li>" << html_escape(in.labels[i]) << " (" << html_escape(in.runs[i].dir.string()) << "): ";
+    if (e.is_null()) {
+      h << "not evaluated";
+    } else {
+      h << html_escape(e.value("counts", nlohmann::json::object()).dump()) << "; " << e.value("epochs", 0)
+        << " classifier epochs; features: " << html_escape(e.value("features", std::string("?")));
+    }
+    h << "</li>\n";
+  }
+  h << "</ul>\n<h2>Privacy and training</h2>\n";
+  for (const auto& p : in.plots) h << "<figure><img src=\"" << html_escape(p.string()) << "\" alt=\"" << html_escape(p.stem().string()) << "\"></figure>\n";
+  h << "<h2>Samples</h2>\n";
+  for (std::size_t i = 0; i < in.runs.size(); ++i) {
+    h << "<figure><figcaption>" << html_escape(in.labels[i]) << "</figcaption>";
+    if (in.grids[i].empty()) {
+      h << "<p>(no samples.png)</p>";
+    } else {
+      h << "<img class=\"grid\" src=\"" << html_escape(in.grids[i].string()) << "\" alt=\"samples of "
+        << html_escape(in.labels[i]) << "\">";
+    }
+    h << "</figure>\n";
+  }
+  // For headless checks (scripts/check_report_renders.sh): how many images actually loaded.
+  h << "<script>window.addEventListener('load',function(){var all=document.images,ok=0;for(var i=0;i<all.length;i++)"
+       "{if(all[i].complete&&all[i].naturalWidth>0&&all[i].width>0&&all[i].height>0)ok++;}document.body.setAttribute('data-images-loaded',ok+'/'+all.length);"
+       "});</script>\n</body></html>\n";
+  return h.str();
+}
+
+}  // namespace privdiff::core

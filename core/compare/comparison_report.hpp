@@ -1,0 +1,49 @@
+#pragma once
+// The head-to-head table of `privdiff compare` (markdown, CSV) and its HTML report with plots drawn
+// by gnuplot (SVG) and each run's sample grid.
+
+#include "compare/run_record.hpp"
+
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace privdiff::core {
+
+struct ComparisonTable {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;  ///< one per run, "–" where a run has no value
+};
+
+/// A line of a plot: (x, y) points with a legend label.
+struct PlotSeries {
+  std::string label;
+  std::vector<std::pair<double, double>> points;
+};
+
+/// Columns: run, mechanism, K, epsilon under every accountant any run reports, delta, sigma, steps,
+/// trainable parameters, training time, and each evaluation metric with its sample count.
+ComparisonTable make_comparison_table(const std::vector<RunRecord>& runs, const std::vector<std::string>& labels);
+
+std::string to_markdown(const ComparisonTable& table);
+std::string to_csv(const ComparisonTable& table);
+
+/// Draws the series as an SVG line plot with gnuplot. Throws std::runtime_error when gnuplot is
+/// missing or fails (the message says what to install).
+void plot_svg(const std::filesystem::path& svg, const std::string& title, const std::string& xlabel,
+              const std::string& ylabel, const std::vector<PlotSeries>& series, bool log_y = false);
+
+struct ReportInputs {
+  std::string command;                          ///< how the report was made
+  std::vector<RunRecord> runs;
+  std::vector<std::string> labels;              ///< unique display names, one per run
+  ComparisonTable table;
+  std::vector<std::filesystem::path> plots;     ///< relative to the report
+  std::vector<std::filesystem::path> grids;     ///< relative to the report; empty path = none
+};
+
+/// Self-contained report.html beside its plots/ and grids/ folders.
+std::string render_html_report(const ReportInputs& inputs);
+
+}  // namespace privdiff::core

@@ -1,0 +1,37 @@
+#pragma once
+// What `privdiff compare` reads from a finished run directory: summary.json, privacy.json,
+// eval.json (when the run was evaluated), metrics.jsonl (the loss curve) and ledger.json.
+
+#include <privdiff/privacy/ledger.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace privdiff::core {
+
+struct RunRecord {
+  std::filesystem::path dir;
+  std::string name;
+  nlohmann::json summary;   ///< summary.json
+  nlohmann::json privacy;   ///< privacy.json
+  nlohmann::json eval;      ///< eval.json, or null
+  sdk::PrivacyLedger ledger;
+  std::vector<std::pair<std::int64_t, double>> loss;  ///< (logical step over all stages, loss)
+  std::int64_t steps = 0;   ///< logical steps in the ledger
+};
+
+/// Throws std::runtime_error naming the directory and the missing or broken file.
+RunRecord load_run_record(const std::filesystem::path& dir);
+
+/// The first `steps` logical steps of a ledger (an entry SelfComposed(e, n) counts n steps).
+sdk::PrivacyEvent ledger_prefix(const sdk::PrivacyLedger& ledger, std::int64_t steps);
+
+/// Logical steps recorded in a ledger.
+std::int64_t ledger_steps(const sdk::PrivacyLedger& ledger);
+
+}  // namespace privdiff::core

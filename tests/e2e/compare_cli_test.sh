@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# privdiff compare on two tiny runs (K = 1 and K = 2, one evaluated): the markdown table on stdout,
+# compare.csv, report.html with its gnuplot plots and sample grids; bad run directories refused.
+# Usage: compare_cli_test.sh PRIVDIFF FIXTURE_DIR
+set -u
+privdiff=$1 fixtures=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; echo "0 passed, 1 failed"; exit 1; }
+export PRIVDIFF_CACHE_DIR="$tmp/cache"
+tiny="$fixtures/data/tiny-fashion-mnist"
+for k in 1 2; do
+  cat > "$tmp/k$k.toml" <<TOML
+[run]
+name = "tiny-k$k"
+seed = 5
+[privacy]
+epsilon = 8.0
+delta = 1e-5
+report = ["prv"]
+[data]
+path = "$tiny"
+[model]
+type = "pixel_unet"
+channels = 8
+channel_mult = [1, 2]
+num_res_blocks = 1
+attention_resolutions = [14]
+[[stage]]
+mechanism = "dpdm"
+noise_multiplicity = $k
+batch_size = 4
+steps = 6
+[sampler]
+type = "edm_heun"
+steps = 2
+TOML
+  "$privdiff" run "$tmp/k$k.toml" --out "$tmp/k$k" >/dev/null 2>&1 || fail "run k$k failed"
+done
+"$privdiff" sample "$tmp/k2" --count 20 --out "$tmp/k2/samples/s" >/dev/null 2>&1 || fail "sample failed"
+"$privdiff" eval "$tmp/k2/samples/s-images-idx3-ubyte.gz" --real-path "$tiny" --classifiers logreg --epochs 1 \
+  >/dev/null 2>&1 || fail "eval failed"
+out=$("$privdiff" compare "$tmp/k1" "$tmp/k2" --out "$tmp/report" --points 6 2>&1) || fail "compare: $out"
+echo "$out"
+grep -q "^| run | mechanism | K | ε (rdp) | ε (prv) | δ | σ | steps | trainable params | train time (s) | acc logreg" <<<"$out" \
+  || fail "markdown header"
+grep -q "^| tiny-k1 | dpdm | 1 | " <<<"$out" || fail "k1 row"
+grep -Eq "^\| tiny-k2 \| dpdm \| 2 \| .* \| 6 \| .* \| 20 \|$" <<<"$out" || fail "k2 row (6 steps, 20 eval samples)"
+python3 - "$tmp/report" <<'PY' || fail "report contents"
+import csv, sys
+d = sys.argv[1]
+rows = list(csv.DictReader(open(f"{d}/compare.csv")))
+assert [r["run"] for r in rows] == ["tiny-k1", "tiny-k2"], rows
+assert float(rows[0]["ε (rdp)"]) <= 8.0 + 1e-9 and float(rows[1]["ε (prv)"]) <= float(rows[1]["ε (rdp)"]), rows
+assert rows[0]["acc logreg"] == "" and 0 <= float(rows[1]["acc logreg"]) <= 1, rows
+html = open(f"{d}/report.html").read()
+for needle in ('<table id="comparison">', 'src="plots/epsilon.svg"', 'src="plots/loss.svg"', 'src="grids/0-tiny-k1.png"',
+               'src="grids/1-tiny-k2.png"', "not Inception"):
+    assert needle in html, needle
+for svg in ("epsilon", "loss"):
+    text = open(f"{d}/plots/{svg}.svg").read()
+    assert "<svg" in text, svg
+# One epsilon line per run and accountant.
+assert sum(1 for l in open(f"{d}/plots/epsilon.gp") if "with lines" in l) == 1
+assert open(f"{d}/plots/epsilon.gp").read().count("with lines") == 4
+PY
+out=$("$privdiff" compare "$tmp/k1" "$tmp/nowhere" --out "$tmp/r2" 2>&1) && fail "compared a missing run"
+grep -q "nowhere: not a directory" <<<"$out" || fail "no missing-run message: $out"
+mkdir "$tmp/empty"
+out=$("$privdiff" compare "$tmp/empty" 2>&1) && fail "compared an empty directory"
+grep -q "not a finished privdiff run (no summary.json)" <<<"$out" || fail "no unfinished-run message: $out"
+echo "1 passed, 0 failed"
