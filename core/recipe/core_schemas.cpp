@@ -48,10 +48,22 @@ const Schema& plugins_schema() {
   return schema;
 }
 
+const Schema& eval_schema() {
+  static const Schema schema = Schema{}
+      .add(Key::integer("samples").at_least(20).defaults(10000).doc("images to sample from the trained model"))
+      .add(Key::string("labels").one_of({"balanced", "uniform"}).defaults("balanced").doc("class labels of the samples"))
+      .add(Key::string_list("classifiers").defaults(sdk::ConfigValue{std::vector<std::string>{"logreg", "mlp", "cnn"}})
+               .doc("downstream classifiers: logreg, mlp, cnn"))
+      .add(Key::integer("epochs").at_least(1).defaults(50).doc("epochs per downstream classifier (DPDM: 50)"))
+      .add(Key::integer("batch_size").at_least(1).defaults(250).doc("images per sampler call"))
+      .add(Key::integer("seed").at_least(0).defaults(0).doc("seed of the sampler noise and the classifiers"));
+  return schema;
+}
+
 const std::vector<SectionShape>& recipe_sections() {
   static const std::vector<SectionShape> sections = {
       {"run", false},   {"privacy", false}, {"data", false},    {"plugins", false},
-      {"model", false}, {"stage", true},    {"sampler", false}, {"accountants", false},
+      {"model", false}, {"stage", true},    {"sampler", false}, {"accountants", false}, {"eval", true},
   };
   return sections;
 }

@@ -13,6 +13,8 @@ namespace privdiff::core {
 const sdk::Schema& run_schema();
 const sdk::Schema& privacy_schema();
 const sdk::Schema& data_schema();
+/// [[eval]]: sample from the trained model and score the samples (privdiff eval) after training.
+const sdk::Schema& eval_schema();
 const sdk::Schema& plugins_schema();
 
 /// The top-level sections a recipe may have, with the shape each must have.

@@ -45,6 +45,10 @@ std::string Recipe::to_toml() const {
     out << "\n[accountants." << id << "]\n";
     write_values(out, config);
   }
+  for (const auto& entry : evals) {
+    out << "\n[[eval]]\n";
+    write_values(out, entry);
+  }
   return out.str();
 }
 

@@ -33,6 +33,8 @@ struct Recipe {
   std::optional<ComponentSection> sampler;
   /// [accountants.<id>] option tables, for every accountant the recipe uses.
   std::map<std::string, sdk::Config> accountants;
+  /// [[eval]] entries: evaluations run after training (see eval_schema()).
+  std::vector<sdk::Config> evals;
   /// Accountants the recipe names ([privacy] accountant first, then report), without repeats.
   std::vector<std::string> accountant_ids;
 

@@ -122,6 +122,7 @@ class Validator {
     }
     check_stages(root, recipe);
     check_accountants(root, recipe);
+    check_evals(root, recipe);
 
     sort_by_position(diagnostics_);
     diagnostics_.insert(diagnostics_.end(), earlier_.begin(), earlier_.end());
@@ -130,6 +131,31 @@ class Validator {
   }
 
  private:
+  void check_evals(const toml::table& root, Recipe& recipe) {
+    const toml::array* entries = root.get_as<toml::array>("eval");
+    if (!entries) return;
+    for (std::size_t i = 0; i < entries->size(); ++i) {
+      const toml::table* entry = entries->get(i)->as_table();
+      if (!entry) continue;  // check_top_level reported it
+      const std::string path = child_path("eval", i);
+      auto values = table_values(*entry, path, eval_schema(), {});
+      if (const toml::array* names = entry->get_as<toml::array>("classifiers")) {
+        for (const auto& name : *names) {
+          const auto* text = name.as_string();
+          if (text && text->get() != "logreg" && text->get() != "mlp" && text->get() != "cnn") {
+            error(name, child_path(path, "classifiers"),
+                  "unknown classifier '" + text->get() + "'" + did_you_mean(text->get(), {"logreg", "mlp", "cnn"}) +
+                      "; classifiers: logreg, mlp, cnn");
+          }
+        }
+      }
+      recipe.evals.emplace_back(path, values);
+    }
+    if (!recipe.evals.empty() && (!root.contains("model") || !root.contains("sampler"))) {
+      error(*entries, "eval", "[[eval]] samples the trained model: the recipe needs a [model] and a [sampler]");
+    }
+  }
+
   void error(const toml::node& node, const std::string& path, std::string message) {
     diagnostics_.push_back(doc_.diagnostic_at(node, path, std::move(message)));
   }

@@ -3,6 +3,8 @@
 #include "run/atomic_file.hpp"
 #include "run/image_grid.hpp"
 #include "run/run_checkpoint.hpp"
+#include "evaluate/evaluation.hpp"
+#include "sample/sample_set.hpp"
 
 #include <privdiff/privacy/calibration.hpp>
 #include <privdiff/privacy/event_json.hpp>
@@ -177,6 +179,10 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, cons
         << " trainable)\n";
   }
   // The run's recipe is its recipe.toml as first written; a resumed run is checked against it.
+  if (!recipe_.evals.empty() && components_.model &&
+      !(recipe_.model->config.has("num_classes") && recipe_.model->config.get_int("num_classes") > 0)) {
+    throw std::runtime_error("eval: [[eval]] scores labelled samples; the model is unconditional (num_classes = 0)");
+  }
   const std::string recipe_text = options.resume ? read_file(run_dir / "recipe.toml") : recipe_.to_toml();
   const std::string recipe_sha = content_hash(recipe_text);
   const fs::path checkpoint_path = run_dir / "checkpoint.pt";
@@ -347,6 +353,35 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, cons
     log << "samples: " << (run_dir / "samples.png").string() << " (" << request.count << " images, "
         << std::setprecision(3) << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
         << " s, " << recipe_.sampler->id << ")\n";
+  }
+
+  // [[eval]]: sample the trained model and score the samples, as `privdiff sample` + `privdiff eval`.
+  for (std::size_t e = 0; e < recipe_.evals.size(); ++e) {
+    const sdk::Config& entry = recipe_.evals[e];
+    SampleOptions sampling;
+    sampling.count = entry.get_int("samples");
+    sampling.num_classes = recipe_.model->config.has("num_classes") ? recipe_.model->config.get_int("num_classes") : 0;
+    sampling.balanced = entry.get_string("labels") == "balanced";
+    sampling.batch_size = entry.get_int("batch_size");
+    sampling.seed = static_cast<std::uint64_t>(entry.get_int("seed"));
+    log << "eval[" << e << "]: sampling " << sampling.count << " images\n";
+    const SampleSet set = generate_samples(*components_.model, *components_.sampler, sampling, log);
+    const fs::path images = write_sample_set(run_dir / "samples" / ("eval" + std::to_string(e)), set,
+                                             sampling.balanced, sampling.num_classes);
+    EvalOptions options;
+    options.classifiers.clear();
+    for (const auto& name : entry.get_string_list("classifiers")) options.classifiers.push_back(classifier_kind_from_string(name));
+    options.epochs = entry.get_int("epochs");
+    options.seed = sampling.seed;
+    options.real_dataset = recipe_.data.has("dataset") ? recipe_.data.get_string("dataset") : "";
+    options.real_path = recipe_.data.has("path") ? recipe_.data.get_string("path") : "";
+    nlohmann::json result = evaluate_image_set(
+        LabelledImages{set.images.to(at::kFloat).div(127.5).sub(1), set.labels}, options, log);
+    result["samples"] = images.string();
+    result["eval"] = e;
+    write_file_atomically(run_dir / ("eval-" + std::to_string(e) + ".json"), result.dump(2) + "\n");
+    write_file_atomically(run_dir / "eval.json", result.dump(2) + "\n");
+    metrics << nlohmann::json{{"eval", result}}.dump() << "\n" << std::flush;
   }
 
   nlohmann::json report = {{"ledger", nlohmann::json::parse(sdk::to_json(summary.ledger))}};

@@ -35,6 +35,8 @@ steps = 6
 type = "edm_heun"
 steps = 2
 TOML
+  # K = 1 evaluates itself through [[eval]]; K = 2 through privdiff sample + eval below.
+  [ $k = 1 ] && printf '[[eval]]\nsamples = 20\nclassifiers = ["logreg"]\nepochs = 1\n' >> "$tmp/k$k.toml"
   "$privdiff" run "$tmp/k$k.toml" --out "$tmp/k$k" >/dev/null 2>&1 || fail "run k$k failed"
 done
 "$privdiff" sample "$tmp/k2" --count 20 --out "$tmp/k2/samples/s" >/dev/null 2>&1 || fail "sample failed"
@@ -44,7 +46,7 @@ out=$("$privdiff" compare "$tmp/k1" "$tmp/k2" --out "$tmp/report" --points 6 2>&
 echo "$out"
 grep -q "^| run | mechanism | K | ε (rdp) | ε (prv) | δ | σ | steps | trainable params | train time (s) | acc logreg" <<<"$out" \
   || fail "markdown header"
-grep -q "^| tiny-k1 | dpdm | 1 | " <<<"$out" || fail "k1 row"
+grep -Eq "^\| tiny-k1 \| dpdm \| 1 \| .* \| 20 \|$" <<<"$out" || fail "k1 row (evaluated by [[eval]])"
 grep -Eq "^\| tiny-k2 \| dpdm \| 2 \| .* \| 6 \| .* \| 20 \|$" <<<"$out" || fail "k2 row (6 steps, 20 eval samples)"
 python3 - "$tmp/report" <<'PY' || fail "report contents"
 import csv, sys
@@ -52,7 +54,7 @@ d = sys.argv[1]
 rows = list(csv.DictReader(open(f"{d}/compare.csv")))
 assert [r["run"] for r in rows] == ["tiny-k1", "tiny-k2"], rows
 assert float(rows[0]["ε (rdp)"]) <= 8.0 + 1e-9 and float(rows[1]["ε (prv)"]) <= float(rows[1]["ε (rdp)"]), rows
-assert rows[0]["acc logreg"] == "" and 0 <= float(rows[1]["acc logreg"]) <= 1, rows
+assert all(0 <= float(r["acc logreg"]) <= 1 and r["acc cnn"] == "" for r in rows), rows
 html = open(f"{d}/report.html").read()
 for needle in ('<table id="comparison">', 'src="plots/epsilon.svg"', 'src="plots/loss.svg"', 'src="grids/0-tiny-k1.png"',
                'src="grids/1-tiny-k2.png"', "not Inception"):
@@ -64,6 +66,11 @@ for svg in ("epsilon", "loss"):
 assert sum(1 for l in open(f"{d}/plots/epsilon.gp") if "with lines" in l) == 1
 assert open(f"{d}/plots/epsilon.gp").read().count("with lines") == 4
 PY
+[ -s "$tmp/k1/eval-0.json" ] && [ -s "$tmp/k1/samples/eval0-images-idx3-ubyte.gz" ] || fail "[[eval]] wrote no results"
+grep -q '"eval"' "$tmp/k1/metrics.jsonl" || fail "[[eval]] result not in metrics.jsonl"
+printf '[[eval]]\nclassifiers = ["cnnn"]\n' >> "$tmp/k2.toml"
+out=$("$privdiff" validate "$tmp/k2.toml" 2>&1) && fail "validated an unknown classifier"
+grep -q "eval\[0\].classifiers: unknown classifier 'cnnn' (did you mean 'cnn'?)" <<<"$out" || fail "no classifier message: $out"
 out=$("$privdiff" compare "$tmp/k1" "$tmp/nowhere" --out "$tmp/r2" 2>&1) && fail "compared a missing run"
 grep -q "nowhere: not a directory" <<<"$out" || fail "no missing-run message: $out"
 mkdir "$tmp/empty"
