@@ -3,14 +3,12 @@
 #include "cli/commands.hpp"
 #include "evaluate/evaluation.hpp"
 #include "run/atomic_file.hpp"
+#include "run/cpu_threads.hpp"
 #include "sample/sample_set.hpp"
-
-#include <ATen/Parallel.h>
 
 #include <fstream>
 #include <iostream>
 #include <sstream>
-#include <thread>
 
 namespace privdiff::core::cli {
 
@@ -72,8 +70,7 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions&, int& exit_code) 
                          "with --labels FILE");
       }
     }
-    at::set_num_threads(args->threads > 0 ? static_cast<int>(args->threads)
-                                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+    use_cpu_threads(args->threads);
     std::ostream& log = args->json ? std::cerr : std::cout;
     // Labels are checked against the real data's classes inside the evaluation.
     const LabelledImages set = read_labelled_images(images, labels, 256);

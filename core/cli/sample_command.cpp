@@ -3,14 +3,12 @@
 #include "cli/command_setup.hpp"
 #include "cli/commands.hpp"
 #include "run/composed_run.hpp"
+#include "run/cpu_threads.hpp"
 #include "run/run_checkpoint.hpp"
 #include "sample/sample_set.hpp"
 
-#include <ATen/Parallel.h>
-
 #include <chrono>
 #include <iostream>
-#include <thread>
 
 namespace privdiff::core::cli {
 
@@ -71,8 +69,7 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
     if (!recipe.sampler) {
       throw UsageError("sample: " + recipe_file.string() + " has no [sampler]; choose one with --sampler ID");
     }
-    at::set_num_threads(args->threads > 0 ? static_cast<int>(args->threads)
-                                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+    use_cpu_threads(args->threads);
     at::manual_seed(static_cast<std::uint64_t>(args->seed));
     auto model = create_component<sdk::Model>(registry, recipe.model->id, recipe.model->config);
     auto sampler = create_component<sdk::Sampler>(registry, recipe.sampler->id, recipe.sampler->config);
@@ -80,7 +77,7 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
 
     SampleOptions options;
     options.count = args->count;
-    options.num_classes = recipe.model->config.has("num_classes") ? recipe.model->config.get_int("num_classes") : 0;
+    options.num_classes = model_classes(recipe.model->config);
     options.balanced = args->labels == "balanced";
     options.batch_size = args->batch_size;
     options.seed = static_cast<std::uint64_t>(args->seed);

@@ -32,9 +32,9 @@ std::string join_stage_values(const nlohmann::json& stages, const char* key, boo
     if (private_only && !s.value("private", false)) continue;
     if (!s.contains(key)) continue;
     if (!out.empty()) out += " / ";
-    out += s[key].is_number_float() ? number(s[key].get<double>(), 5) : s[key].dump();
+    const auto& v = s[key];
+    out += v.is_string() ? v.get<std::string>() : v.is_number_float() ? number(v.get<double>(), 5) : v.dump();
   }
-  if (!out.empty() && out.front() == '"') out.erase(std::remove(out.begin(), out.end(), '"'), out.end());
   return out.empty() ? none : out;
 }
 

@@ -1,5 +1,7 @@
 #include "data/image_dataset.hpp"
 
+#include "data/pixels.hpp"
+
 #include <ATen/ATen.h>
 
 #include <stdexcept>
@@ -21,7 +23,7 @@ ImageDataset::ImageDataset(at::Tensor images, at::Tensor labels, std::int64_t nu
 std::int64_t ImageDataset::size() const { return images_.size(0); }
 
 at::Tensor ImageDataset::images(const at::Tensor& indices) const {
-  return images_.index_select(0, indices.to(at::kLong)).to(at::kFloat) / 127.5 - 1.0;
+  return pixels_from_bytes(images_.index_select(0, indices.to(at::kLong)));
 }
 
 at::Tensor ImageDataset::labels(const at::Tensor& indices) const { return labels_.index_select(0, indices.to(at::kLong)); }

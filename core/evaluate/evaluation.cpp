@@ -2,8 +2,10 @@
 
 #include "data/idx_file.hpp"
 #include "data/open_dataset.hpp"
+#include "data/pixels.hpp"
 #include "evaluate/feature_statistics.hpp"
 #include "recipe/core_schemas.hpp"
+#include "run/atomic_file.hpp"
 #include "run/run_checkpoint.hpp"
 
 #include <ATen/ATen.h>
@@ -12,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <iomanip>
+#include <sstream>
 #include <stdexcept>
 
 namespace privdiff::core {
@@ -42,8 +45,7 @@ LabelledImages read_labelled_images(const fs::path& images_file, const fs::path&
   std::vector<std::int64_t> shape = images.shape;
   if (shape.size() == 3) shape.insert(shape.begin() + 1, 1);
   LabelledImages out;
-  out.images = at::from_blob(const_cast<std::uint8_t*>(images.data.data()), shape, at::kByte)
-                   .to(at::kFloat).div_(127.5).sub_(1);
+  out.images = pixels_from_bytes(at::from_blob(const_cast<std::uint8_t*>(images.data.data()), shape, at::kByte));
   out.labels = at::from_blob(const_cast<std::uint8_t*>(labels.data.data()), {labels.shape[0]}, at::kByte).to(at::kLong);
   return out;
 }
@@ -92,7 +94,7 @@ std::shared_ptr<ClassifierNet> feature_network(const RealData& real, const EvalO
   ClassifierTraining training;
   training.epochs = options.feature_epochs;
   training.seed = 20240101;  // fixed: every evaluation uses the same feature network
-  const at::Tensor bytes = ((real.train.images + 1) * 127.5).round().to(at::kByte).contiguous();
+  const at::Tensor bytes = pixels_to_bytes(real.train.images).contiguous();
   const std::string data(reinterpret_cast<const char*>(bytes.data_ptr<std::uint8_t>()), static_cast<std::size_t>(bytes.numel()));
   const at::Tensor labels = real.train.labels.to(at::kByte).contiguous();
   const std::string key = content_hash(data + std::string(reinterpret_cast<const char*>(labels.data_ptr<std::uint8_t>()),
@@ -124,9 +126,9 @@ std::shared_ptr<ClassifierNet> feature_network(const RealData& real, const EvalO
   fs::create_directories(file.parent_path(), ec);
   torch::serialize::OutputArchive archive;
   trained.net->save(archive);
-  const fs::path tmp = file.string() + ".tmp";
-  archive.save_to(tmp.string());
-  fs::rename(tmp, file, ec);
+  std::ostringstream serialised;
+  archive.save_to(serialised);
+  write_file_atomically(file, serialised.str());
   return trained.net;
 }
 

@@ -1,15 +1,15 @@
 #include "run/run_checkpoint.hpp"
 
+#include "run/atomic_file.hpp"
+
 #include <ATen/Context.h>
 #include <ATen/core/Generator.h>
 #include <torch/serialize/archive.h>
 
 #include <cmath>
-#include <cstdio>
 #include <iomanip>
 #include <sstream>
 #include <stdexcept>
-#include <unistd.h>
 
 namespace privdiff::core {
 
@@ -58,17 +58,13 @@ void save_checkpoint(const fs::path& path, const CheckpointPosition& position, s
     mechanism_state(state);
     archive.write("mechanism", state);
   }
-  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  std::ostringstream bytes;
   try {
-    archive.save_to(tmp.string());
+    archive.save_to(bytes);
   } catch (const std::exception& e) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot write checkpoint " + path.string() + ": " + what_of(e));
+    throw std::runtime_error("cannot serialise checkpoint " + path.string() + ": " + what_of(e));
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot replace checkpoint " + path.string());
-  }
+  write_file_atomically(path, bytes.str());
 }
 
 namespace {

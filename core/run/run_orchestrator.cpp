@@ -1,9 +1,11 @@
 #include "run/run_orchestrator.hpp"
 
+#include "data/pixels.hpp"
+#include "evaluate/evaluation.hpp"
 #include "run/atomic_file.hpp"
+#include "run/cpu_threads.hpp"
 #include "run/image_grid.hpp"
 #include "run/run_checkpoint.hpp"
-#include "evaluate/evaluation.hpp"
 #include "sample/sample_set.hpp"
 
 #include <privdiff/privacy/calibration.hpp>
@@ -12,16 +14,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include <ATen/Parallel.h>
+#include <ATen/ATen.h>
 
 #include <chrono>
-#include <optional>
 #include <cmath>
 #include <fstream>
 #include <iomanip>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
 
 namespace privdiff::core {
 
@@ -164,9 +165,7 @@ void prepare_run_dir(const fs::path& run_dir, bool resume) {
 
 RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, const RunOptions& options) {
   prepare_run_dir(run_dir, options.resume);
-  const auto threads = recipe_.run.get_int("threads");
-  at::set_num_threads(threads > 0 ? static_cast<int>(threads)
-                                  : std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+  use_cpu_threads(recipe_.run.get_int("threads"));
   RunSummary summary;
   summary.run_dir = run_dir;
   std::int64_t total_params = 0, trainable_params = 0;
@@ -178,15 +177,15 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, cons
     log << "model " << recipe_.model->id << ": " << total_params << " parameters (" << trainable_params
         << " trainable)\n";
   }
-  // The run's recipe is its recipe.toml as first written; a resumed run is checked against it.
-  if (!recipe_.evals.empty() && components_.model &&
-      !(recipe_.model->config.has("num_classes") && recipe_.model->config.get_int("num_classes") > 0)) {
+  if (!recipe_.evals.empty() && components_.model && model_classes(recipe_.model->config) <= 0) {
     throw std::runtime_error("eval: [[eval]] scores labelled samples; the model is unconditional (num_classes = 0)");
   }
+  // The run's recipe is its recipe.toml as first written; a resumed run is checked against it.
   const std::string recipe_text = options.resume ? read_file(run_dir / "recipe.toml") : recipe_.to_toml();
   const std::string recipe_sha = content_hash(recipe_text);
   const fs::path checkpoint_path = run_dir / "checkpoint.pt";
   const fs::path metrics_path = run_dir / "metrics.jsonl";
+  auto write_ledger = [&] { write_file_atomically(run_dir / "ledger.json", sdk::to_json(summary.ledger)); };
 
   // Where to start: the beginning, or the checkpoint of an interrupted run.
   std::optional<LoadedCheckpoint> resumed;
@@ -207,7 +206,7 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, cons
         << " (privacy spent so far is kept in the ledger)\n";
   } else {
     write_file_atomically(run_dir / "recipe.toml", recipe_text);
-    write_file_atomically(run_dir / "ledger.json", sdk::to_json(summary.ledger));
+    write_ledger();
   }
   std::ofstream metrics(metrics_path, std::ios::app);
   double wall_seconds = resumed ? resumed->position.wall_seconds : 0.0;
@@ -219,6 +218,10 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, cons
   std::unique_ptr<sdk::Dataset> data;  // opened once, for the stages and the sample grid's classes
   const std::int64_t checkpoint_every = recipe_.run.get_int("checkpoint_every");
   std::int64_t session_steps = 0;
+  auto stop_wanted = [&] {
+    return (options.stop_after_steps > 0 && session_steps >= options.stop_after_steps) ||
+           (options.stop_requested && options.stop_requested());
+  };
   if (!components_.mechanisms.empty()) {
     if (!components_.model) throw std::runtime_error("stage: the recipe has stages but no [model]");
     data = open_dataset_(recipe_.data);
@@ -237,7 +240,8 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, cons
         }
       }
     }
-    auto position_at = [&](std::int64_t stage, std::int64_t step) {
+    // checkpoint.pt and ledger.json as of `step` logical steps into stage `stage`.
+    auto checkpoint = [&](std::int64_t stage, std::int64_t step, const sdk::StateWriter& mechanism_state) {
       metrics.flush();
       CheckpointPosition p;
       p.stage = stage;
@@ -248,7 +252,8 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, cons
       p.recipe_sha = recipe_sha;
       p.ledger_json = sdk::to_json(summary.ledger);
       p.noise_multipliers = noise_multipliers_;
-      return p;
+      save_checkpoint(checkpoint_path, p, *components_.model, mechanism_state);
+      write_ledger();
     };
     const std::int64_t first_stage = resumed ? resumed->position.stage : 0;
     for (std::size_t i = static_cast<std::size_t>(first_stage); i < components_.mechanisms.size(); ++i) {
@@ -299,14 +304,9 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, cons
           log << "  " << std::setprecision(3) << (elapsed > 0 ? examples / elapsed : 0) << " ex/s  ETA "
               << format_duration(eta) << "\n" << std::flush;
         }
-        const bool stop = (options.stop_after_steps > 0 && session_steps >= options.stop_after_steps) ||
-                          (options.stop_requested && options.stop_requested());
+        const bool stop = stop_wanted();
         const bool due = checkpoint_every > 0 && r.step % checkpoint_every == 0;
-        if ((stop || due) && r.step < r.total_steps) {
-          save_checkpoint(checkpoint_path, position_at(static_cast<std::int64_t>(i), r.step), *components_.model,
-                          save_state);
-          write_file_atomically(run_dir / "ledger.json", sdk::to_json(summary.ledger));
-        }
+        if ((stop || due) && r.step < r.total_steps) checkpoint(static_cast<std::int64_t>(i), r.step, save_state);
         if (stop && r.step < r.total_steps) {
           throw RunStopped("stopped after " + std::to_string(session_steps) + " steps (stage '" + name + "' step " +
                                std::to_string(r.step) + "/" + std::to_string(r.total_steps) + "); checkpoint " +
@@ -319,17 +319,13 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, cons
       } catch (const RunStopped&) {
         throw;  // the checkpoint and ledger.json were written at the stop
       } catch (...) {
-        // What was spent before the failure stays recorded.
-        write_file_atomically(run_dir / "ledger.json", sdk::to_json(summary.ledger));
+        write_ledger();  // what was spent before the failure stays recorded
         throw;
       }
       resumed.reset();  // later stages start fresh
       // A stage boundary: the next stage starts from here.
-      save_checkpoint(checkpoint_path, position_at(static_cast<std::int64_t>(i + 1), 0), *components_.model, {});
-      write_file_atomically(run_dir / "ledger.json", sdk::to_json(summary.ledger));
-      const bool stop_now = (options.stop_after_steps > 0 && session_steps >= options.stop_after_steps) ||
-                            (options.stop_requested && options.stop_requested());
-      if (stop_now && i + 1 < components_.mechanisms.size()) {
+      checkpoint(static_cast<std::int64_t>(i + 1), 0, {});
+      if (stop_wanted() && i + 1 < components_.mechanisms.size()) {
         throw RunStopped("stopped after " + std::to_string(session_steps) + " steps (end of stage '" + name +
                              "'); checkpoint " + checkpoint_path.string(),
                          session_steps);
@@ -360,7 +356,7 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, cons
     const sdk::Config& entry = recipe_.evals[e];
     SampleOptions sampling;
     sampling.count = entry.get_int("samples");
-    sampling.num_classes = recipe_.model->config.has("num_classes") ? recipe_.model->config.get_int("num_classes") : 0;
+    sampling.num_classes = model_classes(recipe_.model->config);
     sampling.balanced = entry.get_string("labels") == "balanced";
     sampling.batch_size = entry.get_int("batch_size");
     sampling.seed = static_cast<std::uint64_t>(entry.get_int("seed"));
@@ -376,7 +372,7 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, cons
     options.real_dataset = recipe_.data.has("dataset") ? recipe_.data.get_string("dataset") : "";
     options.real_path = recipe_.data.has("path") ? recipe_.data.get_string("path") : "";
     nlohmann::json result = evaluate_image_set(
-        LabelledImages{set.images.to(at::kFloat).div(127.5).sub(1), set.labels}, options, log);
+        LabelledImages{pixels_from_bytes(set.images), set.labels}, options, log);
     result["samples"] = images.string();
     result["eval"] = e;
     write_file_atomically(run_dir / ("eval-" + std::to_string(e) + ".json"), result.dump(2) + "\n");

@@ -1,6 +1,7 @@
 #include "sample/sample_set.hpp"
 
 #include "data/idx_file.hpp"
+#include "data/pixels.hpp"
 #include "run/image_grid.hpp"
 
 #include <ATen/ATen.h>
@@ -15,6 +16,10 @@
 namespace privdiff::core {
 
 namespace fs = std::filesystem;
+
+std::int64_t model_classes(const sdk::Config& model_config) {
+  return model_config.has("num_classes") ? model_config.get_int("num_classes") : 0;
+}
 
 SampleSet generate_samples(sdk::Model& model, sdk::Sampler& sampler, const SampleOptions& options, std::ostream& log) {
   if (options.count < 1) throw std::invalid_argument("sample count must be >= 1");
@@ -39,8 +44,8 @@ SampleSet generate_samples(sdk::Model& model, sdk::Sampler& sampler, const Sampl
     request.count = n;
     if (set.labels.defined()) request.labels = set.labels.narrow(0, done, n);
     request.seed = options.seed + static_cast<std::uint64_t>(batch) * 0x9e3779b97f4a7c15ULL;
-    const at::Tensor images = model.decode(sampler.sample(model, request)).to(at::kCPU).to(at::kFloat);
-    batches.push_back(((images.clamp(-1, 1) + 1) * 127.5).round().to(at::kByte));
+    const at::Tensor images = model.decode(sampler.sample(model, request)).to(at::kCPU);
+    batches.push_back(pixels_to_bytes(images));
     done += n;
     const auto now = std::chrono::steady_clock::now();
     if (now - last_print > std::chrono::seconds(2) || done == options.count) {
@@ -96,7 +101,7 @@ fs::path write_sample_set(const fs::path& prefix, const SampleSet& set, bool bal
     if (rows > 0) preview = set.images.narrow(0, 0, rows * 10);
   }
   if (preview.defined()) {
-    write_image_grid(prefix.string() + "-grid.png", preview.to(at::kFloat) / 127.5 - 1, rows, 10);
+    write_image_grid(prefix.string() + "-grid.png", pixels_from_bytes(preview), rows, 10);
   }
   return images_file;
 }

@@ -5,6 +5,7 @@
 
 #include <privdiff/components/model.hpp>
 #include <privdiff/components/sampler.hpp>
+#include <privdiff/config/config.hpp>
 
 #include <ATen/core/Tensor.h>
 
@@ -27,6 +28,10 @@ struct SampleSet {
   at::Tensor images;  ///< uint8 [N, C, H, W]
   at::Tensor labels;  ///< int64 [N]; undefined for an unconditional model
 };
+
+/// The classes a model is conditioned on, from its recipe section: the `num_classes` key, 0 when
+/// it has none (an unconditional model).
+std::int64_t model_classes(const sdk::Config& model_config);
 
 /// Samples in batches, decoding to images in [-1, 1] and quantising to bytes; progress (images/s,
 /// ETA) goes to `log` about every 2 s.
