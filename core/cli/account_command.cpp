@@ -10,6 +10,7 @@
 #include "recipe/recipe_document.hpp"
 #include "recipe/suggest.hpp"
 #include "run/atomic_file.hpp"
+#include "run/run_ledger.hpp"
 
 #include <privdiff/components/accountant.hpp>
 #include <privdiff/privacy/calibration.hpp>
@@ -174,6 +175,7 @@ void run_account(const GlobalOptions& global, AccountArgs& args) {
 
   // --- what was spent
   PrivacyEvent event = PrivacyEvent::no_op();
+  std::vector<std::string> caveats;  // a run's conditions on its guarantee (empty: unconditional)
   Schedule schedule{};
   if (from_run) {
     if (single || history || args.calibrate) {
@@ -181,14 +183,16 @@ void run_account(const GlobalOptions& global, AccountArgs& args) {
                        "--steps, --history or --calibrate");
     }
     const std::filesystem::path dir(args.run_dir);
-    if (!std::filesystem::exists(dir / "ledger.json")) {
-      throw UsageError(args.run_dir + ": not a run directory (no ledger.json)");
-    }
+    RunLedger spent;
     try {
-      event = sdk::privacy_ledger_from_json(read_file(dir / "ledger.json")).total();
-    } catch (const std::invalid_argument& e) {
-      throw UsageError((dir / "ledger.json").string() + ": " + e.what());
+      spent = read_run_ledger(dir);
+    } catch (const std::runtime_error& e) {
+      throw UsageError(e.what());
     }
+    // A run directory never under-reports: the longer of ledger.json and the checkpoint's ledger.
+    if (!spent.note.empty()) std::cerr << "note: " << spent.note << "\n";
+    event = spent.ledger.total();
+    caveats = spent.ledger.caveats();
     if (!has_delta && !has_epsilon) {
       // The run's own target delta, from its resolved recipe.
       const auto recipe = RecipeDocument::load(dir / "recipe.toml");
@@ -273,6 +277,7 @@ void run_account(const GlobalOptions& global, AccountArgs& args) {
 
   if (args.json) {
     nlohmann::json out = {{"results", results}};
+    if (from_run) out["caveats"] = caveats;
     if (!skipped.empty()) out["skipped"] = skipped;
     std::cout << out.dump(2) << "\n";
     return;
@@ -282,6 +287,7 @@ void run_account(const GlobalOptions& global, AccountArgs& args) {
   for (const auto& s : skipped) {
     std::cout << "skipped " << s["accountant"].get<std::string>() << ": " << s["reason"].get<std::string>() << "\n";
   }
+  for (const auto& caveat : caveats) std::cout << "CAVEAT: " << caveat << "\n";
 }
 
 }  // namespace

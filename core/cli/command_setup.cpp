@@ -3,10 +3,18 @@
 #include "plugins/plugin_discovery.hpp"
 #include "recipe/recipe_validator.hpp"
 
+#include <filesystem>
+
 namespace privdiff::core::cli {
 
 void load_plugins(ComponentRegistry& registry, const GlobalOptions& global, const RecipeDocument* recipe) {
-  for (const auto& dir : global.plugin_paths) registry.add_directory(dir);
+  for (const auto& dir : global.plugin_paths) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) {
+      throw UsageError("--plugin-path " + dir + ": " + (std::filesystem::exists(dir, ec) ? "not a directory" : "no such directory"));
+    }
+    registry.add_directory(dir);
+  }
   for (const auto& dir : plugin_path_from_environment()) registry.add_directory(dir);
   if (recipe) {
     for (const auto& dir : recipe_plugin_directories(*recipe)) registry.add_directory(dir);
@@ -24,6 +32,20 @@ Recipe load_recipe(RecipeDocument document, const std::vector<std::string>& over
   std::vector<Diagnostic> override_errors = document.apply_overrides(overrides);
   load_plugins(registry, global, &document);
   return validate_recipe(document, registry, std::move(override_errors));
+}
+
+CLI::Validator at_least(long long minimum) {
+  return CLI::Validator(
+      [minimum](std::string& value) -> std::string {
+        try {
+          std::size_t used = 0;
+          const long long v = std::stoll(value, &used);
+          if (used == value.size() && v >= minimum) return "";
+        } catch (const std::exception&) {
+        }
+        return "must be an integer >= " + std::to_string(minimum) + ", got " + value;
+      },
+      "INT >= " + std::to_string(minimum));
 }
 
 }  // namespace privdiff::core::cli

@@ -12,6 +12,7 @@ namespace privdiff::core::cli {
 /// Options every subcommand shares.
 struct GlobalOptions {
   std::vector<std::string> plugin_paths;  ///< --plugin-path, searched before everything else
+  std::string command_line;               ///< how privdiff was invoked (for run provenance)
 };
 
 /// Exit codes: 0 success, 1 the work failed, 2 bad input (arguments, recipe, unknown id),
@@ -23,6 +24,10 @@ class UsageError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+/// Checks for integer options with plain messages ("must be an integer >= 1, got 0"); CLI11's
+/// PositiveNumber describes its range with 308-digit bounds.
+CLI::Validator at_least(long long minimum);
 
 CLI::App* add_plugins_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 CLI::App* add_validate_command(CLI::App& app, const GlobalOptions& global, int& exit_code);

@@ -35,6 +35,27 @@ std::string file_safe(const std::string& text) {
   return out;
 }
 
+/// A new or empty directory, or an earlier report (whose files are replaced, none left stale);
+/// anything else is refused rather than written into.
+void prepare_report_directory(const fs::path& out) {
+  std::error_code ec;
+  if (!fs::exists(out, ec) || (fs::is_directory(out, ec) && fs::is_empty(out, ec))) return;
+  if (!fs::is_directory(out, ec)) throw UsageError("compare --out " + out.string() + ": not a directory");
+  const std::set<std::string> report_files{"compare.md", "compare.csv", "report.html", "plots", "grids"};
+  if (!fs::is_regular_file(out / "compare.md", ec)) {
+    throw UsageError("compare --out " + out.string() + ": the directory is not empty and holds no earlier report "
+                     "(compare.md); choose another --out");
+  }
+  for (const auto& entry : fs::directory_iterator(out)) {
+    if (!report_files.count(entry.path().filename().string())) {
+      throw UsageError("compare --out " + out.string() + ": holds " + entry.path().filename().string() +
+                       ", which is not part of a report; choose another --out");
+    }
+  }
+  for (const auto& name : report_files) fs::remove_all(out / name);
+  std::cerr << "replacing the earlier report in " << out.string() << "\n";
+}
+
 }  // namespace
 
 CLI::App* add_compare_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
@@ -54,6 +75,7 @@ CLI::App* add_compare_command(CLI::App& app, const GlobalOptions& global, int& e
     for (const auto& dir : args->runs) runs.push_back(load_run_record(dir));
     const std::vector<std::string> labels = unique_labels(runs);
     const fs::path out(args->out);
+    prepare_report_directory(out);
     fs::create_directories(out / "plots");
     fs::create_directories(out / "grids");
 

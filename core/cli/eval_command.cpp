@@ -29,7 +29,7 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions&, int& exit_code) 
   CLI::App* cmd = app.add_subcommand(
       "eval", "Score labelled images: downstream accuracy on the real test set, Fréchet distance, precision/recall");
   struct Args {
-    std::string images, labels, real = "fashion-mnist", real_path, classifiers = "logreg,mlp,cnn", run;
+    std::string images, labels, real = "fashion-mnist", real_path, classifiers = "logreg,mlp,cnn", run, reference = "test";
     std::int64_t epochs = 50, max_samples = 60000, threads = 0, seed = 0;
     bool json = false;
   };
@@ -38,12 +38,16 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions&, int& exit_code) 
   cmd->add_option("--labels", args->labels, "IDX labels file (default: the ...-labels-idx1-ubyte file beside SAMPLES)");
   cmd->add_option("--real", args->real, "real dataset the classifiers are tested on and features are fitted to");
   cmd->add_option("--real-path", args->real_path, "directory of the real dataset's IDX files");
+  cmd->add_option("--reference", args->reference,
+                  "real split the feature network, Fréchet distance and precision/recall use: test (default; disjoint "
+                  "from training data) or train (non-private statistics of it: the result carries a caveat)")
+      ->check(CLI::IsMember({"test", "train"}));
   cmd->add_option("--classifiers", args->classifiers, "comma-separated: logreg, mlp, cnn");
-  cmd->add_option("--epochs", args->epochs, "epochs per downstream classifier (DPDM: 50)")->check(CLI::PositiveNumber);
-  cmd->add_option("--max-samples", args->max_samples, "use at most N images of SAMPLES")->check(CLI::PositiveNumber);
+  cmd->add_option("--epochs", args->epochs, "epochs per downstream classifier (DPDM: 50)")->check(at_least(1));
+  cmd->add_option("--max-samples", args->max_samples, "use at most N images of SAMPLES")->check(at_least(1));
   cmd->add_option("--run", args->run, "run directory to record the result in (default: the run SAMPLES belongs to)");
-  cmd->add_option("--seed", args->seed, "seed of the classifiers' training")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--threads", args->threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seed", args->seed, "seed of the classifiers' training")->check(at_least(0));
+  cmd->add_option("--threads", args->threads, "CPU threads (default: all cores)")->check(at_least(0));
   cmd->add_flag("--json", args->json, "print one JSON object on stdout (progress goes to stderr)");
   cmd->callback([&exit_code, args] {
     EvalOptions options;
@@ -60,6 +64,7 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions&, int& exit_code) 
     options.max_samples = args->max_samples;
     options.real_dataset = args->real;
     options.real_path = args->real_path;
+    options.reference = args->reference;
     options.seed = static_cast<std::uint64_t>(args->seed);
     const fs::path images(args->images);
     fs::path labels(args->labels);
@@ -83,6 +88,7 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions&, int& exit_code) 
       std::ofstream(run / "metrics.jsonl", std::ios::app) << nlohmann::json{{"eval", result}}.dump() << "\n";
       log << "recorded in " << (run / "eval.json").string() << " and metrics.jsonl\n";
     }
+    for (const auto& caveat : result["caveats"]) log << "caveat: " << caveat.get<std::string>() << "\n";
     if (args->json) std::cout << result.dump() << "\n";
     exit_code = exit_ok;
   });

@@ -17,6 +17,11 @@ int main(int argc, char** argv) {
   app.fallthrough();
 
   GlobalOptions global;
+  for (int i = 0; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool plain = !arg.empty() && arg.find_first_of(" \t\n'\"\\$`;&|<>*?()[]{}") == std::string::npos;
+    global.command_line += (i ? " " : "") + (plain ? arg : "'" + arg + "'");
+  }
   app.add_option("--plugin-path", global.plugin_paths,
                  "extra plugin directory, searched before $PRIVDIFF_PLUGIN_PATH (repeatable)")
       ->allow_extra_args(false);

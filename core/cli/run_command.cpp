@@ -3,6 +3,7 @@
 #include "cli/command_setup.hpp"
 #include "cli/commands.hpp"
 #include "data/open_dataset.hpp"
+#include "run/provenance.hpp"
 #include "run/run_orchestrator.hpp"
 
 #include <atomic>
@@ -42,7 +43,7 @@ CLI::App* add_run_command(CLI::App& app, const GlobalOptions& global, int& exit_
                   "continue the interrupted run in this directory from its checkpoint.pt, with its recipe.toml");
   run->add_option("--stop-after-steps", args->stop_after,
                   "checkpoint and stop (exit code 3) after N logical steps; continue later with --resume")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   run->footer("Ctrl-C (or SIGTERM) stops at the end of the current step, after writing a checkpoint; a second one "
               "stops at once.");
   run->callback([&global, &exit_code, args] {
@@ -67,6 +68,7 @@ CLI::App* add_run_command(CLI::App& app, const GlobalOptions& global, int& exit_
     RunOptions options;
     options.resume = resume;
     options.stop_after_steps = args->stop_after;
+    options.provenance = run_provenance(recipe, registry, global.command_line);
     options.stop_requested = [] { return stop_signal.load(); };
     std::signal(SIGINT, request_stop);
     std::signal(SIGTERM, request_stop);
@@ -74,6 +76,8 @@ CLI::App* add_run_command(CLI::App& app, const GlobalOptions& global, int& exit_
       const RunSummary summary = orchestrator.run(run_dir, std::cout, options);
       std::cout << "run directory: " << summary.run_dir.string() << "\n";
       exit_code = exit_ok;
+    } catch (const RunRefused& refused) {
+      throw UsageError(refused.what());  // exit code 2: nothing was written
     } catch (const RunStopped& stopped) {
       std::cout << stopped.what() << "\ncontinue with: privdiff run --resume " << run_dir.string() << "\n";
       exit_code = exit_stopped;

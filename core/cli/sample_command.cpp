@@ -5,6 +5,7 @@
 #include "run/composed_run.hpp"
 #include "run/cpu_threads.hpp"
 #include "run/run_checkpoint.hpp"
+#include "run/run_ledger.hpp"
 #include "sample/sample_set.hpp"
 
 #include <chrono>
@@ -30,7 +31,7 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("RUN", args->source, "run directory (uses its checkpoint.pt) or a checkpoint file")->required();
-  cmd->add_option("--count,-n", args->count, "number of images (default 1000)")->check(CLI::PositiveNumber);
+  cmd->add_option("--count,-n", args->count, "number of images (default 1000)")->check(at_least(1));
   cmd->add_option("--labels", args->labels, "balanced: equal counts per class; uniform: random labels")
       ->check(CLI::IsMember({"balanced", "uniform"}));
   cmd->add_option("--sampler", args->sampler, "sampler id (default: the run's [sampler]); its keys via --set");
@@ -40,9 +41,9 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
                   "output prefix (default RUN/samples/<sampler>-<count>): writes PREFIX-images-idx3-ubyte.gz, "
                   "PREFIX-labels-idx1-ubyte.gz, PREFIX-grid.png");
   cmd->add_option("--batch-size", args->batch_size, "images per sampler call (memory bound)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", args->seed, "seed of the sampler's noise and of uniform labels")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--threads", args->threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
+      ->check(at_least(1));
+  cmd->add_option("--seed", args->seed, "seed of the sampler's noise and of uniform labels")->check(at_least(0));
+  cmd->add_option("--threads", args->threads, "CPU threads (default: all cores)")->check(at_least(0));
   cmd->callback([&global, &exit_code, args] {
     const fs::path source(args->source);
     const fs::path checkpoint = fs::is_directory(source) ? source / "checkpoint.pt" : source;
@@ -74,6 +75,17 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
     auto model = create_component<sdk::Model>(registry, recipe.model->id, recipe.model->config);
     auto sampler = create_component<sdk::Sampler>(registry, recipe.sampler->id, recipe.sampler->config);
     load_model_weights(checkpoint, *model);
+    // The privacy this model cost is the run's ledger; say so when the run directory's two records
+    // of it disagree (privdiff account RUN reports the longer one).
+    if (fs::is_regular_file(run_dir / "ledger.json")) {
+      try {
+        const RunLedger spent = read_run_ledger(run_dir);
+        if (!spent.note.empty()) std::cerr << "note: " << spent.note << "\n";
+        for (const auto& caveat : spent.ledger.caveats()) std::cerr << "caveat: " << caveat << "\n";
+      } catch (const std::runtime_error& e) {
+        std::cerr << "warning: " << e.what() << "\n";
+      }
+    }
 
     SampleOptions options;
     options.count = args->count;

@@ -26,22 +26,16 @@ std::string number(double v, int precision = 4) {
   return os.str();
 }
 
-std::string join_stage_values(const nlohmann::json& stages, const char* key, bool private_only) {
+std::string join_stage_values(const nlohmann::json& stages, const char* key, bool private_only, int precision = 5) {
   std::string out;
   for (const auto& s : stages) {
     if (private_only && !s.value("private", false)) continue;
     if (!s.contains(key)) continue;
     if (!out.empty()) out += " / ";
     const auto& v = s[key];
-    out += v.is_string() ? v.get<std::string>() : v.is_number_float() ? number(v.get<double>(), 5) : v.dump();
+    out += v.is_string() ? v.get<std::string>() : v.is_number_float() ? number(v.get<double>(), precision) : v.dump();
   }
   return out.empty() ? none : out;
-}
-
-std::string eval_value(const nlohmann::json& eval, const std::string& key, const std::string& sub = "") {
-  if (eval.is_null() || !eval.contains(key)) return none;
-  const auto& v = sub.empty() ? eval[key] : (eval[key].contains(sub) ? eval[key][sub] : nlohmann::json());
-  return v.is_number() ? number(v.get<double>()) : none;
 }
 
 std::string html_escape(const std::string& text) {
@@ -75,37 +69,71 @@ ComparisonTable make_comparison_table(const std::vector<RunRecord>& runs, const 
     }
   }
   ComparisonTable t;
-  t.header = {"run", "mechanism", "K"};
-  for (const auto& a : accountants) t.header.push_back("ε (" + a + ")");
-  for (const char* h : {"δ", "σ", "steps", "trainable params", "train time (s)", "acc logreg", "acc mlp", "acc cnn",
-                        "Fréchet dist.", "Fréchet floor", "precision", "recall", "eval samples"}) {
-    t.header.emplace_back(h);
+  auto column = [&](const std::string& display, const std::string& csv) {
+    t.header.push_back(display);
+    t.csv_header.push_back(csv);
+  };
+  column("run", "run");
+  column("mechanism", "mechanism");
+  column("K", "noise_multiplicity");
+  for (const auto& a : accountants) column("ε (" + a + ")", "epsilon_" + a);
+  column("calibrated by", "calibration_accountant");
+  for (const auto& [display, csv] : std::vector<std::pair<const char*, const char*>>{
+           {"δ", "delta"}, {"σ", "noise_multiplier"}, {"steps", "steps"},
+           {"trainable params", "trainable_parameters"}, {"train time (s)", "training_seconds"},
+           {"acc logreg", "accuracy_logreg"}, {"acc mlp", "accuracy_mlp"}, {"acc cnn", "accuracy_cnn"},
+           {"Fréchet dist.", "frechet_distance"}, {"Fréchet floor", "frechet_floor"}, {"precision", "precision"},
+           {"recall", "recall"}, {"eval samples", "eval_samples"}, {"caveats", "caveats"}}) {
+    column(display, csv);
   }
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const RunRecord& r = runs[i];
     const auto& stages = r.summary.value("stages", nlohmann::json::array());
-    std::vector<std::string> row{labels[i], join_stage_values(stages, "mechanism", false),
-                                 join_stage_values(stages, "noise_multiplicity", false)};
-    for (const auto& a : accountants) {
-      std::string cell = none;
-      for (const auto& entry : r.privacy.value("results", nlohmann::json::array())) {
-        if (entry.value("accountant", "") == a && entry.contains("epsilon")) cell = number(entry["epsilon"].get<double>());
+    std::vector<std::string> row, csv;
+    // A cell: what the table shows, and the CSV's full-precision value ("" where the run has none).
+    auto cell = [&](const std::string& display, const std::string& full) {
+      row.push_back(display);
+      csv.push_back(display == none ? "" : full);
+    };
+    auto text = [&](const std::string& value) { cell(value, value); };
+    auto real = [&](const nlohmann::json& v, int precision = 4) {
+      if (v.is_number()) cell(number(v.get<double>(), precision), number(v.get<double>(), 17));
+      else cell(none, "");
+    };
+    auto found = [](const nlohmann::json& j, std::initializer_list<const char*> path) {
+      const nlohmann::json* at = &j;
+      for (const char* key : path) {
+        if (!at->is_object() || !at->contains(key)) return nlohmann::json();
+        at = &(*at)[key];
       }
-      row.push_back(cell);
+      return *at;
+    };
+    text(labels[i]);
+    text(join_stage_values(stages, "mechanism", false));
+    text(join_stage_values(stages, "noise_multiplicity", false));
+    for (const auto& a : accountants) {
+      nlohmann::json epsilon;
+      for (const auto& entry : r.privacy.value("results", nlohmann::json::array())) {
+        if (entry.value("accountant", "") == a && entry.contains("epsilon")) epsilon = entry["epsilon"];
+      }
+      real(epsilon);
     }
-    row.push_back(r.privacy.contains("delta") ? number(r.privacy["delta"].get<double>()) : none);
-    row.push_back(join_stage_values(stages, "noise_multiplier", true));
-    row.push_back(std::to_string(r.steps));
-    row.push_back(r.summary.contains("model") ? r.summary["model"].value("trainable_parameters", nlohmann::json(0)).dump()
-                                              : none);
-    row.push_back(r.summary.contains("training_seconds") ? number(r.summary["training_seconds"].get<double>(), 4) : none);
-    for (const char* c : {"logreg", "mlp", "cnn"}) row.push_back(eval_value(r.eval, "accuracy", c));
-    row.push_back(eval_value(r.eval, "frechet_distance"));
-    row.push_back(eval_value(r.eval, "frechet_floor"));
-    row.push_back(eval_value(r.eval, "precision"));
-    row.push_back(eval_value(r.eval, "recall"));
-    row.push_back(eval_value(r.eval, "counts", "samples"));
+    text(r.summary.value("calibration_accountant", none));
+    real(found(r.privacy, {"delta"}));
+    cell(join_stage_values(stages, "noise_multiplier", true), join_stage_values(stages, "noise_multiplier", true, 17));
+    text(std::to_string(r.steps));
+    text(r.summary.contains("model") ? r.summary["model"].value("trainable_parameters", nlohmann::json(0)).dump() : none);
+    real(found(r.summary, {"training_seconds"}));
+    for (const char* c : {"logreg", "mlp", "cnn"}) real(found(r.eval, {"accuracy", c}));
+    real(found(r.eval, {"frechet_distance"}));
+    real(found(r.eval, {"frechet_floor"}));
+    real(found(r.eval, {"precision"}));
+    real(found(r.eval, {"recall"}));
+    const nlohmann::json samples = found(r.eval, {"counts", "samples"});
+    text(samples.is_number() ? samples.dump() : none);
+    text(std::to_string(r.privacy.value("caveats", nlohmann::json::array()).size()));
     t.rows.push_back(std::move(row));
+    t.csv_rows.push_back(std::move(csv));
   }
   return t;
 }
@@ -129,7 +157,7 @@ std::string to_csv(const ComparisonTable& t) {
   std::ostringstream os;
   auto line = [&](const std::vector<std::string>& cells) {
     for (std::size_t i = 0; i < cells.size(); ++i) {
-      std::string c = cells[i] == none ? "" : cells[i];
+      std::string c = cells[i];
       if (c.find_first_of(",\"\n") != std::string::npos) {
         std::string quoted = "\"";
         for (const char ch : c) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
@@ -139,8 +167,8 @@ std::string to_csv(const ComparisonTable& t) {
     }
     os << "\n";
   };
-  line(t.header);
-  for (const auto& row : t.rows) line(row);
+  line(t.csv_header);
+  for (const auto& row : t.csv_rows) line(row);
   return os.str();
 }
 

@@ -12,8 +12,10 @@
 namespace privdiff::core {
 
 struct ComparisonTable {
-  std::vector<std::string> header;
+  std::vector<std::string> header;             ///< for people (markdown, HTML)
   std::vector<std::vector<std::string>> rows;  ///< one per run, "–" where a run has no value
+  std::vector<std::string> csv_header;         ///< plain ASCII names (epsilon_rdp, frechet_distance, ...)
+  std::vector<std::vector<std::string>> csv_rows;  ///< numbers at full (round-trip) precision, "" for none
 };
 
 /// A line of a plot: (x, y) points with a legend label.
@@ -22,8 +24,9 @@ struct PlotSeries {
   std::vector<std::pair<double, double>> points;
 };
 
-/// Columns: run, mechanism, K, epsilon under every accountant any run reports, delta, sigma, steps,
-/// trainable parameters, training time, and each evaluation metric with its sample count.
+/// Columns: run, mechanism, K, epsilon under every accountant any run reports, the accountant that
+/// calibrated the noise, delta, sigma, steps, trainable parameters, training time, each evaluation
+/// metric with its sample count, and the number of caveats on the run's guarantee.
 ComparisonTable make_comparison_table(const std::vector<RunRecord>& runs, const std::vector<std::string>& labels);
 
 std::string to_markdown(const ComparisonTable& table);

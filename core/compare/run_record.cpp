@@ -29,12 +29,6 @@ nlohmann::json read_json(const fs::path& file, bool required) {
 
 }  // namespace
 
-std::int64_t ledger_steps(const sdk::PrivacyLedger& ledger) {
-  std::int64_t steps = 0;
-  for (const auto& e : ledger.entries()) steps += e.kind() == sdk::PrivacyEvent::Kind::self_composed ? e.count() : 1;
-  return steps;
-}
-
 sdk::PrivacyEvent ledger_prefix(const sdk::PrivacyLedger& ledger, std::int64_t steps) {
   std::vector<sdk::PrivacyEvent> parts;
   for (const auto& e : ledger.entries()) {
@@ -65,7 +59,7 @@ RunRecord load_run_record(const fs::path& dir) {
   } catch (const std::exception& e) {
     throw std::runtime_error((dir / "ledger.json").string() + ": " + e.what());
   }
-  r.steps = ledger_steps(r.ledger);
+  r.steps = r.ledger.steps();
   std::ifstream metrics(dir / "metrics.jsonl");
   std::int64_t offset = 0, last_step = 0;
   std::string stage;

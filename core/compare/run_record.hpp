@@ -31,7 +31,4 @@ RunRecord load_run_record(const std::filesystem::path& dir);
 /// The first `steps` logical steps of a ledger (an entry SelfComposed(e, n) counts n steps).
 sdk::PrivacyEvent ledger_prefix(const sdk::PrivacyLedger& ledger, std::int64_t steps);
 
-/// Logical steps recorded in a ledger.
-std::int64_t ledger_steps(const sdk::PrivacyLedger& ledger);
-
 }  // namespace privdiff::core

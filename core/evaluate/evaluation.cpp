@@ -53,7 +53,9 @@ LabelledImages read_labelled_images(const fs::path& images_file, const fs::path&
 namespace {
 
 struct RealData {
-  LabelledImages train, test;
+  LabelledImages train, test;  ///< train is only read when it is the reference
+  std::string reference_split;
+  const LabelledImages& reference() const { return reference_split == "train" ? train : test; }
   std::int64_t classes = 0;
   std::string name;
 };
@@ -64,13 +66,18 @@ LabelledImages all_of(const sdk::Dataset& data) {
 }
 
 RealData open_real(const EvalOptions& options) {
+  if (options.reference != "test" && options.reference != "train") {
+    throw std::invalid_argument("reference: expected \"test\" or \"train\", got \"" + options.reference + "\"");
+  }
   RealData real;
-  for (const char* split : {"train", "test"}) {
-    std::map<std::string, sdk::ConfigValue> values{{"split", std::string(split)}};
+  real.reference_split = options.reference;
+  for (const std::string split : {"test", "train"}) {
+    if (split == "train" && options.reference != "train") break;  // never read unless asked for
+    std::map<std::string, sdk::ConfigValue> values{{"split", split}};
     if (!options.real_dataset.empty()) values["dataset"] = options.real_dataset;
     if (!options.real_path.empty()) values["path"] = options.real_path;
     const auto data = open_dataset(sdk::make_config(data_schema(), "real", values));
-    (std::string(split) == "train" ? real.train : real.test) = all_of(*data);
+    (split == "train" ? real.train : real.test) = all_of(*data);
     real.classes = data->num_classes();
     if (real.name.empty()) {  // "fashion-mnist (train)" -> "fashion-mnist"
       real.name = data->name();
@@ -88,25 +95,26 @@ fs::path cache_directory(const EvalOptions& options) {
   return fs::temp_directory_path() / "privdiff-cache";
 }
 
-/// The feature CNN, trained on the real training set once per (data, recipe of training) and cached.
+/// The feature CNN, trained on the reference split once per (data, recipe of training) and cached.
 std::shared_ptr<ClassifierNet> feature_network(const RealData& real, const EvalOptions& options, std::ostream& log,
                                                std::string& description) {
   ClassifierTraining training;
   training.epochs = options.feature_epochs;
   training.seed = 20240101;  // fixed: every evaluation uses the same feature network
-  const at::Tensor bytes = pixels_to_bytes(real.train.images).contiguous();
+  const LabelledImages& reference = real.reference();
+  const at::Tensor bytes = pixels_to_bytes(reference.images).contiguous();
   const std::string data(reinterpret_cast<const char*>(bytes.data_ptr<std::uint8_t>()), static_cast<std::size_t>(bytes.numel()));
-  const at::Tensor labels = real.train.labels.to(at::kByte).contiguous();
+  const at::Tensor labels = reference.labels.to(at::kByte).contiguous();
   const std::string key = content_hash(data + std::string(reinterpret_cast<const char*>(labels.data_ptr<std::uint8_t>()),
                                                           static_cast<std::size_t>(labels.numel())) +
                                        "|feature-cnn-v1|epochs=" + std::to_string(training.epochs) +
                                        "|seed=" + std::to_string(training.seed));
   const fs::path file = cache_directory(options) / ("feature-cnn-" + key + ".pt");
   description = "penultimate 128-d features of the DP-Sinkhorn CNN trained " + std::to_string(training.epochs) +
-                " epochs on " + real.name + " train (seed " + std::to_string(training.seed) + "; cache " +
+                " epochs on " + real.name + " " + real.reference_split + " (seed " + std::to_string(training.seed) + "; cache " +
                 file.filename().string() + "); not Inception, so not comparable with published FID";
-  auto net = std::make_shared<ClassifierNet>(ClassifierKind::cnn, real.classes, real.train.images.size(1),
-                                             real.train.images.size(2));
+  auto net = std::make_shared<ClassifierNet>(ClassifierKind::cnn, real.classes, reference.images.size(1),
+                                             reference.images.size(2));
   std::error_code ec;
   if (fs::is_regular_file(file, ec)) {
     try {
@@ -119,9 +127,9 @@ std::shared_ptr<ClassifierNet> feature_network(const RealData& real, const EvalO
       log << "feature network cache " << file.string() << " is unreadable; retraining\n";
     }
   }
-  log << "feature network: training the CNN on " << real.name << " train (" << training.epochs
+  log << "feature network: training the CNN on " << real.name << " " << real.reference_split << " (" << training.epochs
       << " epochs, once; cached in " << file.parent_path().string() << ")\n" << std::flush;
-  TrainedClassifier trained = train_classifier(ClassifierKind::cnn, real.train.images, real.train.labels,
+  TrainedClassifier trained = train_classifier(ClassifierKind::cnn, reference.images, reference.labels,
                                                real.classes, training, log);
   fs::create_directories(file.parent_path(), ec);
   torch::serialize::OutputArchive archive;
@@ -133,6 +141,14 @@ std::shared_ptr<ClassifierNet> feature_network(const RealData& real, const EvalO
 }
 
 }  // namespace
+
+const std::string& train_reference_caveat() {
+  static const std::string text =
+      "scored against the training split (reference = train): the feature network, Fréchet distance and "
+      "precision/recall are non-private statistics of that split; do not publish them if a private model "
+      "trained on it";
+  return text;
+}
 
 nlohmann::json evaluate_image_set(const LabelledImages& full, const EvalOptions& options, std::ostream& log) {
   const auto start = std::chrono::steady_clock::now();
@@ -159,8 +175,12 @@ nlohmann::json evaluate_image_set(const LabelledImages& full, const EvalOptions&
     }
   }
   nlohmann::json result;
-  result["counts"] = {{"samples", n}, {"real_test", real.test.images.size(0)}, {"real_train", real.train.images.size(0)}};
+  result["counts"] = {{"samples", n}, {"real_test", real.test.images.size(0)}};
+  if (real.train.images.defined()) result["counts"]["real_train"] = real.train.images.size(0);
   result["real"] = real.name;
+  result["reference"] = real.reference_split;
+  result["caveats"] = nlohmann::json::array();
+  if (real.reference_split == "train") result["caveats"].push_back(train_reference_caveat());
 
   // Downstream accuracy: trained on the set, selected on its own validation split, tested on real test.
   nlohmann::json accuracy = nlohmann::json::object(), validation = nlohmann::json::object();
@@ -185,24 +205,31 @@ nlohmann::json evaluate_image_set(const LabelledImages& full, const EvalOptions&
   // Fidelity on the feature CNN's features.
   std::string description;
   auto features_net = feature_network(real, options, log, description);
-  const at::Tensor real_train_features = classifier_features(*features_net, real.train.images);
-  const at::Tensor real_test_features = classifier_features(*features_net, real.test.images);
+  const at::Tensor reference_features = classifier_features(*features_net, real.reference().images);
   const at::Tensor set_features = classifier_features(*features_net, set.images);
-  const GaussianFit train_fit = fit_gaussian(real_train_features);
-  result["frechet_distance"] = frechet_distance(fit_gaussian(set_features), train_fit);
-  result["frechet_floor"] = frechet_distance(fit_gaussian(real_test_features), train_fit);
-  const std::int64_t pr_real = std::min(options.pr_samples, real_train_features.size(0));
+  const GaussianFit reference_fit = fit_gaussian(reference_features);
+  result["frechet_distance"] = frechet_distance(fit_gaussian(set_features), reference_fit);
+  if (real.reference_split == "train") {  // the floor: real held-out images against the reference
+    result["frechet_floor"] =
+        frechet_distance(fit_gaussian(classifier_features(*features_net, real.test.images)), reference_fit);
+  } else {  // the test split is the reference: its two halves against each other
+    const std::int64_t m = reference_features.size(0);
+    const at::Tensor even = reference_features.index_select(0, at::arange(0, m, 2, at::kLong));
+    const at::Tensor odd = reference_features.index_select(0, at::arange(1, m, 2, at::kLong));
+    result["frechet_floor"] = frechet_distance(fit_gaussian(even), fit_gaussian(odd));
+  }
+  const std::int64_t pr_real = std::min(options.pr_samples, reference_features.size(0));
   const std::int64_t pr_set = std::min(options.pr_samples, set_features.size(0));
-  const PrecisionRecall pr = precision_recall(real_train_features.narrow(0, 0, pr_real), set_features.narrow(0, 0, pr_set));
+  const PrecisionRecall pr = precision_recall(reference_features.narrow(0, 0, pr_real), set_features.narrow(0, 0, pr_set));
   result["precision"] = pr.precision;
   result["recall"] = pr.recall;
   result["counts"]["frechet_samples"] = n;
-  result["counts"]["frechet_real_train"] = real_train_features.size(0);
+  result["counts"]["frechet_reference"] = reference_features.size(0);
   result["counts"]["pr_samples"] = pr_set;
-  result["counts"]["pr_real_train"] = pr_real;
+  result["counts"]["pr_reference"] = pr_real;
   result["features"] = description;
   result["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  log << "Fréchet distance " << std::setprecision(4) << result["frechet_distance"].get<double>() << " (floor, real test vs train: "
+  log << "Fréchet distance " << std::setprecision(4) << result["frechet_distance"].get<double>() << " (floor, " << (real.reference_split == "train" ? "real test vs train" : "test halves") << ": "
       << result["frechet_floor"].get<double>() << "), precision " << pr.precision << ", recall " << pr.recall << "\n";
   return result;
 }

@@ -3,8 +3,13 @@
 //  - downstream accuracy: classifiers trained on the set (90/10 train/validation split of the set,
 //    best validation epoch kept) and tested on the real test set;
 //  - Fréchet distance and k-NN precision/recall on the penultimate features of a CNN trained once
-//    on the real training set (deterministic, cached by content hash), with the real-test vs
-//    real-train distance as the floor.
+//    on a real *reference* split (deterministic, cached by content hash), against that split.
+//
+// The reference is the test split by default: data disjoint from what a private model trained on,
+// so the scores are no statistics of private records. The floor is then the distance between the
+// even and odd halves of the test split. reference = "train" (the larger set, as DPDM's numbers
+// use) fits everything to the training split, with the real-test vs real-train distance as the
+// floor — non-private statistics of that split, flagged by a caveat in the result.
 
 #include "evaluate/classifier.hpp"
 
@@ -24,6 +29,7 @@ struct EvalOptions {
   std::int64_t max_samples = 60000;    ///< at most this many images of the set are used
   std::string real_dataset = "fashion-mnist";
   std::string real_path;               ///< directory of the real IDX files (default: the dataset's)
+  std::string reference = "test";      ///< the split the feature CNN, Fréchet and precision/recall use
   std::int64_t feature_epochs = 5;     ///< feature CNN training (part of its cache key)
   std::int64_t pr_samples = 10000;     ///< per set, for precision/recall (quadratic cost)
   std::uint64_t seed = 0;
@@ -39,7 +45,10 @@ struct LabelledImages {
 LabelledImages read_labelled_images(const std::filesystem::path& images_file, const std::filesystem::path& labels_file,
                                     std::int64_t classes);
 
-/// Everything `--json` prints.
+/// The caveat of a result scored against the training split.
+const std::string& train_reference_caveat();
+
+/// Everything `--json` prints ("reference" says which split; "caveats" lists what not to publish).
 nlohmann::json evaluate_image_set(const LabelledImages& set, const EvalOptions& options, std::ostream& log);
 
 }  // namespace privdiff::core

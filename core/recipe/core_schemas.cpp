@@ -8,12 +8,17 @@ using sdk::Schema;
 const Schema& run_schema() {
   static const Schema schema = Schema{}
       .add(Key::string("name").optional().doc("run name; default: the recipe file's name without .toml"))
-      .add(Key::integer("seed").at_least(0).defaults(0).doc("seed of every random draw except secure noise"))
+      .add(Key::integer("seed").at_least(0).defaults(0)
+               .doc("seed of model initialisation, the loss's draws and sampling; the privacy noise and batches "
+                    "follow it only where a stage sets secure_noise = false"))
       .add(Key::string("device").one_of({"auto", "cpu", "cuda"}).defaults("auto")
                .doc("where to train and sample; auto = CUDA when available"))
       .add(Key::integer("threads").at_least(0).defaults(0).doc("CPU threads; 0 = all cores"))
       .add(Key::integer("checkpoint_every").at_least(0).defaults(500)
-               .doc("write checkpoint.pt every N logical steps (and always at the end of each stage); 0 = only then"));
+               .doc("write checkpoint.pt every N logical steps (and always at the end of each stage); 0 = only then"))
+      .add(Key::boolean("private_diagnostics").defaults(false)
+               .doc("also log each private step's loss and realised batch size in metrics.jsonl (computed without "
+                    "noise: the run then carries a caveat, do not publish metrics.jsonl)"));
   return schema;
 }
 
@@ -37,7 +42,8 @@ const Schema& data_schema() {
       .add(Key::string("split").one_of({"train", "test"}).defaults("train").doc("which split to train on"))
       .add(Key::integer_list("classes").at_least(0).optional().doc("keep only these class labels"))
       .add(Key::boolean("public").defaults(false)
-               .doc("true marks the data as public: non-private stages may train on it"));
+               .doc("true marks the data as public: non-private stages may train on it, unless a private stage "
+                    "of the run trains on it too"));
   return schema;
 }
 
@@ -56,7 +62,10 @@ const Schema& eval_schema() {
                .doc("downstream classifiers: logreg, mlp, cnn"))
       .add(Key::integer("epochs").at_least(1).defaults(50).doc("epochs per downstream classifier (DPDM: 50)"))
       .add(Key::integer("batch_size").at_least(1).defaults(250).doc("images per sampler call"))
-      .add(Key::integer("seed").at_least(0).defaults(0).doc("seed of the sampler noise and the classifiers"));
+      .add(Key::integer("seed").at_least(0).defaults(0).doc("seed of the sampler noise and the classifiers"))
+      .add(Key::string("reference").one_of({"held_out", "training"}).defaults("held_out")
+               .doc("real data the scores are fitted to: held_out = the test split (disjoint from training); "
+                    "training = the training split, whose non-private statistics then put a caveat on the run"));
   return schema;
 }
 

@@ -42,6 +42,19 @@ void write_file_atomically(const fs::path& path, const std::string& contents) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("replace");
 }
 
+int remove_stale_temporary_files(const fs::path& dir) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const auto at = name.rfind(".tmp.");
+    if (at == std::string::npos || at + 5 == name.size() || !entry.is_regular_file(ec)) continue;
+    if (name.find_first_not_of("0123456789", at + 5) != std::string::npos) continue;  // not NAME.tmp.PID
+    if (fs::remove(entry.path(), ec)) ++removed;
+  }
+  return removed;
+}
+
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + path.string());

@@ -10,6 +10,10 @@ namespace privdiff::core {
 /// `path`. Throws std::runtime_error (with the path) on failure; `path` is then untouched.
 void write_file_atomically(const std::filesystem::path& path, const std::string& contents);
 
+/// Removes the `NAME.tmp.PID` files that write_file_atomically leaves in `dir` when a process is
+/// killed mid-write (for a directory no live process is writing into). Returns how many.
+int remove_stale_temporary_files(const std::filesystem::path& dir);
+
 /// Reads a whole file; throws std::runtime_error naming the path when it cannot.
 std::string read_file(const std::filesystem::path& path);
 

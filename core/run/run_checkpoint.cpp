@@ -48,6 +48,7 @@ void save_checkpoint(const fs::path& path, const CheckpointPosition& position, s
   archive.write("recipe_sha", c10::IValue(position.recipe_sha));
   archive.write("ledger", c10::IValue(position.ledger_json));
   archive.write("noise_multipliers", c10::IValue(position.noise_multipliers));
+  archive.write("data_fingerprint", c10::IValue(position.data_fingerprint));
   archive.write("global_generator", at::detail::getDefaultCPUGenerator().get_state());
   torch::serialize::OutputArchive model_archive(archive.compilation_unit());
   model.module().save(model_archive);
@@ -115,6 +116,7 @@ LoadedCheckpoint load_checkpoint(const fs::path& path, sdk::Model& model) {
   p.recipe_sha = read_value<std::string>(archive, "recipe_sha", path);
   p.ledger_json = read_value<std::string>(archive, "ledger", path);
   p.noise_multipliers = read_value<std::vector<double>>(archive, "noise_multipliers", path);
+  if (c10::IValue v; archive.try_read("data_fingerprint", v)) p.data_fingerprint = v.toStringRef();
   at::Tensor generator_state;
   archive.read("global_generator", generator_state);
   load_model(archive, model, path);
@@ -125,6 +127,11 @@ LoadedCheckpoint load_checkpoint(const fs::path& path, sdk::Model& model) {
     archive.read("mechanism", *loaded.mechanism_state);
   }
   return loaded;
+}
+
+std::string read_checkpoint_ledger(const fs::path& path) {
+  torch::serialize::InputArchive archive = open_archive(path);
+  return read_value<std::string>(archive, "ledger", path);
 }
 
 void load_model_weights(const fs::path& path, sdk::Model& model) {

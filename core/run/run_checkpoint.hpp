@@ -25,6 +25,9 @@ struct CheckpointPosition {
   std::string recipe_sha;          ///< of recipe.toml, so an edited recipe is not resumed silently
   std::string ledger_json;         ///< the privacy ledger at this point
   std::vector<double> noise_multipliers;  ///< per stage (NaN for non-private ones), as calibrated
+  /// What the stages train on (name, N, content hash): a run is only resumed on the same data —
+  /// its ledger is about those records. Empty in checkpoints written before it existed.
+  std::string data_fingerprint;
 };
 
 /// Writes the checkpoint atomically. `mechanism_state` (may be empty) adds the state of a stage
@@ -42,6 +45,10 @@ struct LoadedCheckpoint {
 /// the rest. Throws std::runtime_error naming the file when it is missing, corrupt, or does not
 /// fit the model.
 LoadedCheckpoint load_checkpoint(const std::filesystem::path& path, sdk::Model& model);
+
+/// The ledger JSON stored in a checkpoint, without loading the model. Throws std::runtime_error
+/// naming the file when it is missing or unreadable.
+std::string read_checkpoint_ledger(const std::filesystem::path& path);
 
 /// Loads only the model weights (for `privdiff sample`).
 void load_model_weights(const std::filesystem::path& path, sdk::Model& model);

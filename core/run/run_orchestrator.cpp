@@ -1,11 +1,13 @@
 #include "run/run_orchestrator.hpp"
 
+#include "data/dataset_fingerprint.hpp"
 #include "data/pixels.hpp"
 #include "evaluate/evaluation.hpp"
 #include "run/atomic_file.hpp"
 #include "run/cpu_threads.hpp"
 #include "run/image_grid.hpp"
 #include "run/run_checkpoint.hpp"
+#include "run/run_ledger.hpp"
 #include "sample/sample_set.hpp"
 
 #include <privdiff/privacy/calibration.hpp>
@@ -143,7 +145,8 @@ std::string format_duration(double seconds) {
   return os.str();
 }
 
-void prepare_run_dir(const fs::path& run_dir, bool resume) {
+// Refuses a run directory that cannot be used, before anything is computed or written.
+void check_run_dir(const fs::path& run_dir, bool resume) {
   std::error_code ec;
   if (resume) {
     if (!fs::is_regular_file(run_dir / "checkpoint.pt", ec)) {
@@ -152,205 +155,335 @@ void prepare_run_dir(const fs::path& run_dir, bool resume) {
     }
     return;
   }
-  if (fs::exists(run_dir, ec) && !(fs::is_directory(run_dir, ec) && fs::is_empty(run_dir, ec))) {
+  if (fs::exists(run_dir, ec) && !fs::is_directory(run_dir, ec)) {
+    throw std::runtime_error("run directory " + run_dir.string() + " is a file, not a directory; choose another --out");
+  }
+  if (fs::exists(run_dir, ec) && !fs::is_empty(run_dir, ec)) {
     throw std::runtime_error("run directory " + run_dir.string() +
                              " already exists and is not empty; choose another --out, or continue it with "
                              "privdiff run --resume " + run_dir.string() + " (nothing was changed)");
   }
-  fs::create_directories(run_dir, ec);
-  if (ec) throw std::runtime_error("cannot create run directory " + run_dir.string() + ": " + ec.message());
 }
+
+const char* private_diagnostics_caveat =
+    "metrics.jsonl records each private step's loss and realised batch size, computed without noise "
+    "([run] private_diagnostics = true): publishing it is outside the guarantee";
 
 }  // namespace
 
-RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, const RunOptions& options) {
-  prepare_run_dir(run_dir, options.resume);
-  use_cpu_threads(recipe_.run.get_int("threads"));
+
+struct RunOrchestrator::Session {
+  Session(fs::path dir, std::ostream& out, const RunOptions& opts) : run_dir(std::move(dir)), log(out), options(opts) {}
+
+  fs::path run_dir;
+  std::ostream& log;
+  const RunOptions& options;
   RunSummary summary;
-  summary.run_dir = run_dir;
+  std::unique_ptr<sdk::Dataset> data;  // opened once, for the stages and the sample grid's classes
+  std::string data_fingerprint;
   std::int64_t total_params = 0, trainable_params = 0;
+  std::string recipe_sha;
+  std::optional<LoadedCheckpoint> resumed;
+  std::ofstream metrics;
+  double earlier_seconds = 0;  // training time of earlier sessions of this run
+  std::chrono::steady_clock::time_point session_start = std::chrono::steady_clock::now();
+  std::int64_t session_steps = 0;
+  double training_seconds = 0;
+
+  fs::path checkpoint_path() const { return run_dir / "checkpoint.pt"; }
+  fs::path metrics_path() const { return run_dir / "metrics.jsonl"; }
+  double wall_now() const {
+    return earlier_seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - session_start).count();
+  }
+  bool stop_wanted() const {
+    return (options.stop_after_steps > 0 && session_steps >= options.stop_after_steps) ||
+           (options.stop_requested && options.stop_requested());
+  }
+  void write_ledger() const { write_file_atomically(run_dir / "ledger.json", sdk::to_json(summary.ledger)); }
+};
+
+RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, const RunOptions& options) {
+  Session s(run_dir, log, options);
+  s.summary.run_dir = run_dir;
+  try {
+    check_run_dir(run_dir, options.resume);
+    use_cpu_threads(recipe_.run.get_int("threads"));
+    preflight(s);
+  } catch (const std::exception& e) {
+    throw RunRefused(e.what());
+  }
+  open_run_directory(s);
+  run_stages(s);
+  s.training_seconds = s.wall_now();
+  sample_grid(s);
+  run_evals(s);
+  write_reports(s);
+  return std::move(s.summary);
+}
+
+void RunOrchestrator::check_data_use(const sdk::Dataset& data) const {
+  // One dataset feeds every stage. A non-private stage may train on it only when it is public and
+  // no private stage protects it: `public = true` cannot make records public that a private stage
+  // of the same run accounts for.
+  const auto& mechanisms = components_.mechanisms;
+  std::size_t first_private = mechanisms.size();
+  for (std::size_t i = 0; i < mechanisms.size() && first_private == mechanisms.size(); ++i) {
+    if (mechanisms[i]->is_private()) first_private = i;
+  }
+  for (std::size_t i = 0; i < mechanisms.size(); ++i) {
+    if (mechanisms[i]->is_private()) continue;
+    const std::string stage = "stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "': mechanism '" +
+                              recipe_.stages[i].mechanism.id + "' is not private";
+    if (!data.is_public()) {
+      throw std::runtime_error(stage + " and may only train on data marked public ([data] public = true); " +
+                               data.name() + " is private");
+    }
+    if (first_private != mechanisms.size()) {
+      throw std::runtime_error(stage + ", but stage[" + std::to_string(first_private) + "] '" +
+                               recipe_.stages[first_private].name + "' trains privately on the same data (" +
+                               data.name() + "): data a private stage protects cannot also be public; train the "
+                               "non-private stage on other data, or make it private");
+    }
+  }
+}
+
+void RunOrchestrator::preflight(Session& s) {
   if (components_.model) {
     for (const auto& p : components_.model->module().parameters()) {
-      total_params += p.numel();
-      if (p.requires_grad()) trainable_params += p.numel();
+      s.total_params += p.numel();
+      if (p.requires_grad()) s.trainable_params += p.numel();
     }
-    log << "model " << recipe_.model->id << ": " << total_params << " parameters (" << trainable_params
-        << " trainable)\n";
+    s.log << "model " << recipe_.model->id << ": " << s.total_params << " parameters (" << s.trainable_params
+          << " trainable)\n";
   }
   if (!recipe_.evals.empty() && components_.model && model_classes(recipe_.model->config) <= 0) {
     throw std::runtime_error("eval: [[eval]] scores labelled samples; the model is unconditional (num_classes = 0)");
   }
-  // The run's recipe is its recipe.toml as first written; a resumed run is checked against it.
-  const std::string recipe_text = options.resume ? read_file(run_dir / "recipe.toml") : recipe_.to_toml();
-  const std::string recipe_sha = content_hash(recipe_text);
-  const fs::path checkpoint_path = run_dir / "checkpoint.pt";
-  const fs::path metrics_path = run_dir / "metrics.jsonl";
-  auto write_ledger = [&] { write_file_atomically(run_dir / "ledger.json", sdk::to_json(summary.ledger)); };
-
-  // Where to start: the beginning, or the checkpoint of an interrupted run.
-  std::optional<LoadedCheckpoint> resumed;
-  if (options.resume) {
-    if (!components_.model) throw std::runtime_error("cannot resume: the recipe has no [model]");
-    resumed = load_checkpoint(checkpoint_path, *components_.model);
-    if (resumed->position.recipe_sha != recipe_sha) {
-      throw std::runtime_error(
-          "cannot resume " + run_dir.string() + ": its recipe.toml changed since the checkpoint was written "
-          "(a resumed run must be the run that was started; start a new run for a changed recipe)");
+  for (std::size_t e = 0; e < recipe_.evals.size(); ++e) {
+    if (recipe_.evals[e].get_string("reference") == "held_out" && recipe_.data.get_string("split") == "test") {
+      throw std::runtime_error("eval[" + std::to_string(e) + "].reference: \"held_out\" scores against the test "
+                               "split, but the run trains on it (data.split = \"test\"); set reference = \"training\" "
+                               "to score against it anyway (the run then carries a caveat)");
     }
-    summary.ledger = sdk::privacy_ledger_from_json(resumed->position.ledger_json);
+  }
+  if (components_.mechanisms.empty()) return;
+  if (!components_.model) throw std::runtime_error("stage: the recipe has stages but no [model]");
+  s.data = open_dataset_(recipe_.data);
+  check_data_use(*s.data);
+  for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {  // e.g. a batch larger than the data
+    try {
+      components_.mechanisms[i]->planned_events_with(1.0, s.data->size());
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error("stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "': " + e.what());
+    }
+  }
+  plan_privacy(s.data->size(), s.log);
+  noise_multipliers_.clear();
+  for (const auto& m : components_.mechanisms) {
+    noise_multipliers_.push_back(m->is_private() ? single_noise_multiplier(m->planned_events(s.data->size()))
+                                                 : std::nan(""));
+  }
+  s.data_fingerprint = dataset_fingerprint(*s.data);
+  warn_about_short_ema(s);
+}
+
+void RunOrchestrator::warn_about_short_ema(Session& s) const {
+  // An EMA of rate r averages over ~1/(1-r) steps; a shorter stage ends with weights that are
+  // mostly its starting point (r^steps of them).
+  for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {
+    const auto& config = recipe_.stages[i].mechanism.config;
+    if (!config.has("ema")) continue;
+    const double ema = config.get_double("ema");
+    const auto steps = sdk::gaussian_steps(components_.mechanisms[i]->planned_events(s.data->size()));
+    std::int64_t n = config.has("steps") ? config.get_int("steps") : 0;
+    for (const auto& k : steps) n = std::max(n, k.count);
+    if (ema <= 0 || n <= 0 || static_cast<double>(n) * (1 - ema) >= 1) continue;
+    s.log << "warning: stage '" << recipe_.stages[i].name << "': ema " << ema << " averages over ~"
+          << std::llround(1 / (1 - ema)) << " steps but the stage has " << n << "; its final weights keep "
+          << std::llround(100 * std::pow(ema, static_cast<double>(n))) << "% of the initial ones (lower ema, e.g. "
+          << format_epsilon(std::max(0.0, 1 - 10.0 / static_cast<double>(n))) << ")\n";
+  }
+}
+
+void RunOrchestrator::open_run_directory(Session& s) {
+  // The run's recipe is its recipe.toml as first written; a resumed run is checked against it.
+  const std::string recipe_text = s.options.resume ? read_file(s.run_dir / "recipe.toml") : recipe_.to_toml();
+  s.recipe_sha = content_hash(recipe_text);
+  if (!s.options.resume) {
+    std::error_code ec;
+    fs::create_directories(s.run_dir, ec);
+    if (ec) throw std::runtime_error("cannot create run directory " + s.run_dir.string() + ": " + ec.message());
+    write_file_atomically(s.run_dir / "recipe.toml", recipe_text);
+  } else {
+    if (!components_.model) throw std::runtime_error("cannot resume: the recipe has no [model]");
+    s.resumed = load_checkpoint(s.checkpoint_path(), *components_.model);
+    const CheckpointPosition& position = s.resumed->position;
+    const std::string refused = "cannot resume " + s.run_dir.string() + ": ";
+    if (position.recipe_sha != s.recipe_sha) {
+      throw std::runtime_error(refused + "its recipe.toml changed since the checkpoint was written (a resumed run "
+                               "must be the run that was started; start a new run for a changed recipe)");
+    }
+    if (!position.data_fingerprint.empty() && position.data_fingerprint != s.data_fingerprint) {
+      throw std::runtime_error(refused + "the data differs from the data it trained on (checkpoint: " +
+                               position.data_fingerprint + "; now: " + s.data_fingerprint +
+                               "); its ledger accounts for those records only");
+    }
+    const auto& saved = position.noise_multipliers;
+    for (std::size_t i = 0; i < noise_multipliers_.size(); ++i) {
+      if (i >= saved.size() || !same_sigma(saved[i], noise_multipliers_[i])) {
+        throw std::runtime_error("cannot resume: stage[" + std::to_string(i) + "]'s noise multiplier differs from "
+                                 "the checkpoint's (did the dataset or a plugin change?)");
+      }
+    }
+    // Spent privacy never shrinks: ledger.json may also hold steps done after the checkpoint by a
+    // run that then failed or was killed. Those stay spent, and their redone steps are spent again.
+    const RunLedger spent = read_run_ledger(s.run_dir);
+    s.summary.ledger = spent.ledger;
+    if (!spent.note.empty()) s.log << spent.note << "; the steps redone from the checkpoint are spent again\n";
+    if (const int stale = remove_stale_temporary_files(s.run_dir); stale > 0) {
+      s.log << "removed " << stale << " temporary file(s) left by the interrupted run\n";
+    }
     // Lines written after the checkpoint belong to steps that are about to be redone.
     std::error_code ec;
-    fs::resize_file(metrics_path, resumed->position.metrics_bytes, ec);
-    if (ec) throw std::runtime_error("cannot rewind " + metrics_path.string() + ": " + ec.message());
-    log << "resuming at stage " << resumed->position.stage << ", step " << resumed->position.step
-        << " (privacy spent so far is kept in the ledger)\n";
-  } else {
-    write_file_atomically(run_dir / "recipe.toml", recipe_text);
-    write_ledger();
+    fs::resize_file(s.metrics_path(), position.metrics_bytes, ec);
+    if (ec) throw std::runtime_error("cannot rewind " + s.metrics_path().string() + ": " + ec.message());
+    s.earlier_seconds = position.wall_seconds;
+    s.log << "resuming at stage " << position.stage << ", step " << position.step
+          << " (privacy spent so far is kept in the ledger)\n";
   }
-  std::ofstream metrics(metrics_path, std::ios::app);
-  double wall_seconds = resumed ? resumed->position.wall_seconds : 0.0;
-  const auto session_start = std::chrono::steady_clock::now();
-  auto wall_now = [&] {
-    return wall_seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - session_start).count();
-  };
+  if (recipe_.run.get_bool("private_diagnostics") && any_private(components_)) {
+    s.summary.ledger.add_caveat(private_diagnostics_caveat);
+  }
+  s.write_ledger();
+  s.metrics.open(s.metrics_path(), std::ios::app);
+}
 
-  std::unique_ptr<sdk::Dataset> data;  // opened once, for the stages and the sample grid's classes
+void RunOrchestrator::write_checkpoint(Session& s, std::int64_t stage, std::int64_t step,
+                                       const sdk::StateWriter& mechanism_state) {
+  s.metrics.flush();
+  CheckpointPosition p;
+  p.stage = stage;
+  p.step = step;
+  std::error_code ec;
+  p.metrics_bytes = fs::file_size(s.metrics_path(), ec);
+  p.wall_seconds = s.wall_now();
+  p.recipe_sha = s.recipe_sha;
+  p.ledger_json = sdk::to_json(s.summary.ledger);
+  p.noise_multipliers = noise_multipliers_;
+  p.data_fingerprint = s.data_fingerprint;
+  // The ledger first: a crash between the two writes leaves ledger.json ahead of the checkpoint
+  // (over-reporting, which resume keeps), never behind it.
+  s.write_ledger();
+  save_checkpoint(s.checkpoint_path(), p, *components_.model, mechanism_state);
+}
+
+void RunOrchestrator::run_stages(Session& s) {
+  const std::int64_t first_stage = s.resumed ? s.resumed->position.stage : 0;
+  for (std::size_t i = static_cast<std::size_t>(first_stage); i < components_.mechanisms.size(); ++i) {
+    run_stage(s, i);
+    s.resumed.reset();  // later stages start fresh
+    // A stage boundary: the next stage starts from here.
+    write_checkpoint(s, static_cast<std::int64_t>(i + 1), 0, {});
+    if (s.stop_wanted() && i + 1 < components_.mechanisms.size()) {
+      throw RunStopped("stopped after " + std::to_string(s.session_steps) + " steps (end of stage '" +
+                           recipe_.stages[i].name + "'); checkpoint " + s.checkpoint_path().string(),
+                       s.session_steps);
+    }
+  }
+}
+
+void RunOrchestrator::run_stage(Session& s, std::size_t i) {
+  auto& mechanism = *components_.mechanisms[i];
+  const std::string& name = recipe_.stages[i].name;
+  s.log << "stage '" << name << "' (" << recipe_.stages[i].mechanism.id << ")\n";
+  sdk::StageContext context{*components_.model, *s.data, s.summary.ledger,
+                            static_cast<std::uint64_t>(recipe_.run.get_int("seed")) + i, {}};
+  context.stage_index = static_cast<std::int64_t>(i);
+  if (s.resumed && static_cast<std::int64_t>(i) == s.resumed->position.stage && s.resumed->mechanism_state) {
+    context.resume = s.resumed->mechanism_state.get();
+    context.resume_step = s.resumed->position.step;
+  }
+  // The realised batch size and the loss of a private step are computed without noise: they are
+  // kept out of metrics.jsonl (a shared artefact) unless diagnostics are asked for.
+  const bool log_batch = !mechanism.is_private() || recipe_.run.get_bool("private_diagnostics");
   const std::int64_t checkpoint_every = recipe_.run.get_int("checkpoint_every");
-  std::int64_t session_steps = 0;
-  auto stop_wanted = [&] {
-    return (options.stop_after_steps > 0 && session_steps >= options.stop_after_steps) ||
-           (options.stop_requested && options.stop_requested());
+  const bool has_delta = recipe_.privacy.has("delta");
+  // Progress: a line at most every 2 s (and at the end), and every step in metrics.jsonl.
+  const auto start = std::chrono::steady_clock::now();
+  auto last_print = start - std::chrono::seconds(10);
+  std::int64_t examples = 0;
+  double latest_epsilon = std::nan("");
+  context.step_done = [&](const sdk::StepReport& r, const sdk::StateWriter& save_state) {
+    ++s.session_steps;
+    examples += r.examples;
+    const auto now = std::chrono::steady_clock::now();
+    const double elapsed = std::chrono::duration<double>(now - start).count();
+    const bool print = now - last_print > std::chrono::seconds(2) || r.step == r.total_steps;
+    // epsilon so far on about 200 evenly spaced steps (deterministic, so a resumed run's metrics
+    // equal an uninterrupted run's); the progress line shows the latest.
+    const std::int64_t stride = std::max<std::int64_t>(1, r.total_steps / 200);
+    double epsilon = std::nan("");
+    if (has_delta && mechanism.is_private() && (r.step % stride == 0 || r.step == r.total_steps)) {
+      epsilon = main_accountant().epsilon(s.summary.ledger.total(), recipe_.privacy.get_double("delta")).epsilon;
+      latest_epsilon = epsilon;
+    }
+    nlohmann::json line = {{"stage", name}, {"step", r.step}, {"seconds", s.wall_now()}};
+    if (log_batch) {
+      line["loss"] = r.loss;
+      line["examples"] = r.examples;
+    }
+    if (!std::isnan(epsilon)) line["epsilon"] = epsilon;
+    s.metrics << line.dump() << "\n";
+    if (print) {  // also what makes the run watchable from its directory, every 2 s at most
+      last_print = now;
+      s.metrics.flush();
+      s.write_ledger();  // ahead of the last checkpoint, never behind it
+      const double done = static_cast<double>(r.step - context.resume_step);
+      const double eta = done > 0 ? elapsed / done * static_cast<double>(r.total_steps - r.step) : 0;
+      s.log << "  step " << r.step << "/" << r.total_steps << "  loss " << std::setprecision(4) << r.loss;
+      if (!std::isnan(latest_epsilon)) s.log << "  eps " << std::setprecision(3) << latest_epsilon;
+      s.log << "  " << std::setprecision(3) << (elapsed > 0 ? examples / elapsed : 0) << " ex/s  ETA "
+            << format_duration(eta) << "\n" << std::flush;
+    }
+    const bool stop = s.stop_wanted();
+    const bool due = checkpoint_every > 0 && r.step % checkpoint_every == 0;
+    if ((stop || due) && r.step < r.total_steps) write_checkpoint(s, static_cast<std::int64_t>(i), r.step, save_state);
+    if (stop && r.step < r.total_steps) {
+      throw RunStopped("stopped after " + std::to_string(s.session_steps) + " steps (stage '" + name + "' step " +
+                           std::to_string(r.step) + "/" + std::to_string(r.total_steps) + "); checkpoint " +
+                           s.checkpoint_path().string(),
+                       s.session_steps);
+    }
   };
-  if (!components_.mechanisms.empty()) {
-    if (!components_.model) throw std::runtime_error("stage: the recipe has stages but no [model]");
-    data = open_dataset_(recipe_.data);
-    plan_privacy(data->size(), log);
-    noise_multipliers_.clear();
-    for (const auto& m : components_.mechanisms) {
-      noise_multipliers_.push_back(m->is_private() ? single_noise_multiplier(m->planned_events(data->size()))
-                                                   : std::nan(""));
-    }
-    if (resumed) {
-      const auto& saved = resumed->position.noise_multipliers;
-      for (std::size_t i = 0; i < noise_multipliers_.size(); ++i) {
-        if (i >= saved.size() || !same_sigma(saved[i], noise_multipliers_[i])) {
-          throw std::runtime_error("cannot resume: stage[" + std::to_string(i) + "]'s noise multiplier differs from "
-                                   "the checkpoint's (did the dataset or a plugin change?)");
-        }
-      }
-    }
-    // checkpoint.pt and ledger.json as of `step` logical steps into stage `stage`.
-    auto checkpoint = [&](std::int64_t stage, std::int64_t step, const sdk::StateWriter& mechanism_state) {
-      metrics.flush();
-      CheckpointPosition p;
-      p.stage = stage;
-      p.step = step;
-      std::error_code ec;
-      p.metrics_bytes = fs::file_size(metrics_path, ec);
-      p.wall_seconds = wall_now();
-      p.recipe_sha = recipe_sha;
-      p.ledger_json = sdk::to_json(summary.ledger);
-      p.noise_multipliers = noise_multipliers_;
-      save_checkpoint(checkpoint_path, p, *components_.model, mechanism_state);
-      write_ledger();
-    };
-    const std::int64_t first_stage = resumed ? resumed->position.stage : 0;
-    for (std::size_t i = static_cast<std::size_t>(first_stage); i < components_.mechanisms.size(); ++i) {
-      auto& mechanism = *components_.mechanisms[i];
-      const std::string& name = recipe_.stages[i].name;
-      if (!mechanism.is_private() && !data->is_public()) {
-        throw std::runtime_error("stage[" + std::to_string(i) + "] '" + name + "': mechanism '" +
-                                 recipe_.stages[i].mechanism.id + "' is not private and may only train on data "
-                                 "marked public ([data] public = true); " + data->name() + " is private");
-      }
-      log << "stage '" << name << "' (" << recipe_.stages[i].mechanism.id << ")\n";
-      sdk::StageContext context{*components_.model, *data, summary.ledger,
-                                static_cast<std::uint64_t>(recipe_.run.get_int("seed")) + i, {}};
-      if (resumed && static_cast<std::int64_t>(i) == resumed->position.stage && resumed->mechanism_state) {
-        context.resume = resumed->mechanism_state.get();
-        context.resume_step = resumed->position.step;
-      }
-      // Progress: a line at most every 2 s (and at the end), and every step in metrics.jsonl.
-      const auto start = std::chrono::steady_clock::now();
-      auto last_print = start - std::chrono::seconds(10);
-      std::int64_t examples = 0;
-      double latest_epsilon = std::nan("");
-      const bool has_delta = recipe_.privacy.has("delta");
-      context.step_done = [&](const sdk::StepReport& r, const sdk::StateWriter& save_state) {
-        ++session_steps;
-        examples += r.examples;
-        const auto now = std::chrono::steady_clock::now();
-        const double elapsed = std::chrono::duration<double>(now - start).count();
-        const bool print = now - last_print > std::chrono::seconds(2) || r.step == r.total_steps;
-        // epsilon so far on about 200 evenly spaced steps (deterministic, so a resumed run's metrics
-        // equal an uninterrupted run's); the progress line shows the latest.
-        const std::int64_t stride = std::max<std::int64_t>(1, r.total_steps / 200);
-        double epsilon = std::nan("");
-        if (has_delta && mechanism.is_private() && (r.step % stride == 0 || r.step == r.total_steps)) {
-          epsilon = main_accountant().epsilon(summary.ledger.total(), recipe_.privacy.get_double("delta")).epsilon;
-          latest_epsilon = epsilon;
-        }
-        nlohmann::json line = {{"stage", name}, {"step", r.step}, {"loss", r.loss}, {"examples", r.examples},
-                               {"seconds", wall_now()}};
-        if (!std::isnan(epsilon)) line["epsilon"] = epsilon;
-        metrics << line.dump() << "\n";
-        if (print) {
-          last_print = now;
-          const double done = static_cast<double>(r.step - context.resume_step);
-          const double eta = done > 0 ? elapsed / done * static_cast<double>(r.total_steps - r.step) : 0;
-          log << "  step " << r.step << "/" << r.total_steps << "  loss " << std::setprecision(4) << r.loss;
-          if (!std::isnan(latest_epsilon)) log << "  eps " << std::setprecision(3) << latest_epsilon;
-          log << "  " << std::setprecision(3) << (elapsed > 0 ? examples / elapsed : 0) << " ex/s  ETA "
-              << format_duration(eta) << "\n" << std::flush;
-        }
-        const bool stop = stop_wanted();
-        const bool due = checkpoint_every > 0 && r.step % checkpoint_every == 0;
-        if ((stop || due) && r.step < r.total_steps) checkpoint(static_cast<std::int64_t>(i), r.step, save_state);
-        if (stop && r.step < r.total_steps) {
-          throw RunStopped("stopped after " + std::to_string(session_steps) + " steps (stage '" + name + "' step " +
-                               std::to_string(r.step) + "/" + std::to_string(r.total_steps) + "); checkpoint " +
-                               checkpoint_path.string(),
-                           session_steps);
-        }
-      };
-      try {
-        mechanism.run(context);
-      } catch (const RunStopped&) {
-        throw;  // the checkpoint and ledger.json were written at the stop
-      } catch (...) {
-        write_ledger();  // what was spent before the failure stays recorded
-        throw;
-      }
-      resumed.reset();  // later stages start fresh
-      // A stage boundary: the next stage starts from here.
-      checkpoint(static_cast<std::int64_t>(i + 1), 0, {});
-      if (stop_wanted() && i + 1 < components_.mechanisms.size()) {
-        throw RunStopped("stopped after " + std::to_string(session_steps) + " steps (end of stage '" + name +
-                             "'); checkpoint " + checkpoint_path.string(),
-                         session_steps);
-      }
-    }
+  try {
+    mechanism.run(context);
+  } catch (const RunStopped&) {
+    throw;  // the checkpoint and ledger.json were written at the stop
+  } catch (...) {
+    s.write_ledger();  // what was spent before the failure stays recorded
+    throw;
   }
-  const double training_seconds = wall_now();
+}
 
+void RunOrchestrator::sample_grid(Session& s) {
   // A class-by-row sample grid (10 samples per class, up to 10 classes) from the trained model.
-  if (components_.model && components_.sampler) {
-    std::int64_t classes = 10;
-    if (data) classes = std::min<std::int64_t>(10, data->num_classes());
-    sdk::SampleRequest request;
-    request.count = classes * 10;
-    request.labels = at::arange(classes, at::kLong).repeat_interleave(10);
-    request.seed = static_cast<std::uint64_t>(recipe_.run.get_int("seed"));
-    const auto start = std::chrono::steady_clock::now();
-    components_.model->module().eval();
-    const at::Tensor images = components_.model->decode(components_.sampler->sample(*components_.model, request));
-    write_image_grid(run_dir / "samples.png", images, classes, 10);
-    log << "samples: " << (run_dir / "samples.png").string() << " (" << request.count << " images, "
+  if (!components_.model || !components_.sampler) return;
+  std::int64_t classes = 10;
+  if (s.data) classes = std::min<std::int64_t>(10, s.data->num_classes());
+  sdk::SampleRequest request;
+  request.count = classes * 10;
+  request.labels = at::arange(classes, at::kLong).repeat_interleave(10);
+  request.seed = static_cast<std::uint64_t>(recipe_.run.get_int("seed"));
+  const auto start = std::chrono::steady_clock::now();
+  components_.model->module().eval();
+  const at::Tensor images = components_.model->decode(components_.sampler->sample(*components_.model, request));
+  write_image_grid(s.run_dir / "samples.png", images, classes, 10);
+  s.log << "samples: " << (s.run_dir / "samples.png").string() << " (" << request.count << " images, "
         << std::setprecision(3) << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
         << " s, " << recipe_.sampler->id << ")\n";
-  }
+}
 
+void RunOrchestrator::run_evals(Session& s) {
   // [[eval]]: sample the trained model and score the samples, as `privdiff sample` + `privdiff eval`.
   for (std::size_t e = 0; e < recipe_.evals.size(); ++e) {
     const sdk::Config& entry = recipe_.evals[e];
@@ -360,9 +493,9 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, cons
     sampling.balanced = entry.get_string("labels") == "balanced";
     sampling.batch_size = entry.get_int("batch_size");
     sampling.seed = static_cast<std::uint64_t>(entry.get_int("seed"));
-    log << "eval[" << e << "]: sampling " << sampling.count << " images\n";
-    const SampleSet set = generate_samples(*components_.model, *components_.sampler, sampling, log);
-    const fs::path images = write_sample_set(run_dir / "samples" / ("eval" + std::to_string(e)), set,
+    s.log << "eval[" << e << "]: sampling " << sampling.count << " images\n";
+    const SampleSet set = generate_samples(*components_.model, *components_.sampler, sampling, s.log);
+    const fs::path images = write_sample_set(s.run_dir / "samples" / ("eval" + std::to_string(e)), set,
                                              sampling.balanced, sampling.num_classes);
     EvalOptions options;
     options.classifiers.clear();
@@ -371,21 +504,34 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, cons
     options.seed = sampling.seed;
     options.real_dataset = recipe_.data.has("dataset") ? recipe_.data.get_string("dataset") : "";
     options.real_path = recipe_.data.has("path") ? recipe_.data.get_string("path") : "";
+    // held_out: the test split, disjoint from the training split (preflight refused a run that
+    // trains on it); training: the split the run trained on.
+    options.reference = entry.get_string("reference") == "training" ? recipe_.data.get_string("split") : "test";
     nlohmann::json result = evaluate_image_set(
-        LabelledImages{pixels_from_bytes(set.images), set.labels}, options, log);
+        LabelledImages{pixels_from_bytes(set.images), set.labels}, options, s.log);
+    if (entry.get_string("reference") == "training") {
+      result["caveats"] = nlohmann::json::array({"scored against the run's own training data (" +
+                                                 recipe_.data.get_string("split") + " split): " +
+                                                 train_reference_caveat()});
+      s.summary.ledger.add_caveat("eval-" + std::to_string(e) + ".json: " + result["caveats"][0].get<std::string>());
+    }
     result["samples"] = images.string();
     result["eval"] = e;
-    write_file_atomically(run_dir / ("eval-" + std::to_string(e) + ".json"), result.dump(2) + "\n");
-    write_file_atomically(run_dir / "eval.json", result.dump(2) + "\n");
-    metrics << nlohmann::json{{"eval", result}}.dump() << "\n" << std::flush;
+    write_file_atomically(s.run_dir / ("eval-" + std::to_string(e) + ".json"), result.dump(2) + "\n");
+    write_file_atomically(s.run_dir / "eval.json", result.dump(2) + "\n");
+    s.metrics << nlohmann::json{{"eval", result}}.dump() << "\n" << std::flush;
   }
+}
 
-  nlohmann::json report = {{"ledger", nlohmann::json::parse(sdk::to_json(summary.ledger))}};
+void RunOrchestrator::write_reports(Session& s) {
+  s.write_ledger();  // with the caveats the evaluations may have added
+  const auto& caveats = s.summary.ledger.caveats();
+  nlohmann::json report = {{"ledger", nlohmann::json::parse(sdk::to_json(s.summary.ledger))}, {"caveats", caveats}};
   nlohmann::json results = nlohmann::json::array();
   if (recipe_.privacy.has("delta")) {
     const double delta = recipe_.privacy.get_double("delta");
     report["delta"] = delta;
-    const sdk::PrivacyEvent spent = summary.ledger.total();
+    const sdk::PrivacyEvent spent = s.summary.ledger.total();
     for (const auto& id : recipe_.accountant_ids) {
       const auto& accountant = *components_.accountants.at(id);
       nlohmann::json entry = {{"accountant", id}};
@@ -395,13 +541,13 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, cons
         AccountantResult r{id, accountant.epsilon(spent, delta)};
         entry["epsilon"] = r.result.epsilon;
         for (const auto& [k, v] : r.result.details) entry[k] = v;
-        summary.privacy.push_back(r);
+        s.summary.privacy.push_back(r);
       }
       results.push_back(entry);
     }
     report["results"] = results;
   }
-  write_file_atomically(run_dir / "privacy.json", report.dump(2) + "\n");
+  write_file_atomically(s.run_dir / "privacy.json", report.dump(2) + "\n");
 
   // summary.json: what `privdiff compare` tabulates; and the same, short, on the log.
   nlohmann::json stages = nlohmann::json::array();
@@ -410,8 +556,8 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, cons
     const auto& m = *components_.mechanisms[i];
     nlohmann::json stage = {{"name", recipe_.stages[i].name}, {"mechanism", recipe_.stages[i].mechanism.id},
                             {"private", m.is_private()}};
-    if (data && m.is_private()) {
-      const auto kinds = sdk::gaussian_steps(m.planned_events(data->size()));
+    if (s.data && m.is_private()) {
+      const auto kinds = sdk::gaussian_steps(m.planned_events(s.data->size()));
       std::int64_t steps = 0;
       for (const auto& k : kinds) steps += k.count;
       stage["steps"] = steps;
@@ -429,33 +575,38 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, cons
   }
   nlohmann::json run_summary = {{"name", recipe_.run.get_string("name")},
                                 {"stages", stages},
-                                {"training_seconds", training_seconds},
-                                {"privacy", results}};
+                                {"training_seconds", s.training_seconds},
+                                {"privacy", results},
+                                {"caveats", caveats}};
+  if (!s.data_fingerprint.empty()) run_summary["data"] = s.data_fingerprint;
+  if (any_private(components_)) run_summary["calibration_accountant"] = recipe_.privacy.get_string("accountant");
+  if (!s.options.provenance.is_null()) run_summary["provenance"] = s.options.provenance;
   if (recipe_.privacy.has("epsilon")) run_summary["target_epsilon"] = recipe_.privacy.get_double("epsilon");
   if (recipe_.privacy.has("delta")) run_summary["delta"] = recipe_.privacy.get_double("delta");
   if (components_.model) {
-    run_summary["model"] = {{"type", recipe_.model->id}, {"parameters", total_params},
-                            {"trainable_parameters", trainable_params}};
+    run_summary["model"] = {{"type", recipe_.model->id}, {"parameters", s.total_params},
+                            {"trainable_parameters", s.trainable_params}};
   }
-  write_file_atomically(run_dir / "summary.json", run_summary.dump(2) + "\n");
+  write_file_atomically(s.run_dir / "summary.json", run_summary.dump(2) + "\n");
 
+  std::ostream& log = s.log;
   log << "\nsummary\n";
   if (components_.model) {
-    log << "  model       " << recipe_.model->id << ", " << total_params << " parameters (" << trainable_params
+    log << "  model       " << recipe_.model->id << ", " << s.total_params << " parameters (" << s.trainable_params
         << " trainable)\n";
   }
-  log << "  training    " << components_.mechanisms.size() << " stage(s), " << format_duration(training_seconds);
+  log << "  training    " << components_.mechanisms.size() << " stage(s), " << format_duration(s.training_seconds);
   if (total_steps > 0) log << ", " << total_steps << " private steps";
   log << "\n";
-  for (const auto& r : summary.privacy) {
+  for (const auto& r : s.summary.privacy) {
     log << "  privacy     epsilon " << format_epsilon(r.result.epsilon) << " (" << r.accountant << ") at delta "
         << recipe_.privacy.get_double("delta") << "\n";
   }
+  for (const auto& caveat : caveats) log << "  CAVEAT      " << caveat << "\n";
   if (components_.model && components_.sampler) {
-    log << "  samples     " << (run_dir / "samples.png").string() << " (10 per class, one class per row)\n";
+    log << "  samples     " << (s.run_dir / "samples.png").string() << " (10 per class, one class per row)\n";
   }
-  if (!components_.mechanisms.empty()) log << "  checkpoint  " << checkpoint_path.string() << "\n";
-  return summary;
+  if (!components_.mechanisms.empty()) log << "  checkpoint  " << s.checkpoint_path().string() << "\n";
 }
 
 }  // namespace privdiff::core

@@ -2,11 +2,13 @@
 // Runs a composed recipe: plans and checks the privacy budget, calibrates an "auto" noise
 // multiplier, runs the stages in order, and writes the run directory:
 //   recipe.toml    the resolved recipe (every default written out)
-//   metrics.jsonl  one line per logical step (loss, examples, epsilon so far, seconds)
-//   ledger.json    every privacy event spent (rewritten at checkpoints and stage ends; never reset)
+//   metrics.jsonl  one line per logical step (epsilon so far, seconds; loss and batch size for
+//                  non-private stages, and for private ones only with [run] private_diagnostics)
+//   ledger.json    every privacy event spent, and the caveats on the guarantee (written before each
+//                  checkpoint and at failures; never shrinks, also across failures and resumes)
 //   checkpoint.pt  model, mechanism state, generators and ledger (see run_checkpoint.hpp)
 //   samples.png    a class-by-row sample grid of the trained model
-//   privacy.json   epsilon under every accountant the recipe names
+//   privacy.json   epsilon under every accountant the recipe names, and the caveats
 //   summary.json   what ran: model size, stages (steps, sigma), wall time, privacy
 
 #include "recipe/recipe.hpp"
@@ -15,6 +17,8 @@
 #include <privdiff/config/config.hpp>
 #include <privdiff/data/dataset.hpp>
 #include <privdiff/privacy/ledger.hpp>
+
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <filesystem>
@@ -45,6 +49,8 @@ struct RunOptions {
   std::int64_t stop_after_steps = 0;
   /// Polled after every step; true = checkpoint and stop (e.g. on SIGINT).
   std::function<bool()> stop_requested;
+  /// What made the run (see run_provenance), recorded in summary.json; null = not recorded.
+  nlohmann::json provenance;
 };
 
 /// Thrown when a run stopped early on request, after writing its checkpoint.
@@ -57,16 +63,38 @@ class RunStopped : public std::runtime_error {
   std::int64_t steps_done_;
 };
 
+/// Thrown when a run is refused by its pre-flight checks (run directory, data, privacy plan), before
+/// anything was written: input the user can fix.
+class RunRefused : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class RunOrchestrator {
  public:
   RunOrchestrator(const Recipe& recipe, ComposedRun components, DatasetOpener open_dataset);
 
   /// Runs into `run_dir`, which must not exist or be empty (nothing already there is ever
-  /// overwritten) unless options.resume. Progress goes to `log`. Throws std::runtime_error with
-  /// context on failure, RunStopped when stopped on request.
+  /// overwritten) unless options.resume. Progress goes to `log`. Throws RunRefused when a pre-flight
+  /// check fails (nothing written), std::runtime_error with context on a later failure, RunStopped
+  /// when stopped on request.
   RunSummary run(const std::filesystem::path& run_dir, std::ostream& log, const RunOptions& options = {});
 
  private:
+  struct Session;  // one invocation's state: directory, ledger, metrics stream, timers, checkpoint
+
+  // The phases of run(), in order. preflight writes nothing, so a refused run leaves no directory.
+  void preflight(Session& s);
+  void open_run_directory(Session& s);
+  void run_stages(Session& s);
+  void run_stage(Session& s, std::size_t i);
+  void write_checkpoint(Session& s, std::int64_t stage, std::int64_t step, const sdk::StateWriter& state);
+  void sample_grid(Session& s);
+  void run_evals(Session& s);
+  void write_reports(Session& s);
+
+  void check_data_use(const sdk::Dataset& data) const;
+  void warn_about_short_ema(Session& s) const;
   sdk::PrivacyEvent plan_privacy(std::int64_t dataset_size, std::ostream& log);
   const sdk::Accountant& main_accountant() const;
 

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <fstream>
 #include <sstream>
 
 using namespace privdiff;
@@ -45,10 +46,10 @@ class RunOrchestratorTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  RunSummary run(const std::string& recipe_text) {
+  RunSummary run(const std::string& recipe_text, const RunOptions& options = {}) {
     recipe_ = validate_recipe(RecipeDocument::parse(recipe_text, "r.toml"), fixture_registry());
     RunOrchestrator orchestrator(recipe_, compose(recipe_, fixture_registry()), tiny_data());
-    return orchestrator.run(dir_, log_);
+    return orchestrator.run(dir_, log_, options);
   }
   std::string run_error(const std::string& recipe_text) {
     try {
@@ -142,8 +143,7 @@ TEST_F(RunOrchestratorTest, RefusesToStartOverTheTargetAndSaysByHowMuch) {
   const std::string error = run_error(private_stage + "noise_multiplier = 1.0\n");
   EXPECT_NE(error.find("privacy: the stages plan to spend epsilon"), std::string::npos) << error;
   EXPECT_NE(error.find("over the target 8 by"), std::string::npos) << error;
-  EXPECT_FALSE(fs::exists(dir_ / "privacy.json"));
-  EXPECT_TRUE(sdk::privacy_ledger_from_json(read_file(dir_ / "ledger.json")).entries().empty());
+  EXPECT_FALSE(fs::exists(dir_));  // refused before the run directory was made
 }
 
 TEST_F(RunOrchestratorTest, PrivateStagesNeedATarget) {
@@ -171,4 +171,90 @@ TEST_F(RunOrchestratorTest, NeverWritesIntoANonEmptyRunDirectory) {
   EXPECT_NE(error.find("already exists and is not empty"), std::string::npos) << error;
   EXPECT_EQ(read_file(dir_ / "precious.txt"), "keep me");
   EXPECT_FALSE(fs::exists(dir_ / "recipe.toml"));
+}
+
+// Defect 4 of the privacy audit: `public = true` on the one [data] section must not let a
+// non-private stage train on the records a private stage of the same run protects.
+TEST_F(RunOrchestratorTest, ANonPrivateStageIsRefusedOnDataAPrivateStageUses) {
+  const std::string error = run_error(private_stage + R"(noise_multiplier = 5.0
+[[stage]]
+name = "pretrain"
+mechanism = "fixture_mechanism"
+private = false
+batch_size = 10
+[data]
+public = true
+)");
+  EXPECT_EQ(error,
+            "stage[1] 'pretrain': mechanism 'fixture_mechanism' is not private, but stage[0] 'train' trains privately "
+            "on the same data (tiny): data a private stage protects cannot also be public; train the non-private "
+            "stage on other data, or make it private");
+  EXPECT_FALSE(fs::exists(dir_));
+}
+
+TEST_F(RunOrchestratorTest, ARunWithoutCaveatsSaysSoAndPrivateDiagnosticsAddOne) {
+  run(private_stage + "noise_multiplier = 5.0\n");
+  auto report = nlohmann::json::parse(read_file(dir_ / "privacy.json"));
+  ASSERT_TRUE(report.contains("caveats"));
+  EXPECT_TRUE(report["caveats"].empty());
+  EXPECT_TRUE(nlohmann::json::parse(read_file(dir_ / "summary.json"))["caveats"].empty());
+  // Private steps log neither their loss nor their realised batch size...
+  std::istringstream lines(read_file(dir_ / "metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    const auto j = nlohmann::json::parse(line);
+    EXPECT_FALSE(j.contains("examples") || j.contains("loss")) << line;
+  }
+  // ...unless asked to, and then the run says so wherever its privacy is reported.
+  fs::remove_all(dir_);
+  run(private_stage + "noise_multiplier = 5.0\n[run]\nprivate_diagnostics = true\n");
+  report = nlohmann::json::parse(read_file(dir_ / "privacy.json"));
+  ASSERT_EQ(report["caveats"].size(), 1u);
+  EXPECT_NE(report["caveats"][0].get<std::string>().find("private_diagnostics"), std::string::npos);
+  EXPECT_EQ(sdk::privacy_ledger_from_json(read_file(dir_ / "ledger.json")).caveats().size(), 1u);
+  EXPECT_NE(log_.str().find("CAVEAT"), std::string::npos);
+  const std::string metrics = read_file(dir_ / "metrics.jsonl");
+  const auto first = nlohmann::json::parse(metrics.substr(0, metrics.find('\n')));
+  EXPECT_EQ(first["examples"], 100);
+}
+
+// Defect 7: steps spent after the last checkpoint by a run that then failed stay in the ledger;
+// resuming from the checkpoint spends the redone steps again (never less than was spent).
+TEST_F(RunOrchestratorTest, TheLedgerNeverShrinksAcrossAFailureAndAResume) {
+  const std::string recipe = private_stage + "noise_multiplier = 5.0\n[run]\ncheckpoint_every = 5\n";
+  RunOptions crash;
+  int polls = 0;
+  crash.stop_requested = [&] {
+    if (++polls == 7) throw std::runtime_error("simulated crash after step 7");
+    return false;
+  };
+  EXPECT_THROW(run(recipe, crash), std::runtime_error);
+  EXPECT_EQ(sdk::privacy_ledger_from_json(read_file(dir_ / "ledger.json")).steps(), 7);  // checkpoint at 5
+  std::ofstream(dir_ / "checkpoint.pt.tmp.4242") << "torn";  // left by a kill mid-write
+  RunOptions resume;
+  resume.resume = true;
+  const auto summary = run(recipe, resume);
+  EXPECT_EQ(summary.ledger.steps(), 7 + 15);  // steps 6..20 redone on top of the 7 spent
+  EXPECT_EQ(sdk::privacy_ledger_from_json(read_file(dir_ / "ledger.json")).steps(), 22);
+  EXPECT_NE(log_.str().find("ledger.json records 2 step(s) beyond checkpoint.pt"), std::string::npos) << log_.str();
+  EXPECT_FALSE(fs::exists(dir_ / "checkpoint.pt.tmp.4242"));  // stale temporaries are removed on resume
+}
+
+// A run can be watched from its directory: metrics.jsonl and ledger.json are up to date within a
+// couple of seconds (here: the first step's), not only at checkpoints.
+TEST_F(RunOrchestratorTest, MetricsAndLedgerAreWrittenBetweenCheckpoints) {
+  RunOptions watch;
+  int polls = 0;
+  std::int64_t ledger_steps = -1;
+  std::size_t metric_lines = 0;
+  watch.stop_requested = [&] {
+    if (++polls == 3) {
+      ledger_steps = sdk::privacy_ledger_from_json(read_file(dir_ / "ledger.json")).steps();
+      std::istringstream lines(read_file(dir_ / "metrics.jsonl"));
+      for (std::string line; std::getline(lines, line);) ++metric_lines;
+    }
+    return false;
+  };
+  run(private_stage + "noise_multiplier = 5.0\n[run]\ncheckpoint_every = 0\n", watch);
+  EXPECT_GE(ledger_steps, 1);
+  EXPECT_GE(metric_lines, 1u);
 }

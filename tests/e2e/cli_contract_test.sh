@@ -75,8 +75,14 @@ contains "privacy     epsilon 0 (fixture_accountant) at delta"
 for f in recipe.toml ledger.json privacy.json; do
   checks=$((checks + 1)); [ -s "$tmp/run1/$f" ] || { echo "FAIL: run wrote no $f"; failures=$((failures + 1)); }
 done
-expect 1 "run into a used directory" -- "$privdiff" run "$tmp/recipes/r.toml" --out "$tmp/run1"
+expect 2 "run into a used directory" -- "$privdiff" run "$tmp/recipes/r.toml" --out "$tmp/run1"
 contains "already exists and is not empty"
+
+# Careless input gets plain messages.
+expect 2 "a missing --plugin-path" -- "$privdiff" --plugin-path "$tmp/nowhere" plugins list
+contains "--plugin-path $tmp/nowhere: no such directory"
+expect 2 "sample --count 0" -- "$privdiff" sample "$tmp/run1" --count 0
+contains "must be an integer >= 1, got 0"
 
 echo "$((checks - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -14,6 +14,7 @@ for k in 1 2; do
 [run]
 name = "tiny-k$k"
 seed = 5
+private_diagnostics = true  # the loss curve (computed without noise: a caveat on these runs)
 [privacy]
 epsilon = 8.0
 delta = 1e-5
@@ -44,17 +45,25 @@ done
   >/dev/null 2>&1 || fail "eval failed"
 out=$("$privdiff" compare "$tmp/k1" "$tmp/k2" --out "$tmp/report" --points 6 2>&1) || fail "compare: $out"
 echo "$out"
-grep -q "^| run | mechanism | K | ε (rdp) | ε (prv) | δ | σ | steps | trainable params | train time (s) | acc logreg" <<<"$out" \
+grep -q "^| run | mechanism | K | ε (rdp) | ε (prv) | calibrated by | δ | σ | steps | trainable params | train time (s) | acc logreg" <<<"$out" \
   || fail "markdown header"
-grep -Eq "^\| tiny-k1 \| dpdm \| 1 \| .* \| 20 \|$" <<<"$out" || fail "k1 row (evaluated by [[eval]])"
-grep -Eq "^\| tiny-k2 \| dpdm \| 2 \| .* \| 6 \| .* \| 20 \|$" <<<"$out" || fail "k2 row (6 steps, 20 eval samples)"
-python3 - "$tmp/report" <<'PY' || fail "report contents"
+# (one caveat each: private_diagnostics)
+grep -Eq "^\| tiny-k1 \| dpdm \| 1 \| .* \| rdp \| .* \| 20 \| 1 \|$" <<<"$out" || fail "k1 row (evaluated by [[eval]])"
+grep -Eq "^\| tiny-k2 \| dpdm \| 2 \| .* \| 6 \| .* \| 20 \| 1 \|$" <<<"$out" || fail "k2 row (6 steps, 20 eval samples)"
+python3 - "$tmp/report" "$tmp/k1" <<'PY' || fail "report contents"
 import csv, sys
 d = sys.argv[1]
+raw = open(f"{d}/compare.csv", "rb").read()
+assert all(b < 128 for b in raw), "compare.csv is not plain ASCII"
 rows = list(csv.DictReader(open(f"{d}/compare.csv")))
 assert [r["run"] for r in rows] == ["tiny-k1", "tiny-k2"], rows
-assert float(rows[0]["ε (rdp)"]) <= 8.0 + 1e-9 and float(rows[1]["ε (prv)"]) <= float(rows[1]["ε (rdp)"]), rows
-assert all(0 <= float(r["acc logreg"]) <= 1 and r["acc cnn"] == "" for r in rows), rows
+assert float(rows[0]["epsilon_rdp"]) <= 8.0 + 1e-9 and float(rows[1]["epsilon_prv"]) <= float(rows[1]["epsilon_rdp"]), rows
+assert all(0 <= float(r["accuracy_logreg"]) <= 1 and r["accuracy_cnn"] == "" for r in rows), rows
+assert all(r["calibration_accountant"] == "rdp" and r["caveats"] == "1" for r in rows), rows
+# Full precision: the CSV's epsilon is privacy.json's, digit for digit.
+import json
+want = [e["epsilon"] for e in json.load(open(f"{sys.argv[2]}/privacy.json"))["results"] if e["accountant"] == "rdp"][0]
+assert float(rows[0]["epsilon_rdp"]) == want, (rows[0]["epsilon_rdp"], want)
 html = open(f"{d}/report.html").read()
 for needle in ('<table id="comparison">', 'src="plots/epsilon.svg"', 'src="plots/loss.svg"', 'src="grids/0-tiny-k1.png"',
                'src="grids/1-tiny-k2.png"', "not Inception"):
@@ -71,6 +80,14 @@ grep -q '"eval"' "$tmp/k1/metrics.jsonl" || fail "[[eval]] result not in metrics
 printf '[[eval]]\nclassifiers = ["cnnn"]\n' >> "$tmp/k2.toml"
 out=$("$privdiff" validate "$tmp/k2.toml" 2>&1) && fail "validated an unknown classifier"
 grep -q "eval\[0\].classifiers: unknown classifier 'cnnn' (did you mean 'cnn'?)" <<<"$out" || fail "no classifier message: $out"
+# --out: an earlier report is replaced whole (nothing stale left); any other non-empty directory is refused.
+touch "$tmp/report/plots/stale.svg"
+out=$("$privdiff" compare "$tmp/k2" --out "$tmp/report" 2>&1) || fail "replacing a report: $out"
+grep -q "replacing the earlier report" <<<"$out" || fail "no replacing note: $out"
+[ ! -e "$tmp/report/plots/stale.svg" ] && [ ! -e "$tmp/report/grids/0-tiny-k1.png" ] || fail "stale report files left"
+out=$("$privdiff" compare "$tmp/k2" --out "$tmp/k1" 2>&1); code=$?
+[ $code -eq 2 ] || fail "compare into a run directory: exit $code: $out"
+grep -q "is not empty and holds no earlier report" <<<"$out" || fail "no --out refusal: $out"
 out=$("$privdiff" compare "$tmp/k1" "$tmp/nowhere" --out "$tmp/r2" 2>&1) && fail "compared a missing run"
 grep -q "nowhere: not a directory" <<<"$out" || fail "no missing-run message: $out"
 mkdir "$tmp/empty"

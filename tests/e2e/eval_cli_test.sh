@@ -40,6 +40,25 @@ type = "edm_heun"
 steps = 3
 TOML
 "$privdiff" run "$tmp/r.toml" --out "$tmp/run" >/dev/null 2>&1 || fail "tiny run failed"
+# [[eval]] in a run scores against held-out data by default; against the training data only when
+# asked, and then the run carries a caveat (privacy.json, the ledger, eval-0.json).
+printf '[[eval]]\nsamples = 20\nclassifiers = ["logreg"]\nepochs = 1\nreference = "training"\n' > "$tmp/eval.toml"
+cat "$tmp/r.toml" "$tmp/eval.toml" > "$tmp/r-eval.toml"
+"$privdiff" run "$tmp/r-eval.toml" --out "$tmp/run-eval" >/dev/null 2>&1 || fail "run with [[eval]] reference = training failed"
+python3 - "$tmp/run-eval" <<'PY' || fail "[[eval]] reference = training"
+import json, sys
+d = sys.argv[1]
+e = json.load(open(f"{d}/eval-0.json"))
+assert e["reference"] == "train" and len(e["caveats"]) == 1, e
+caveats = json.load(open(f"{d}/privacy.json"))["caveats"]
+assert any(c.startswith("eval-0.json: scored against the run's own training data") for c in caveats), caveats
+assert caveats == json.load(open(f"{d}/ledger.json"))["caveats"], caveats
+PY
+sed -e 's/reference = "training"/reference = "held_out"/' "$tmp/eval.toml" | cat "$tmp/r.toml" - > "$tmp/r-eval.toml"
+out=$("$privdiff" run "$tmp/r-eval.toml" --set data.split=test --out "$tmp/run-eval2" 2>&1) \
+  && fail "ran [[eval]] against held-out data that is the training split"
+grep -q 'eval\[0\].reference: "held_out" scores against the test split, but the run trains on it' <<<"$out" \
+  || fail "no held-out refusal: $out"
 out=$("$privdiff" sample "$tmp/run" --count 30 --batch-size 16 --sampler ddim --set sampler.steps=3 2>&1) || fail "sample: $out"
 grep -q "sampled 30/30" <<<"$out" || fail "no sampling progress: $out"
 for f in ddim-30-images-idx3-ubyte.gz ddim-30-labels-idx1-ubyte.gz ddim-30-grid.png; do
@@ -60,6 +79,8 @@ for k in ("frechet_distance", "frechet_floor", "precision", "recall", "counts", 
     assert k in r, k
 assert r["counts"]["samples"] == 30, r["counts"]
 assert "not Inception" in r["features"], r["features"]
+# The default reference is the test split, disjoint from training data: no caveat, train never read.
+assert r["reference"] == "test" and r["caveats"] == [] and "real_train" not in r["counts"], r
 e = json.load(open(f"{sys.argv[2]}/eval.json"))
 assert e["accuracy"] == r["accuracy"], e
 lines = [json.loads(l) for l in open(f"{sys.argv[2]}/metrics.jsonl")]
@@ -67,11 +88,14 @@ assert "eval" in lines[-1], lines[-1]
 PY
 
 # 2. Real test images scored as if synthetic, and uniform noise.
-json=$("$privdiff" eval "$real/t10k-images-idx3-ubyte.gz" --classifiers cnn --epochs 40 --json 2>"$tmp/log") \
+# (--reference train: features fitted to the training split, the floor is real test vs train.)
+json=$("$privdiff" eval "$real/t10k-images-idx3-ubyte.gz" --reference train --classifiers cnn --epochs 40 --json \
+       2>"$tmp/log") \
   || fail "eval of the real test set: $(cat "$tmp/log")"
 python3 - "$json" <<'PY' || fail "real test set as synthetic: $json"
 import json, sys
 r = json.loads(sys.argv[1])
+assert r["reference"] == "train" and any("non-private statistics" in c for c in r["caveats"]), r
 assert r["accuracy"]["cnn"] >= 0.85, r["accuracy"]
 # Same images as the floor's: the distance is the floor.
 assert abs(r["frechet_distance"] - r["frechet_floor"]) <= 1e-6 * max(1, r["frechet_floor"]), r
@@ -86,7 +110,8 @@ with gzip.open(f"{sys.argv[1]}/noise-images-idx3-ubyte.gz", "wb") as f:
 with gzip.open(f"{sys.argv[1]}/noise-labels-idx1-ubyte.gz", "wb") as f:
     f.write(struct.pack(">II", 0x801, n) + bytes(i % 10 for i in range(n)))
 PY
-noise=$("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --classifiers cnn --epochs 2 --json 2>"$tmp/log") \
+noise=$("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --reference train --classifiers cnn --epochs 2 --json \
+        2>"$tmp/log") \
   || fail "eval of noise: $(cat "$tmp/log")"
 python3 - "$json" "$noise" <<'PY' || fail "noise: $noise"
 import json, sys
@@ -97,7 +122,8 @@ assert noise["frechet_distance"] > 20 * max(real["frechet_floor"], 0.1), (noise[
 # into one spot inside the large k-NN balls of real outliers, the metric's known weakness.)
 assert noise["recall"] < 0.05, noise
 PY
-grep -q "(cached)" < <("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --classifiers logreg --epochs 1 2>&1) \
+grep -q "(cached)" < <("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --reference train --classifiers logreg \
+                       --epochs 1 2>&1) \
   || fail "the feature network was not cached"
 
 # 3. Corrupt and mislabelled files.

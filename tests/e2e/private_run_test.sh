@@ -10,6 +10,7 @@ fail() { echo "FAIL: $*"; echo "0 passed, 1 failed"; exit 1; }
 cat > "$tmp/r.toml" <<TOML
 [run]
 seed = 1
+private_diagnostics = true
 [privacy]
 epsilon = 5.0
 delta = 1e-5
@@ -29,6 +30,7 @@ noise_multiplicity = 2
 batch_size = 4
 steps = 3
 ema = 0.9
+secure_noise = false
 [sampler]
 type = "edm_heun"
 steps = 3
@@ -38,6 +40,7 @@ out=$("$privdiff" run "$tmp/r.toml" --out "$tmp/run" 2>&1) || fail "run failed: 
 echo "$out"
 grep -q "calibrated stage 'stage0' noise multiplier" <<<"$out" || fail "no calibration line"
 grep -q "step 3/3" <<<"$out" || fail "no progress line"
+grep -q "warning: stage 'stage0': ema 0.9 averages over ~10 steps but the stage has 3" <<<"$out" || fail "no EMA warning"
 grep -q "samples: .*samples.png (100 images" <<<"$out" || fail "no sample grid line"
 python3 - "$tmp/run/samples.png" <<'PY' || fail "samples.png is not a 298x298 PNG"
 import struct, sys
@@ -61,6 +64,34 @@ assert eps["prv"] <= eps["rdp"], eps
 lines = [json.loads(l) for l in open(f"{d}/metrics.jsonl")]
 assert [l["step"] for l in lines] == [1, 2, 3], lines
 PY
+# Reproducible noise is an opt-in with a caveat wherever the privacy is reported.
+python3 - "$tmp/run" <<'PY' || fail "caveats of a reproducible run"
+import json, sys
+d = sys.argv[1]
+caveats = json.load(open(f"{d}/privacy.json"))["caveats"]
+assert any("secure_noise = false" in c for c in caveats), caveats
+assert any("private_diagnostics" in c for c in caveats), caveats
+assert json.load(open(f"{d}/summary.json"))["caveats"] == caveats
+PY
+grep -q "CAVEAT.*seed stays secret" <<<"$out" || fail "no caveat in the end-of-run summary"
+acc=$("$privdiff" account "$tmp/run" --json 2>&1) || fail "account RUN: $acc"
+python3 -c "import json,sys; c=json.loads(sys.argv[1])['caveats']; assert any('seed stays secret' in x for x in c), c" "$acc" \
+  || fail "no caveat in account --json: $acc"
+"$privdiff" account "$tmp/run" | grep -q "CAVEAT: reproducible noise" || fail "no caveat in account's table"
+# The default: noise and batches from the OS CSPRNG — two runs of one recipe differ, no caveat,
+# and no per-step loss or batch size of private steps in metrics.jsonl.
+sed -e '/^secure_noise = false$/d' -e '/^private_diagnostics = true$/d' "$tmp/r.toml" > "$tmp/secure.toml"
+"$privdiff" run "$tmp/secure.toml" --out "$tmp/s1" >/dev/null 2>&1 || fail "secure run 1 failed"
+"$privdiff" run "$tmp/secure.toml" --out "$tmp/s2" >/dev/null 2>&1 || fail "secure run 2 failed"
+cmp -s "$tmp/s1/samples.png" "$tmp/s2/samples.png" && fail "two secure runs gave the same model"
+python3 - "$tmp/s1" <<'PY' || fail "secure run reports"
+import json, sys
+d = sys.argv[1]
+assert json.load(open(f"{d}/privacy.json"))["caveats"] == [], "caveat on a secure run"
+for l in open(f"{d}/metrics.jsonl"):
+    j = json.loads(l)
+    assert "examples" not in j and "loss" not in j, j
+PY
 # The same recipe and seed give the same run (initial weights, batches, noise, loss draws).
 out=$("$privdiff" run "$tmp/r.toml" --out "$tmp/again" 2>&1) || fail "second run failed: $out"
 python3 - "$tmp/run" "$tmp/again" <<'PY' || fail "the same seed gave a different run"
@@ -79,6 +110,7 @@ batch_size = 4
 steps = 3
 noise_multiplier = 8.0
 ema = 0.9
+secure_noise = false
 TOML
 sed -i 's/^seed = 1$/seed = 1\nthreads = 1\ncheckpoint_every = 2/' "$tmp/r.toml"
 "$privdiff" run "$tmp/r.toml" --out "$tmp/whole" >/dev/null 2>&1 || fail "two-stage run failed"
@@ -104,6 +136,17 @@ def lines(d):
 a, b = lines(sys.argv[1]), lines(sys.argv[2])
 assert len(a) == 6 and a == b, (a, b)
 PY
+# A run directory never under-reports: a kill between the checkpoint and ledger.json writes (left
+# here by emptying ledger.json) is repaired from the checkpoint's ledger, with a note.
+cp -r "$tmp/parts" "$tmp/torn"
+echo '{"format": "privdiff-ledger", "version": 1, "entries": []}' > "$tmp/torn/ledger.json"
+want=$("$privdiff" account "$tmp/parts" --json 2>/dev/null) || fail "account of the finished run"
+got=$("$privdiff" account "$tmp/torn" --json 2>"$tmp/note") || fail "account of the torn run: $(cat "$tmp/note")"
+python3 -c "import json,sys; a,b=(json.loads(x)['results'] for x in sys.argv[1:3]); assert a == b and a[0]['epsilon'] > 0, (a, b)" \
+  "$want" "$got" || fail "account under-reported a torn run: $got"
+grep -q "checkpoint.pt records 6 step(s) more than ledger.json" "$tmp/note" || fail "no torn-ledger note: $(cat "$tmp/note")"
+out=$("$privdiff" sample "$tmp/torn" --count 10 --out "$tmp/torn/s" 2>&1) || fail "sample of the torn run: $out"
+grep -q "note: checkpoint.pt records 6 step(s)" <<<"$out" || fail "sample did not note the torn ledger: $out"
 # A resumed run is the run that was started: an edited recipe, or no checkpoint, is refused.
 "$privdiff" run "$tmp/r.toml" --out "$tmp/edited" --stop-after-steps 1 >/dev/null 2>&1
 sed -i 's/^steps = 3$/steps = 4/' "$tmp/edited/recipe.toml"
@@ -120,7 +163,13 @@ out=$("$privdiff" run "$tmp/r.toml" --out "$tmp/whole" 2>&1) && fail "ran into a
 grep -q "privdiff run --resume $tmp/whole" <<<"$out" || fail "no resume suggestion: $out"
 
 # Over budget: refuses to start and says by how much; nothing is trained or spent.
-out=$("$privdiff" run "$tmp/r.toml" --set stage.0.noise_multiplier=0.5 --out "$tmp/run2" 2>&1) && fail "over-budget run started"
+out=$("$privdiff" run "$tmp/r.toml" --set stage.0.noise_multiplier=0.5 --out "$tmp/run2" 2>&1); code=$?
+[ $code -eq 2 ] || fail "over-budget run: exit code $code (want 2): $out"
 grep -q "over the target 5 by" <<<"$out" || fail "no over-budget message: $out"
-python3 -c "import json,sys; assert json.load(open('$tmp/run2/ledger.json'))['entries'] == []" || fail "ledger not empty"
+[ ! -e "$tmp/run2" ] || fail "a refused run left a run directory"
+# A batch larger than the dataset (20 examples) is refused with the numbers, not capped to q = 1.
+out=$("$privdiff" run "$tmp/r.toml" --set stage.0.batch_size=100 --out "$tmp/run3" 2>&1); code=$?
+[ $code -eq 2 ] || fail "batch > N: exit code $code (want 2): $out"
+grep -q "stage\[0\] 'stage0': batch_size 100 is larger than the dataset (20 examples)" <<<"$out" || fail "no batch message: $out"
+[ ! -e "$tmp/run3" ] || fail "a refused run left a run directory"
 echo "1 passed, 0 failed"

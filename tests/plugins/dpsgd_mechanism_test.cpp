@@ -4,6 +4,7 @@
 #include <privdiff/components/mechanism.hpp>
 #include <privdiff/components/model.hpp>
 #include <privdiff/data/dataset.hpp>
+#include <privdiff/engine/dp_sgd_mechanism.hpp>
 #include <privdiff/engine/gaussian_noise.hpp>
 #include <privdiff/engine/per_example_layers.hpp>
 #include <privdiff/engine/poisson_sampler.hpp>
@@ -69,11 +70,27 @@ std::unique_ptr<Mechanism> make(const std::string& id, std::map<std::string, Con
 std::map<std::string, ConfigValue> options(std::int64_t batch, std::int64_t steps, double sigma) {
   return {{"batch_size", ConfigValue{batch}}, {"steps", ConfigValue{steps}}, {"noise_multiplier", ConfigValue{sigma}},
           {"optimizer", ConfigValue{std::string("sgd")}}, {"momentum", ConfigValue{0.0}}, {"lr", ConfigValue{0.5}},
-          {"ema", ConfigValue{0.0}}, {"seed", ConfigValue{std::int64_t{3}}}};
+          {"ema", ConfigValue{0.0}}, {"seed", ConfigValue{std::int64_t{3}}}, {"secure_noise", ConfigValue{false}}};
 }
 
 std::vector<at::Tensor> snapshot(TinyModel& m) {
   return {m.lin_->weight.detach().clone(), m.lin_->bias.detach().clone()};
+}
+
+// Trains a TinyModel from fixed weights for one stage (at `stage_index`); returns its weights.
+std::vector<at::Tensor> train_from_fixed_weights(const Dataset& data, const std::map<std::string, ConfigValue>& opts,
+                                                 PrivacyLedger& ledger, std::int64_t stage_index = 0) {
+  TinyModel model;
+  {
+    torch::NoGradGuard g;
+    model.lin_->weight.fill_(0.01);
+    model.lin_->bias.fill_(0.0);
+  }
+  auto mech = make("dpsgd", opts);
+  StageContext ctx{model, data, ledger, 0, {}};
+  ctx.stage_index = stage_index;
+  mech->run(ctx);
+  return snapshot(model);
 }
 
 }  // namespace
@@ -98,9 +115,10 @@ TEST(DpSgdMechanism, AnEmptyBatchIsAPureNoiseUpdateAndOneLedgerEntry) {
   // -lr * noise / (q N) with the stage's own noise stream.
   const std::int64_t n = 5000;
   std::int64_t seed = 0;
-  while (engine::PoissonSampler(n, 1.0 / n, engine::derive_seed(seed, engine::SeedStream::sampling)).next().numel() != 0) {
-    ++seed;
-  }
+  auto stream = [&](engine::StreamPurpose purpose) {
+    return engine::RandomStream::reproducible(static_cast<std::uint64_t>(seed), 0, purpose);
+  };
+  while (engine::PoissonSampler(n, 1.0 / n, stream(engine::StreamPurpose::sampling)).next().numel() != 0) ++seed;
   TinyModel model;
   RandomImages data(n, false);
   PrivacyLedger ledger;
@@ -113,7 +131,7 @@ TEST(DpSgdMechanism, AnEmptyBatchIsAPureNoiseUpdateAndOneLedgerEntry) {
   mech->run(ctx);
   ASSERT_EQ(ledger.entries().size(), 1u);
   EXPECT_EQ(ledger.entries()[0], PrivacyEvent::poisson_sampled(1.0 / n, PrivacyEvent::gaussian(2.0)));
-  auto noise = engine::GaussianNoise::seeded(engine::derive_seed(seed, engine::SeedStream::noise));
+  engine::GaussianNoise noise(stream(engine::StreamPurpose::noise));
   const auto after = snapshot(model);
   for (std::size_t j = 0; j < after.size(); ++j) {
     const at::Tensor expected = before[j] - 0.5 * noise.sample(before[j], 2.0 * 0.5) / 1.0;  // q N = 1
@@ -124,20 +142,10 @@ TEST(DpSgdMechanism, AnEmptyBatchIsAPureNoiseUpdateAndOneLedgerEntry) {
 TEST(DpSgdMechanism, PhysicalChunksGiveTheSameTrainingAsWholeBatches) {
   RandomImages data(300, false);
   auto train = [&](std::int64_t physical) {
-    TinyModel model;
-    torch::NoGradGuard g;
-    model.lin_->weight.fill_(0.01);
-    model.lin_->bias.fill_(0.0);
     PrivacyLedger ledger;
     auto opts = options(40, 4, 1.0);
     opts["physical_batch_size"] = ConfigValue{physical};
-    auto mech = make("dpsgd", opts);
-    StageContext ctx{model, data, ledger, 0, {}};
-    {
-      at::AutoGradMode enable(true);
-      mech->run(ctx);
-    }
-    return snapshot(model);
+    return train_from_fixed_weights(data, opts, ledger);
   };
   const auto whole = train(0), chunked = train(7);
   for (std::size_t j = 0; j < whole.size(); ++j) EXPECT_TRUE(at::allclose(whole[j], chunked[j], 1e-10, 1e-12));
@@ -148,6 +156,7 @@ TEST(DpSgdMechanism, NonPrivateRefusesPrivateDataAndSpendsNothingOnPublicData) {
   PrivacyLedger ledger;
   auto opts = options(20, 3, 1.0);
   opts.erase("noise_multiplier");
+  opts.erase("secure_noise");
   auto mech = make("nonprivate", opts);
   EXPECT_FALSE(mech->is_private());
   RandomImages private_data(100, false), public_data(100, true);
@@ -165,23 +174,49 @@ TEST(DpSgdMechanism, NonPrivateRefusesPrivateDataAndSpendsNothingOnPublicData) {
   EXPECT_FALSE(at::equal(snapshot(model)[0], before[0]));
 }
 
-TEST(DpSgdMechanism, SecureNoiseRefusesASeed) {
+// Defect 1 of the privacy audit: by default a private stage's noise and batches come from the OS
+// CSPRNG — two runs of one configuration differ and the ledger has no caveat; a seed is refused
+// unless reproducible noise is opted into, which puts a caveat in the ledger.
+TEST(DpSgdMechanism, NoiseIsSecretByDefaultAndASeedNeedsTheReproducibleOptIn) {
   auto opts = options(20, 2, 1.0);
-  opts["secure_noise"] = ConfigValue{true};
+  opts.erase("secure_noise");  // the default
   try {
     make("dpsgd", opts);
     FAIL();
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("refuses a seed"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("set secure_noise = false"), std::string::npos) << e.what();
   }
   opts.erase("seed");
-  auto mech = make("dpsgd", opts);
-  TinyModel model;
   RandomImages data(100, false);
-  PrivacyLedger ledger;
-  StageContext ctx{model, data, ledger, 0, {}};
-  mech->run(ctx);
-  EXPECT_EQ(ledger.entries()[0].count(), 2);
+  auto train = [&](const std::map<std::string, ConfigValue>& o, PrivacyLedger& ledger) {
+    return train_from_fixed_weights(data, o, ledger);
+  };
+  PrivacyLedger l1, l2, l3, l4;
+  const auto a = train(opts, l1), b = train(opts, l2);
+  EXPECT_FALSE(at::equal(a[0], b[0]));  // same seed (the run's), different noise
+  EXPECT_EQ(l1.entries()[0].count(), 2);
+  EXPECT_TRUE(l1.caveats().empty());
+  auto reproducible = options(20, 2, 1.0);  // secure_noise = false, seed 3
+  const auto c = train(reproducible, l3), d = train(reproducible, l4);
+  EXPECT_TRUE(at::equal(c[0], d[0]));
+  ASSERT_EQ(l3.caveats().size(), 1u);
+  EXPECT_EQ(l3.caveats()[0], engine::reproducible_noise_caveat());
+  // Non-private stages have nothing to keep secret: a seed is fine without the opt-in.
+  auto pretrain = options(20, 2, 1.0);
+  pretrain.erase("noise_multiplier");
+  pretrain.erase("secure_noise");
+  EXPECT_NO_THROW(make("nonprivate", pretrain));
+}
+
+// Defect 8: two stages given the same explicit seed must not reuse one noise stream.
+TEST(DpSgdMechanism, StagesWithTheSameSeedDrawDifferentNoise) {
+  RandomImages data(100, false);
+  auto train = [&](std::int64_t stage) {
+    PrivacyLedger ledger;
+    return train_from_fixed_weights(data, options(20, 2, 1.0), ledger, stage);
+  };
+  EXPECT_TRUE(at::equal(train(0)[0], train(0)[0]));
+  EXPECT_FALSE(at::equal(train(0)[0], train(1)[0]));
 }
 
 TEST(DpSgdMechanism, AutoNoiseMustBeCalibratedBeforeTraining) {
@@ -202,4 +237,17 @@ TEST(DpSgdMechanism, AutoNoiseMustBeCalibratedBeforeTraining) {
   auto both = options(30, 1, 1.0);
   both["epochs"] = ConfigValue{2.0};
   EXPECT_THROW(make("dpsgd", both), std::runtime_error);
+}
+
+// A batch larger than the dataset is refused with the numbers, not capped to q = 1.
+TEST(DpSgdMechanism, RefusesABatchLargerThanTheDataset) {
+  auto mech = make("dpsgd", options(120, 2, 1.0));
+  try {
+    mech->planned_events(100);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "batch_size 120 is larger than the dataset (100 examples): the sampling rate "
+                                     "q = batch_size / N must be at most 1; use batch_size <= 100");
+  }
+  EXPECT_NO_THROW(mech->planned_events(120));  // q = 1 exactly is fine
 }

@@ -19,9 +19,15 @@
 #include <cmath>
 #include <memory>
 #include <stdexcept>
-#include <sys/random.h>
 
 namespace privdiff::sdk::engine {
+
+const std::string& reproducible_noise_caveat() {
+  static const std::string text =
+      "reproducible noise (secure_noise = false): the noise and the batches are a function of the seed in "
+      "recipe.toml; the guarantee holds only while that seed stays secret";
+  return text;
+}
 
 Schema dp_sgd_schema(bool is_private, bool with_noise_multiplicity) {
   Schema s;
@@ -34,8 +40,10 @@ Schema dp_sgd_schema(bool is_private, bool with_noise_multiplicity) {
                  .doc("noise std / C; \"auto\" = the smallest that meets [privacy] epsilon"))
         .add(Key::string("clipping").one_of({"flat", "per_layer"}).defaults("flat")
                  .doc("flat: whole gradient norm <= C; per_layer: each tensor <= C / sqrt(#tensors)"))
-        .add(Key::boolean("secure_noise").defaults(false)
-                 .doc("draw noise and batches from the OS CSPRNG (refuses a seed; not reproducible)"));
+        .add(Key::boolean("secure_noise").defaults(true)
+                 .doc("true: noise and batches from a ChaCha20 stream keyed by the OS CSPRNG; false: keyed by the "
+                      "seed (reproducible, and the privacy reports carry a caveat: the guarantee holds only while "
+                      "the seed stays secret)"));
   }
   if (with_noise_multiplicity) {
     s.add(Key::integer("noise_multiplicity").at_least(1).defaults(32)
@@ -49,7 +57,9 @@ Schema dp_sgd_schema(bool is_private, bool with_noise_multiplicity) {
       .add(Key::number("weight_decay").at_least(0).defaults(0.0).doc("L2 weight decay"))
       .add(Key::number("ema").at_least(0).less_than(1).defaults(0.999)
                .doc("EMA rate of the weights (0 = off); the model ends the stage with the EMA weights"))
-      .add(Key::integer("seed").at_least(0).optional().doc("seed of this stage's randomness; default: from [run] seed"));
+      .add(Key::integer("seed").at_least(0).optional()
+               .doc("seed of this stage's randomness; default: from [run] seed. Seeds the noise and batches only "
+                    "with secure_noise = false"));
   return s;
 }
 
@@ -67,6 +77,8 @@ DpSgdOptions dp_sgd_options(const Config& c, bool is_private) {
     if (!c.is_keyword("noise_multiplier", "auto")) o.noise_multiplier = c.get_double("noise_multiplier");
     o.clipping = clip_mode_from_string(c.get_string("clipping"));
     o.secure_noise = c.get_bool("secure_noise");
+  } else {
+    o.secure_noise = false;  // public data: nothing to keep secret, batches follow the seed
   }
   if (c.has("noise_multiplicity")) o.noise_multiplicity = c.get_int("noise_multiplicity");
   o.physical_batch_size = c.get_int("physical_batch_size");
@@ -77,7 +89,9 @@ DpSgdOptions dp_sgd_options(const Config& c, bool is_private) {
   o.ema = c.get_double("ema");
   if (c.has("seed")) {
     if (o.secure_noise) {
-      throw std::invalid_argument(c.path() + ".seed: secure_noise = true draws from the OS CSPRNG and refuses a seed");
+      throw std::invalid_argument(c.path() + ".seed: a stage seed would make the noise reproducible, but "
+                                  "secure_noise = true draws it from the OS CSPRNG; set secure_noise = false to opt "
+                                  "into reproducible noise (the privacy reports then carry a caveat)");
     }
     o.seed = static_cast<std::uint64_t>(c.get_int("seed"));
   }
@@ -88,7 +102,7 @@ DpSgdMechanism::DpSgdMechanism(DpSgdOptions options) : options_(std::move(option
   if (options_.epochs.has_value() == options_.steps.has_value()) {
     throw std::invalid_argument("give exactly one of epochs or steps");
   }
-  if (options_.secure_noise && options_.seed) throw std::invalid_argument("secure_noise refuses a seed");
+  if (options_.secure_noise && options_.seed) throw std::invalid_argument("secure_noise = true refuses a seed");
   if (options_.batch_size < 1 || options_.noise_multiplicity < 1) throw std::invalid_argument("bad batch size or K");
 }
 
@@ -105,7 +119,17 @@ double sampling_rate(std::int64_t batch_size, std::int64_t n) {
 }
 }  // namespace
 
+void DpSgdMechanism::check_dataset_size(std::int64_t n) const {
+  if (n < 1) throw std::invalid_argument("the dataset is empty");
+  if (options_.batch_size > n) {
+    throw std::invalid_argument("batch_size " + std::to_string(options_.batch_size) + " is larger than the dataset (" +
+                                std::to_string(n) + " examples): the sampling rate q = batch_size / N must be at "
+                                "most 1; use batch_size <= " + std::to_string(n));
+  }
+}
+
 PrivacyEvent DpSgdMechanism::planned_events_with(double sigma, std::int64_t n) const {
+  check_dataset_size(n);
   if (!options_.is_private) return PrivacyEvent::no_op();
   return PrivacyEvent::self_composed(
       PrivacyEvent::poisson_sampled(sampling_rate(options_.batch_size, n), PrivacyEvent::gaussian(sigma)), steps_for(n));
@@ -132,21 +156,28 @@ void DpSgdMechanism::run(StageContext& context) {
   if (options_.is_private && !options_.noise_multiplier) {
     throw std::logic_error("noise_multiplier is \"auto\" and has not been calibrated");
   }
+  check_dataset_size(n);
   const double q = sampling_rate(options_.batch_size, n);
   const std::int64_t total_steps = steps_for(n);
   const std::int64_t k = options_.noise_multiplicity;
-  std::uint64_t seed = options_.seed.value_or(context.seed);
-  if (options_.secure_noise) {
-    // Fresh OS randomness, also on resume: the batches already drawn must stay secret (subsampling
-    // amplification assumes it), so a checkpoint never holds the sampling generator's state.
-    if (::getrandom(&seed, sizeof seed, 0) != static_cast<ssize_t>(sizeof seed)) {
-      throw std::runtime_error("secure_noise: getrandom failed");
-    }
-  }
-  PoissonSampler sampler(n, q, derive_seed(seed, SeedStream::sampling));
-  GaussianNoise noise = options_.secure_noise ? GaussianNoise::secure()
-                                              : GaussianNoise::seeded(derive_seed(seed, SeedStream::noise));
-  at::Generator loss_generator = at::make_generator<at::CPUGeneratorImpl>(derive_seed(seed, SeedStream::loss));
+  const std::uint64_t seed = options_.seed.value_or(context.seed);
+  const auto stage = static_cast<std::uint64_t>(context.stage_index);
+  // Batches and noise: secret streams by default (fresh OS randomness, also on resume: the batches
+  // already drawn must stay secret for subsampling amplification, so a checkpoint never holds
+  // them); reproducible streams keyed by (seed, stage) only when opted into.
+  const bool secret = options_.is_private && options_.secure_noise;
+  auto stream = [&](StreamPurpose purpose) {
+    return secret ? RandomStream::secret(purpose) : RandomStream::reproducible(seed, stage, purpose);
+  };
+  PoissonSampler sampler(n, q, stream(StreamPurpose::sampling));
+  GaussianNoise noise(stream(StreamPurpose::noise));
+  if (options_.is_private && !secret) context.ledger.add_caveat(reproducible_noise_caveat());
+  // The loss's own randomness (diffusion noise levels) is not part of the privacy argument (the
+  // guarantee holds for every fixed value of it), but its position counts the rows drawn so far,
+  // i.e. the realised batch sizes: in secret mode it is freshly seeded and never saved either.
+  std::uint64_t loss_seed = derive_seed(seed + stage * 0x9E3779B97F4A7C15ULL, SeedStream::loss);
+  if (secret) os_random_bytes(&loss_seed, sizeof loss_seed);
+  at::Generator loss_generator = at::make_generator<at::CPUGeneratorImpl>(loss_seed);
 
   Model& model = context.model;
   torch::nn::Module& module = model.module();
@@ -175,7 +206,7 @@ void DpSgdMechanism::run(StageContext& context) {
       state.read("ema." + std::to_string(j), saved);
       ema[j].copy_(saved);
     }
-    if (!options_.secure_noise) {
+    if (!secret) {
       at::Tensor sampler_state, noise_state, loss_state;
       state.read("sampler_state", sampler_state);
       state.read("noise_state", noise_state);
@@ -191,7 +222,7 @@ void DpSgdMechanism::run(StageContext& context) {
     optimizer->save(optimizer_state);
     state.write("optimizer", optimizer_state);
     for (std::size_t j = 0; j < ema.size(); ++j) state.write("ema." + std::to_string(j), ema[j]);
-    if (!options_.secure_noise) {
+    if (!secret) {  // secret streams never reach the disk
       state.write("sampler_state", sampler.state());
       state.write("noise_state", noise.state());
       state.write("loss_state", loss_generator.get_state());

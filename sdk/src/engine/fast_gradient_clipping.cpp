@@ -19,6 +19,10 @@ ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, s
   for (std::size_t j = 0; j < params.size(); ++j) index[params[j].unsafeGetTensorImpl()] = static_cast<std::int64_t>(j);
 
   const BackwardToOutputs backward = backward_to_layer_outputs(loss, n, group);
+  // The layers' saved inputs are attached to this chunk's graph: without this guard the norms, clip
+  // factors and clipped sums would be too, and a logical step summing its chunks would keep every
+  // chunk's activations alive (memory growing with the logical batch, not the physical one).
+  at::NoGradGuard no_grad;
   const auto& calls_made = backward.calls;
   const auto& output_grads = backward.output_grads;
 
@@ -28,15 +32,23 @@ ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, s
     if (output_grads[c].defined()) calls_of[calls_made[c].layer].push_back(c);
   }
 
-  // 1. Per-example squared norms, one layer and one slice of examples at a time: slices keep the
+  // Layers per parameter: a parameter shared by several layers (tied weights) has the *sum* of
+  // their contributions as its per-example gradient, and its norm is the norm of that sum.
+  std::map<std::int64_t, int> owners;
+  for (const auto& [layer, calls] : calls_of) {
+    for (const auto& p : layer->trainable_parameters()) ++owners[index.at(p.unsafeGetTensorImpl())];
+  }
+
+  // 1. Per-example squared norms, one slice of examples at a time, layer by layer: slices keep the
   //    working set (patches, per-example gradients) cache-sized, which matters more on CPUs than
-  //    the size of the matrix products.
+  //    the size of the matrix products. Only a shared parameter's slice is held across layers.
   constexpr std::int64_t slice = 16;
   at::Tensor squared = at::zeros({n, static_cast<std::int64_t>(params.size())}, at::kDouble);
-  for (const auto& [layer, calls] : calls_of) {
-    const auto layer_params = layer->trainable_parameters();
-    for (std::int64_t start = 0; start < n; start += slice) {
-      const std::int64_t len = std::min(slice, n - start);
+  for (std::int64_t start = 0; start < n; start += slice) {
+    const std::int64_t len = std::min(slice, n - start);
+    std::map<std::int64_t, at::Tensor> shared;  // parameter index -> summed per-example slice
+    for (const auto& [layer, calls] : calls_of) {
+      const auto layer_params = layer->trainable_parameters();
       std::vector<at::Tensor> per_example;
       for (std::size_t c : calls) {
         const CapturedCall& call = calls_made[c];
@@ -47,9 +59,19 @@ ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, s
         else for (std::size_t j = 0; j < contribution.size(); ++j) per_example[j].add_(contribution[j]);
       }
       for (std::size_t j = 0; j < layer_params.size(); ++j) {
+        const std::int64_t p = index.at(layer_params[j].unsafeGetTensorImpl());
+        if (owners.at(p) > 1) {
+          auto [it, first] = shared.emplace(p, per_example[j]);
+          if (!first) it->second = it->second + per_example[j];
+          continue;
+        }
         const at::Tensor norms = at::linalg_vector_norm(per_example[j].reshape({len, -1}), 2, {1}).to(at::kDouble);
-        squared.select(1, index.at(layer_params[j].unsafeGetTensorImpl())).narrow(0, start, len).add_(norms.pow(2));
+        squared.select(1, p).narrow(0, start, len).add_(norms.pow(2));
       }
+    }
+    for (const auto& [p, g] : shared) {
+      const at::Tensor norms = at::linalg_vector_norm(g.reshape({len, -1}), 2, {1}).to(at::kDouble);
+      squared.select(1, p).narrow(0, start, len).add_(norms.pow(2));
     }
   }
 

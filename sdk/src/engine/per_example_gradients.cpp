@@ -7,6 +7,7 @@
 #include <atomic>
 #include <iostream>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 namespace privdiff::sdk::engine {
@@ -36,8 +37,9 @@ std::vector<at::Tensor> zero_grads(const std::vector<at::Tensor>& params, std::i
 
 std::vector<at::Tensor> trainable_parameters(torch::nn::Module& model) {
   std::vector<at::Tensor> out;
+  std::set<const void*> seen;  // a tensor registered in two modules (tied weights) is one parameter
   for (const auto& p : model.parameters()) {
-    if (p.requires_grad()) out.push_back(p);
+    if (p.requires_grad() && seen.insert(p.unsafeGetTensorImpl()).second) out.push_back(p);
   }
   return out;
 }
@@ -116,6 +118,7 @@ PerExampleGradients per_example_gradients(torch::nn::Module& model, const RowLos
   out.grads.resize(out.params.size());
 
   const BackwardToOutputs backward = backward_to_layer_outputs(loss, n, group);
+  at::NoGradGuard no_grad;  // per-example gradients are values, not part of the chunk's graph
   std::map<const void*, std::size_t> index;
   for (std::size_t j = 0; j < out.params.size(); ++j) index[out.params[j].unsafeGetTensorImpl()] = j;
   for (std::size_t c = 0; c < backward.calls.size(); ++c) {

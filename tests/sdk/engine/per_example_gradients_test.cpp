@@ -263,3 +263,52 @@ TEST(FastGradientClipping, EqualsClippingTheOraclesPerExampleGradients) {
     }
   }
 }
+
+// A weight shared by two layers (tied weights, as LoRA, LDMs and plugin authors create): its
+// per-example gradient is the sum of both uses, and clipping must bound the norm of that sum —
+// not the root of the summed squared norms of each use (which under-clips).
+TEST(FastGradientClipping, TiedWeightsAreClippedOnTheSumOfTheirUses) {
+  for (auto mode : {ClipMode::flat, ClipMode::per_layer}) {
+    Net net;
+    auto first = net.register_module("first", std::make_shared<Linear>(5, 5, true));
+    auto second = std::make_shared<Linear>(5, 5, false);  // not registered: it only borrows the weight
+    second->weight = first->weight;
+    net.body = [first, second](const at::Tensor& x) { return second->forward(at::tanh(first->forward(x))); };
+    net.to(at::kDouble);  // (in place: both layers still hold the one weight)
+    const at::Tensor x = randn({6, 5});
+    const RowLoss loss = make_loss(net, x, 1);
+    const double c = 0.05;
+    const auto fast = clipped_gradient_sum(net, loss, 6, 1, c, mode);
+    const auto oracle = micro_batch_per_example_gradients(net, loss, 6, 1);
+    const auto reference = clip_and_sum(oracle, c, mode);
+    ASSERT_EQ(fast.sums.size(), 2u);  // the shared weight is one parameter
+    EXPECT_TRUE(at::allclose(fast.norms, reference.norms, 1e-9, 0));
+    EXPECT_LT(reference.factors.max().item<double>(), 1.0);  // every example was clipped
+    for (std::size_t j = 0; j < fast.sums.size(); ++j) {
+      const double scale = reference.sums[j].abs().max().item<double>() + 1e-30;
+      EXPECT_LT((fast.sums[j] - reference.sums[j]).abs().max().item<double>() / scale, 1e-6) << j;
+    }
+    // Every clipped per-example gradient (oracle gradients times fast's factors) has norm <= C.
+    at::Tensor squared = at::zeros({6}, at::kDouble);
+    for (std::size_t j = 0; j < oracle.grads.size(); ++j) {
+      const at::Tensor factor = mode == ClipMode::flat ? fast.factors : fast.factors.select(1, static_cast<std::int64_t>(j));
+      squared += (oracle.grads[j].reshape({6, -1}) * factor.unsqueeze(1)).pow(2).sum(1);
+    }
+    EXPECT_LE(squared.sqrt().max().item<double>(), c * (1 + 1e-9));
+  }
+}
+
+// The results are values, detached from the chunk's autograd graph: a logical step adds up many
+// chunks, and graph-attached sums would keep every chunk's activations alive (memory growing
+// with the logical batch instead of the physical one).
+TEST(FastGradientClipping, ResultsAreDetachedFromTheChunksGraph) {
+  TinyUnet net;
+  net.to(at::kDouble);
+  const at::Tensor x = randn({3, 1, 8, 8});
+  const RowLoss loss = make_loss(net, x, 1);
+  const auto fast = clipped_gradient_sum(net, loss, 3, 1, 0.05, ClipMode::flat);
+  EXPECT_FALSE(fast.norms.requires_grad());
+  EXPECT_FALSE(fast.factors.requires_grad());
+  for (const auto& s : fast.sums) EXPECT_FALSE(s.requires_grad());
+  for (const auto& g : per_example_gradients(net, loss, 3, 1).grads) EXPECT_FALSE(g.requires_grad());
+}

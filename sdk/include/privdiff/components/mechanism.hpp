@@ -48,6 +48,9 @@ struct StageContext {
   /// continues with step resume_step + 1, so that the result equals an uninterrupted run.
   torch::serialize::InputArchive* resume = nullptr;
   std::int64_t resume_step = 0;
+  /// The stage's position in the recipe: reproducible random streams are keyed by (seed, stage),
+  /// so two stages never share a noise stream, even when given the same seed.
+  std::int64_t stage_index = 0;
 };
 
 class PRIVDIFF_SDK_API Mechanism : public Component {

@@ -8,6 +8,10 @@
 /// clipped and summed; once per logical step, Gaussian noise of std sigma * C and division by the
 /// expected batch size q N; the optimizer step; the EMA update; one PoissonSampled(q, Gaussian(sigma))
 /// entry in the ledger. Non-private mode trains on the plain mean loss and records nothing.
+///
+/// Batches and noise come from RandomStreams keyed by the OS CSPRNG (secure_noise = true, the
+/// default), or by (seed, stage index) when reproducibility is opted into — then the ledger gets
+/// reproducible_noise_caveat().
 
 #include <privdiff/components/mechanism.hpp>
 #include <privdiff/config/config.hpp>
@@ -33,10 +37,13 @@ struct DpSgdOptions {
   std::string optimizer = "adam";          ///< "adam" or "sgd"
   double lr = 3e-4, momentum = 0.9, weight_decay = 0.0;
   double ema = 0.999;                      ///< EMA rate of the weights; 0 disables. The model ends with the EMA weights.
-  bool secure_noise = false;               ///< OS CSPRNG for noise and sampling; no seed allowed
+  bool secure_noise = true;                ///< noise and sampling keyed by the OS CSPRNG; false: by the seed
   std::optional<std::uint64_t> seed;       ///< default: the run's seed (per stage)
   std::int64_t noise_multiplicity = 1;     ///< K
 };
+
+/// The caveat a private stage with secure_noise = false adds to the ledger.
+PRIVDIFF_SDK_API const std::string& reproducible_noise_caveat();
 
 /// The recipe keys of a DP-SGD-style mechanism; `with_noise_multiplicity` adds K (dpdm).
 PRIVDIFF_SDK_API Schema dp_sgd_schema(bool is_private, bool with_noise_multiplicity);
@@ -61,6 +68,8 @@ class PRIVDIFF_SDK_API DpSgdMechanism : public Mechanism {
   std::int64_t steps_for(std::int64_t dataset_size) const;
 
  private:
+  /// Throws std::invalid_argument for an empty dataset or a batch_size larger than it (q > 1).
+  void check_dataset_size(std::int64_t dataset_size) const;
   DpSgdOptions options_;
 };
 

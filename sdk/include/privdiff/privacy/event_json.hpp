@@ -7,7 +7,7 @@
 ///   {"type": "self_composed", "count": 1000, "event": {...}}
 ///   {"type": "composed", "events": [{...}, ...]}
 ///   {"type": "no_op"}
-/// A ledger is {"format": "privdiff-ledger", "version": 1, "entries": [event, ...]}.
+/// A ledger is {"format": "privdiff-ledger", "version": 1, "entries": [event, ...], "caveats": [text, ...]}.
 
 #include <privdiff/privacy/event.hpp>
 #include <privdiff/privacy/ledger.hpp>

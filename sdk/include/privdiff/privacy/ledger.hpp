@@ -2,11 +2,16 @@
 /// @file
 /// The privacy ledger of a run: every event actually spent, in order, run-length compressed
 /// (a thousand identical steps are one SelfComposed(step, 1000) entry). It is never reset.
+///
+/// Caveats are conditions outside the accounting under which the events' guarantee holds (e.g.
+/// "noise from a published seed: holds only while the seed stays secret"); none means the
+/// guarantee is unconditional. They travel with the ledger into every report.
 
 #include <privdiff/privacy/event.hpp>
 #include <privdiff/sdk_api.hpp>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace privdiff::sdk {
@@ -20,9 +25,17 @@ class PRIVDIFF_SDK_API PrivacyLedger {
   const std::vector<PrivacyEvent>& entries() const { return entries_; }
   /// Everything spent as one event (no_op when empty).
   PrivacyEvent total() const;
+  /// Entries recorded, a SelfComposed run counting its repetitions (logical steps, for DP-SGD). Of
+  /// two ledgers of one run, the one with more steps holds everything the other does.
+  std::int64_t steps() const;
+
+  /// Adds a caveat (once: an equal caveat already present is not repeated).
+  void add_caveat(const std::string& caveat);
+  const std::vector<std::string>& caveats() const { return caveats_; }
 
  private:
   std::vector<PrivacyEvent> entries_;
+  std::vector<std::string> caveats_;
 };
 
 }  // namespace privdiff::sdk

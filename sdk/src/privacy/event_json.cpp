@@ -89,7 +89,8 @@ PrivacyEvent privacy_event_from_json(const std::string& text) { return event_fro
 std::string to_json(const PrivacyLedger& ledger) {
   json entries = json::array();
   for (const auto& e : ledger.entries()) entries.push_back(event_to_json(e));
-  return json{{"format", "privdiff-ledger"}, {"version", 1}, {"entries", entries}}.dump(2) + "\n";
+  return json{{"format", "privdiff-ledger"}, {"version", 1}, {"entries", entries}, {"caveats", ledger.caveats()}}.dump(2) +
+         "\n";
 }
 
 PrivacyLedger privacy_ledger_from_json(const std::string& text) {
@@ -108,6 +109,14 @@ PrivacyLedger privacy_ledger_from_json(const std::string& text) {
       ledger.record(e.inner(), e.count());
     } else {
       ledger.record(e);
+    }
+  }
+  if (doc.contains("caveats")) {  // absent in ledgers written before caveats existed
+    const json& caveats = doc["caveats"];
+    if (!caveats.is_array()) throw std::invalid_argument("$.caveats: expected an array of strings");
+    for (std::size_t i = 0; i < caveats.size(); ++i) {
+      if (!caveats[i].is_string()) throw std::invalid_argument("$.caveats[" + std::to_string(i) + "]: expected a string");
+      ledger.add_caveat(caveats[i].get<std::string>());
     }
   }
   return ledger;

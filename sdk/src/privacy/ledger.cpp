@@ -1,5 +1,6 @@
 #include <privdiff/privacy/ledger.hpp>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace privdiff::sdk {
@@ -24,6 +25,16 @@ PrivacyEvent PrivacyLedger::total() const {
   if (entries_.empty()) return PrivacyEvent::no_op();
   if (entries_.size() == 1) return entries_.front();
   return PrivacyEvent::composed(entries_);
+}
+
+std::int64_t PrivacyLedger::steps() const {
+  std::int64_t n = 0;
+  for (const auto& e : entries_) n += e.kind() == PrivacyEvent::Kind::self_composed ? e.count() : 1;
+  return n;
+}
+
+void PrivacyLedger::add_caveat(const std::string& caveat) {
+  if (std::find(caveats_.begin(), caveats_.end(), caveat) == caveats_.end()) caveats_.push_back(caveat);
 }
 
 }  // namespace privdiff::sdk

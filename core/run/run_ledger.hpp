@@ -1,0 +1,26 @@
+#pragma once
+// The privacy a run directory has spent, read so that it never under-reports: ledger.json and the
+// ledger inside checkpoint.pt are both prefixes of one history, and a crash between their writes
+// (or after a checkpoint, before the run failed) can leave either one ahead. The longer one holds
+// everything the shorter does, so it is the run's ledger.
+
+#include <privdiff/privacy/ledger.hpp>
+
+#include <filesystem>
+#include <string>
+
+namespace privdiff::core {
+
+struct RunLedger {
+  sdk::PrivacyLedger ledger;  ///< the longer of the two, with the caveats of both
+  std::int64_t json_steps = -1;        ///< steps in ledger.json; -1 when it is missing
+  std::int64_t checkpoint_steps = -1;  ///< steps in checkpoint.pt's ledger; -1 when there is none
+  /// Empty when they agree; otherwise says which is ahead and by how much.
+  std::string note;
+};
+
+/// Reads RUN_DIR/ledger.json and RUN_DIR/checkpoint.pt's ledger (either may be missing, not both).
+/// Throws std::runtime_error naming the file when one is unreadable.
+RunLedger read_run_ledger(const std::filesystem::path& run_dir);
+
+}  // namespace privdiff::core
