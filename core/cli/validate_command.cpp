@@ -1,14 +1,19 @@
 // privdiff validate RECIPE [--set key=value]...
 #include "cli/command_setup.hpp"
 #include "cli/commands.hpp"
+#include "data/open_dataset.hpp"
 #include "recipe/suggest.hpp"
+#include "run/composed_run.hpp"
+#include "run/run_orchestrator.hpp"
 
 #include <iostream>
 
 namespace privdiff::core::cli {
 
 CLI::App* add_validate_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
-  CLI::App* validate = app.add_subcommand("validate", "Check a recipe against the installed plugins' schemas");
+  CLI::App* validate = app.add_subcommand(
+      "validate", "Check a recipe: the installed plugins' schemas, then every check run makes before training "
+                  "(data, privacy plan, batch sizes)");
   struct Args {
     std::string recipe;
     std::vector<std::string> overrides;
@@ -20,6 +25,13 @@ CLI::App* add_validate_command(CLI::App& app, const GlobalOptions& global, int& 
   validate->callback([&global, &exit_code, args] {
     ComponentRegistry registry;
     const Recipe recipe = load_recipe(args->recipe, args->overrides, global, registry);
+    // Every check `run` makes before training: the data, the privacy plan, batch sizes.
+    RunOrchestrator orchestrator(recipe, compose(recipe, registry), open_dataset);
+    try {
+      orchestrator.check(std::cout);
+    } catch (const RunRefused& refused) {
+      throw UsageError(args->recipe + ": " + refused.what());
+    }
     std::vector<std::string> stages;
     for (const auto& s : recipe.stages) stages.push_back(s.name + " (" + s.mechanism.id + ")");
     std::cout << args->recipe << ": valid\n"

@@ -221,6 +221,16 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, cons
   return std::move(s.summary);
 }
 
+void RunOrchestrator::check(std::ostream& log) {
+  const RunOptions options;
+  Session s({}, log, options);
+  try {
+    preflight(s);
+  } catch (const std::exception& e) {
+    throw RunRefused(e.what());
+  }
+}
+
 void RunOrchestrator::check_data_use(const sdk::Dataset& data) const {
   // One dataset feeds every stage. A non-private stage may train on it only when it is public and
   // no private stage protects it: `public = true` cannot make records public that a private stage
@@ -266,7 +276,13 @@ void RunOrchestrator::preflight(Session& s) {
                                "to score against it anyway (the run then carries a caveat)");
     }
   }
-  if (components_.mechanisms.empty()) return;
+  if (components_.mechanisms.empty()) {
+    if (!recipe_.privacy.has("delta") && !recipe_.privacy.has("epsilon")) {
+      throw std::runtime_error("the recipe has nothing to run: add [model] and [[stage]] sections to train, or "
+                               "[privacy] delta to report a privacy plan (see examples/recipes)");
+    }
+    return;
+  }
   if (!components_.model) throw std::runtime_error("stage: the recipe has stages but no [model]");
   s.data = open_dataset_(recipe_.data);
   check_data_use(*s.data);

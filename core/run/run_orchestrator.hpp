@@ -80,6 +80,11 @@ class RunOrchestrator {
   /// when stopped on request.
   RunSummary run(const std::filesystem::path& run_dir, std::ostream& log, const RunOptions& options = {});
 
+  /// run()'s pre-flight checks alone — the data opens, the data-use rule, batch sizes, the privacy
+  /// plan and calibration — writing nothing: every check that needs no training (`privdiff
+  /// validate`). Throws RunRefused.
+  void check(std::ostream& log);
+
  private:
   struct Session;  // one invocation's state: directory, ledger, metrics stream, timers, checkpoint
 

@@ -28,7 +28,7 @@ TEST(RecipeValidator, ConvertsEverySectionAndFillsDefaults) {
   EXPECT_EQ(r.stages[0].name, "pretrain");
   EXPECT_FALSE(r.stages[0].mechanism.config.has("name"));
   EXPECT_TRUE(r.stages[0].mechanism.config.is_keyword("noise_multiplier", "auto"));
-  EXPECT_DOUBLE_EQ(r.stages[1].mechanism.config.get_double("noise_multiplier"), 1.5);
+  EXPECT_DOUBLE_EQ(r.stages[1].mechanism.config.get_double("noise_multiplier"), 3.0);
   EXPECT_EQ(r.stages[1].mechanism.config.path(), "stage[1]");
   ASSERT_TRUE(r.sampler);
   EXPECT_EQ(r.sampler->config.get_int("steps"), 50);

@@ -50,6 +50,7 @@ expect 2 "plugins show unknown" -- "$privdiff" "${good[@]}" plugins show fixture
 contains "no component 'fixture_mechansm' (did you mean 'fixture_mechanism'?)"
 
 expect 0 "validate a good recipe" -- "$privdiff" "${good[@]}" validate "$fixtures/recipes/valid/full.toml"
+contains "calibrated stage 'pretrain' noise multiplier"  # validate runs run's pre-flight checks
 contains "valid"; contains "pretrain (fixture_mechanism), train (fixture_mechanism)"
 expect 2 "validate a broken recipe" -- "$privdiff" "${good[@]}" validate "$fixtures/recipes/invalid/unknown_key.toml"
 contains "unknown_key.toml:3:1: model.chanels: unknown key 'chanels' (did you mean 'channels'?)"; contains "4 errors"
@@ -68,6 +69,17 @@ mkdir -p "$tmp/recipes"
 ln -s "$plugins/good" "$tmp/recipes/my_plugins"
 printf '[plugins]\nsearch = ["my_plugins"]\n[privacy]\ndelta = 1e-5\naccountant = "fixture_accountant"\n' > "$tmp/recipes/r.toml"
 expect 0 "recipe plugin search" -- "$privdiff" validate "$tmp/recipes/r.toml"
+
+# validate runs every check run makes before training: what run would refuse, validate refuses.
+printf '' > "$tmp/empty.toml"
+expect 2 "validate an empty recipe" -- "$privdiff" validate "$tmp/empty.toml"; contains "the recipe has nothing to run"
+expect 2 "run an empty recipe" -- "$privdiff" run "$tmp/empty.toml" --out "$tmp/empty-run"; contains "nothing to run"
+expect 2 "validate a privacy plan over the target" -- "$privdiff" "${good[@]}" validate "$fixtures/recipes/valid/full.toml" \
+  --set privacy.accountant=fixture_accountant --set 'stage.1.noise_multiplier=0.1'
+contains "already spend epsilon 1215 of the target 10"
+expect 2 "validate a missing data path" -- "$privdiff" "${good[@]}" validate "$fixtures/recipes/valid/full.toml" \
+  --set data.path="$tmp/no-such-data"
+contains "is not a directory"
 
 # run: writes a run directory; refuses to overwrite one.
 expect 0 "run" -- "$privdiff" run "$tmp/recipes/r.toml" --out "$tmp/run1"
