@@ -78,8 +78,19 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions&, int& exit_code) 
     use_cpu_threads(args->threads);
     std::ostream& log = args->json ? std::cerr : std::cout;
     // Labels are checked against the real data's classes inside the evaluation.
-    const LabelledImages set = read_labelled_images(images, labels, 256);
-    nlohmann::json result = evaluate_image_set(set, options, log);
+    // Unreadable or mismatched inputs and unknown real data are bad input (exit code 2).
+    LabelledImages set;
+    try {
+      set = read_labelled_images(images, labels, 256);
+    } catch (const std::runtime_error& e) {
+      throw UsageError(std::string("eval: ") + e.what());
+    }
+    nlohmann::json result;
+    try {
+      result = evaluate_image_set(set, options, log);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("eval: ") + e.what());
+    }
     result["samples"] = images.string();
     result["labels"] = labels.string();
     const fs::path run = args->run.empty() ? run_of(images) : fs::path(args->run);

@@ -4,6 +4,7 @@
 #include "cli/commands.hpp"
 #include "run/composed_run.hpp"
 #include "run/cpu_threads.hpp"
+#include "recipe/suggest.hpp"
 #include "run/run_checkpoint.hpp"
 #include "run/run_ledger.hpp"
 #include "sample/sample_set.hpp"
@@ -60,11 +61,17 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
     }
     RecipeDocument document = RecipeDocument::load(recipe_file);
     std::vector<std::string> overrides = args->overrides;
+    ComponentRegistry registry;
     if (!args->sampler.empty()) {
+      load_plugins(registry, global, &document);
+      if (!registry.find(sdk::ComponentKind::sampler, args->sampler)) {
+        const auto available = registry.ids(sdk::ComponentKind::sampler);
+        throw UsageError("sample --sampler " + args->sampler + ": unknown sampler '" + args->sampler + "'" +
+                         did_you_mean(args->sampler, available) + "; available samplers: " + join(available));
+      }
       document.remove_section("sampler");  // the run's sampler keys belong to its sampler
       overrides.insert(overrides.begin(), "sampler.type=" + args->sampler);
     }
-    ComponentRegistry registry;
     const Recipe recipe = load_recipe(std::move(document), overrides, global, registry);
     if (!recipe.model) throw UsageError("sample: " + recipe_file.string() + " has no [model]");
     if (!recipe.sampler) {

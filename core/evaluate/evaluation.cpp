@@ -76,7 +76,21 @@ RealData open_real(const EvalOptions& options) {
     std::map<std::string, sdk::ConfigValue> values{{"split", split}};
     if (!options.real_dataset.empty()) values["dataset"] = options.real_dataset;
     if (!options.real_path.empty()) values["path"] = options.real_path;
-    const auto data = open_dataset(sdk::make_config(data_schema(), "real", values));
+    std::unique_ptr<sdk::Dataset> data;
+    try {
+      data = open_dataset(sdk::make_config(data_schema(), "real", values));
+    } catch (const std::runtime_error& e) {  // say it in the command's terms, not a recipe's
+      std::string why = e.what();
+      for (const std::string prefix : {"data.dataset: ", "data: "}) {
+        if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
+      }
+      const std::size_t hint = why.find("; or give [data] path");
+      if (hint != std::string::npos) why = why.substr(0, hint) + "; or give --real-path DIR)";
+      throw std::invalid_argument("real data (" +
+                                  (options.real_path.empty() ? "--real " + options.real_dataset
+                                                             : "--real-path " + options.real_path) +
+                                  ", " + split + " split): " + why);
+    }
     (split == "train" ? real.train : real.test) = all_of(*data);
     real.classes = data->num_classes();
     if (real.name.empty()) {  // "fashion-mnist (train)" -> "fashion-mnist"
@@ -159,7 +173,7 @@ nlohmann::json evaluate_image_set(const LabelledImages& full, const EvalOptions&
     set.labels = set.labels.narrow(0, 0, options.max_samples);
   }
   if (set.images.sizes().slice(1) != real.test.images.sizes().slice(1)) {
-    throw std::runtime_error("the images are " + std::to_string(set.images.size(2)) + "x" +
+    throw std::invalid_argument("the images are " + std::to_string(set.images.size(2)) + "x" +
                              std::to_string(set.images.size(3)) + " with " + std::to_string(set.images.size(1)) +
                              " channel(s); " + real.name + " images are " + std::to_string(real.test.images.size(2)) +
                              "x" + std::to_string(real.test.images.size(3)));
@@ -169,7 +183,7 @@ nlohmann::json evaluate_image_set(const LabelledImages& full, const EvalOptions&
     const std::int64_t largest = set.labels.max().item<std::int64_t>();
     if (largest >= real.classes) {
       const std::int64_t at = set.labels.ge(real.classes).nonzero().flatten()[0].item<std::int64_t>();
-      throw std::runtime_error("label " + std::to_string(set.labels[at].item<std::int64_t>()) + " at index " +
+      throw std::invalid_argument("label " + std::to_string(set.labels[at].item<std::int64_t>()) + " at index " +
                                std::to_string(at) + " is not a class of " + real.name + " (0.." +
                                std::to_string(real.classes - 1) + "); are these labels for another dataset?");
     }

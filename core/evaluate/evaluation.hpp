@@ -49,6 +49,7 @@ LabelledImages read_labelled_images(const std::filesystem::path& images_file, co
 const std::string& train_reference_caveat();
 
 /// Everything `--json` prints ("reference" says which split; "caveats" lists what not to publish).
+/// Throws std::invalid_argument when the real data cannot be opened (bad --real / --real-path).
 nlohmann::json evaluate_image_set(const LabelledImages& set, const EvalOptions& options, std::ostream& log);
 
 }  // namespace privdiff::core

@@ -67,7 +67,8 @@ done
 out=$("$privdiff" sample "$tmp/run" --set model.channels=4 2>&1) && fail "sample accepted a model override"
 grep -q "only sampler.KEY=VALUE applies" <<<"$out" || fail "no override message: $out"
 out=$("$privdiff" sample "$tmp/run" --sampler edm_hune 2>&1) && fail "sample accepted an unknown sampler"
-grep -q "unknown sampler 'edm_hune' (did you mean 'edm_heun'?)" <<<"$out" || fail "no unknown-sampler message: $out"
+grep -q "sample --sampler edm_hune: unknown sampler 'edm_hune' (did you mean 'edm_heun'?)" <<<"$out" \
+  || fail "no unknown-sampler message: $out"
 json=$("$privdiff" eval "$tmp/run/samples/ddim-30-images-idx3-ubyte.gz" --real-path "$tiny" --classifiers logreg,mlp \
        --epochs 1 --json 2>"$tmp/log") || fail "eval on the tiny run: $(cat "$tmp/log")"
 python3 - "$json" "$tmp/run" <<'PY' || fail "eval output: $json"
@@ -129,7 +130,8 @@ grep -q "(cached)" < <("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --refe
 # 3. Corrupt and mislabelled files.
 head -c 500 "$tmp/noise-images-idx3-ubyte.gz" > "$tmp/bad-images-idx3-ubyte.gz"
 cp "$tmp/noise-labels-idx1-ubyte.gz" "$tmp/bad-labels-idx1-ubyte.gz"
-out=$("$privdiff" eval "$tmp/bad-images-idx3-ubyte.gz" 2>&1) && fail "eval accepted a truncated file"
+out=$("$privdiff" eval "$tmp/bad-images-idx3-ubyte.gz" 2>&1); code=$?
+[ $code -eq 2 ] || fail "a truncated file: exit $code (want 2, bad input): $out"
 grep -q "bad-images-idx3-ubyte.gz" <<<"$out" || fail "the corrupt file is not named: $out"
 python3 - "$tmp" <<'PY'
 import gzip, struct, sys
@@ -138,6 +140,11 @@ with gzip.open(f"{sys.argv[1]}/noise-labels-idx1-ubyte.gz", "wb") as f:
 PY
 out=$("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --classifiers logreg --epochs 1 2>&1) && fail "eval accepted label 12"
 grep -q "label 12 at index 0 is not a class of fashion-mnist" <<<"$out" || fail "no mislabelled message: $out"
-out=$("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --labels "$tmp/r.toml" 2>&1) && fail "eval accepted a TOML label file"
+out=$("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --labels "$tmp/r.toml" 2>&1); code=$?
+[ $code -eq 2 ] || fail "a TOML label file: exit $code (want 2): $out"
 grep -q "r.toml" <<<"$out" || fail "the bad labels file is not named: $out"
+out=$("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --real cifar10 2>&1); code=$?
+[ $code -eq 2 ] || fail "--real cifar10: exit $code (want 2): $out"
+grep -q "real data (--real cifar10, test split): unknown dataset 'cifar10'" <<<"$out" || fail "no --real message: $out"
+grep -q "data.dataset" <<<"$out" && fail "--real message talks about the recipe: $out"
 echo "1 passed, 0 failed"

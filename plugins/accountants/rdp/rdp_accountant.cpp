@@ -32,8 +32,8 @@ class RdpAccountant : public Accountant {
     if (orders_.size() > 1 && best.epsilon > 0 && (best.order == orders_.front() || best.order == orders_.back())) {
       std::ostringstream os;
       os << "the optimal RDP order " << best.order << " is at the edge of the order list ["
-         << orders_.front() << ", " << orders_.back() << "]; epsilon is valid but may be loose: widen "
-         << "[accountants.rdp] orders";
+         << orders_.front() << ", " << orders_.back() << "]; epsilon is valid but may be loose (a recipe can "
+         << "widen the list with [accountants.rdp] orders; privdiff account uses the default list)";
       result.warnings.push_back(os.str());
     }
     return result;
