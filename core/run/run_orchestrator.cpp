@@ -165,13 +165,13 @@ void check_run_dir(const fs::path& run_dir, bool resume) {
   }
 }
 
-const char* private_diagnostics_caveat =
+constexpr const char* private_diagnostics_caveat =
     "metrics.jsonl records each private step's loss and realised batch size, computed without noise "
     "([run] private_diagnostics = true): publishing it is outside the guarantee";
 
 }  // namespace
 
-
+// One invocation of run() (or check()): what the phases share.
 struct RunOrchestrator::Session {
   Session(fs::path dir, std::ostream& out, const RunOptions& opts) : run_dir(std::move(dir)), log(out), options(opts) {}
 

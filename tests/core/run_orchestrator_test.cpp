@@ -21,8 +21,8 @@ namespace {
 
 class TinyDataset : public sdk::Dataset {
  public:
-  explicit TinyDataset(bool is_public) : public_(is_public) {}
-  std::int64_t size() const override { return 1000; }
+  explicit TinyDataset(bool is_public, std::int64_t size = 1000) : public_(is_public), size_(size) {}
+  std::int64_t size() const override { return size_; }
   at::Tensor images(const at::Tensor&) const override { return {}; }
   at::Tensor labels(const at::Tensor&) const override { return {}; }
   std::int64_t num_classes() const override { return 10; }
@@ -31,10 +31,11 @@ class TinyDataset : public sdk::Dataset {
 
  private:
   bool public_;
+  std::int64_t size_;
 };
 
-DatasetOpener tiny_data() {
-  return [](const sdk::Config& data) { return std::make_unique<TinyDataset>(data.get_bool("public")); };
+DatasetOpener tiny_data(std::int64_t size = 1000) {
+  return [size](const sdk::Config& data) { return std::make_unique<TinyDataset>(data.get_bool("public"), size); };
 }
 
 class RunOrchestratorTest : public ::testing::Test {
@@ -257,4 +258,23 @@ TEST_F(RunOrchestratorTest, MetricsAndLedgerAreWrittenBetweenCheckpoints) {
   run(private_stage + "noise_multiplier = 5.0\n[run]\ncheckpoint_every = 0\n", watch);
   EXPECT_GE(ledger_steps, 1);
   EXPECT_GE(metric_lines, 1u);
+}
+
+// A run's ledger is about the records it trained on: resuming it on other data is refused.
+TEST_F(RunOrchestratorTest, ResumingOnDifferentDataIsRefused) {
+  RunOptions stop;
+  stop.stop_after_steps = 3;
+  EXPECT_THROW(run(private_stage + "noise_multiplier = 5.0\n", stop), RunStopped);
+  RunOrchestrator other_data(recipe_, compose(recipe_, fixture_registry()), tiny_data(999));
+  RunOptions resume;
+  resume.resume = true;
+  try {
+    other_data.run(dir_, log_, resume);
+    FAIL() << "resumed on other data";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("the data differs from the data it trained on (checkpoint: tiny|N=1000"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(sdk::privacy_ledger_from_json(read_file(dir_ / "ledger.json")).steps(), 3);  // untouched
 }

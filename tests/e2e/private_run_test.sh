@@ -63,6 +63,14 @@ assert eps["rdp"] <= 5.0 + 1e-9 and eps["rdp"] > 4.9, eps
 assert eps["prv"] <= eps["rdp"], eps
 lines = [json.loads(l) for l in open(f"{d}/metrics.jsonl")]
 assert [l["step"] for l in lines] == [1, 2, 3], lines
+# Provenance: what made the run.
+summary = json.load(open(f"{d}/summary.json"))
+p = summary["provenance"]
+assert p["privdiff"].startswith("0.") and "torch=" in p["build"] and " run " in p["command"], p
+assert {"kind": "mechanism", "id": "dpdm"}.items() <= next(c for c in p["components"] if c["id"] == "dpdm").items(), p
+assert all("library" in c and "version" in c for c in p["components"]), p
+assert summary["data"].startswith("idx (train)|N=20|") and "|hash=" in summary["data"], summary["data"]
+assert summary["calibration_accountant"] == "rdp", summary
 PY
 # Reproducible noise is an opt-in with a caveat wherever the privacy is reported.
 python3 - "$tmp/run" <<'PY' || fail "caveats of a reproducible run"

@@ -176,7 +176,10 @@ void DpSgdMechanism::run(StageContext& context) {
   // guarantee holds for every fixed value of it), but its position counts the rows drawn so far,
   // i.e. the realised batch sizes: in secret mode it is freshly seeded and never saved either.
   std::uint64_t loss_seed = derive_seed(seed + stage * 0x9E3779B97F4A7C15ULL, SeedStream::loss);
-  if (secret) os_random_bytes(&loss_seed, sizeof loss_seed);
+  if (secret) {
+    os_random_bytes(&loss_seed, sizeof loss_seed);
+    loss_seed >>= 1;  // < 2^63, as derive_seed's: torch handles seeds as signed
+  }
   at::Generator loss_generator = at::make_generator<at::CPUGeneratorImpl>(loss_seed);
 
   Model& model = context.model;
