@@ -299,7 +299,6 @@ void RunOrchestrator::preflight(Session& s) {
     noise_multipliers_.push_back(m->is_private() ? single_noise_multiplier(m->planned_events(s.data->size()))
                                                  : std::nan(""));
   }
-  s.data_fingerprint = dataset_fingerprint(*s.data);
   warn_about_short_ema(s);
 }
 
@@ -325,6 +324,9 @@ void RunOrchestrator::open_run_directory(Session& s) {
   // The run's recipe is its recipe.toml as first written; a resumed run is checked against it.
   const std::string recipe_text = s.options.resume ? read_file(s.run_dir / "recipe.toml") : recipe_.to_toml();
   s.recipe_sha = content_hash(recipe_text);
+  // What the stages train on, for the checkpoint, the resume check and summary.json (not needed by
+  // validate's pre-flight, so hashed here rather than there).
+  if (s.data) s.data_fingerprint = dataset_fingerprint(*s.data);
   if (!s.options.resume) {
     std::error_code ec;
     fs::create_directories(s.run_dir, ec);
