@@ -9,7 +9,9 @@ packages=(
   libboost-dev                                   # Boost.DLL (header-only)
   libtomlplusplus-dev libcli11-dev               # recipes, command line
   libeigen3-dev libfftw3-dev nlohmann-json3-dev  # numerics (Eigen FFT on FFTW), JSON
-  zlib1g-dev libstb-dev                          # gzip-compressed IDX data, PNG sample grids
+  zlib1g-dev libstb-dev                          # gzip-compressed IDX data, PNG sample grids and image folders
+  libfreetype-dev                                # the glyphs dataset's renderer, and its fonts (print + handwriting-like):
+  fonts-dejavu-core fonts-liberation2 fonts-freefont-ttf fonts-humor-sans fonts-comic-neue fonts-dancingscript fonts-breip
   gnuplot-nox                                    # the plots of privdiff compare
   libgtest-dev python3                           # tests (python3: JSON checks in the CLI tests)
   dataset-fashion-mnist                          # the default dataset

@@ -31,6 +31,7 @@ CLI::Validator at_least(long long minimum);
 
 CLI::App* add_plugins_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 CLI::App* add_validate_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
+CLI::App* add_params_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 CLI::App* add_run_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 CLI::App* add_eval_command(CLI::App& app, const GlobalOptions& global, int& exit_code);

@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   int exit_code = exit_ok;
   add_plugins_command(app, global, exit_code);
   add_validate_command(app, global, exit_code);
+  add_params_command(app, global, exit_code);
   add_run_command(app, global, exit_code);
   add_sample_command(app, global, exit_code);
   add_eval_command(app, global, exit_code);

@@ -64,7 +64,8 @@ CLI::App* add_run_command(CLI::App& app, const GlobalOptions& global, int& exit_
         resume ? std::filesystem::path(args->resume)
                : args->out.empty() ? std::filesystem::path("runs") / recipe.run.get_string("name")
                                    : std::filesystem::path(args->out);
-    RunOrchestrator orchestrator(recipe, compose(recipe, registry), open_dataset);
+    RunOrchestrator orchestrator(recipe, compose(recipe, registry),
+                                 [&registry](const DataSection& data) { return open_dataset(data, registry); });
     RunOptions options;
     options.resume = resume;
     options.stop_after_steps = args->stop_after;

@@ -26,7 +26,8 @@ CLI::App* add_validate_command(CLI::App& app, const GlobalOptions& global, int& 
     ComponentRegistry registry;
     const Recipe recipe = load_recipe(args->recipe, args->overrides, global, registry);
     // Every check `run` makes before training: the data, the privacy plan, batch sizes.
-    RunOrchestrator orchestrator(recipe, compose(recipe, registry), open_dataset);
+    RunOrchestrator orchestrator(recipe, compose(recipe, registry),
+                                 [&registry](const DataSection& data) { return open_dataset(data, registry); });
     try {
       orchestrator.check(std::cout);
     } catch (const RunRefused& refused) {

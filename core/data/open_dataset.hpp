@@ -1,14 +1,17 @@
 #pragma once
-// Opens the dataset a recipe's [data] section describes.
+// Opens the datasets a recipe names ([data] or [data.NAME]) through their dataset plugins.
 
-#include <privdiff/config/config.hpp>
+#include "plugins/component_registry.hpp"
+#include "recipe/recipe.hpp"
+
 #include <privdiff/data/dataset.hpp>
 
 #include <memory>
 
 namespace privdiff::core {
 
-/// Throws std::runtime_error naming the [data] key at fault when the data cannot be opened.
-std::unique_ptr<sdk::Dataset> open_dataset(const sdk::Config& data);
+/// Builds the section's dataset with its plugin and applies the host's `classes` filter. Throws
+/// std::runtime_error starting with the section's path ("data.private: ...") when it cannot.
+std::unique_ptr<sdk::Dataset> open_dataset(const DataSection& section, const ComponentRegistry& registry);
 
 }  // namespace privdiff::core

@@ -1,8 +1,8 @@
 #include "evaluate/evaluation.hpp"
 
-#include "data/idx_file.hpp"
-#include "data/open_dataset.hpp"
-#include "data/pixels.hpp"
+#include <privdiff/data/idx_file.hpp>
+#include <privdiff/data/image_dataset.hpp>
+#include <privdiff/data/pixels.hpp>
 #include "evaluate/feature_statistics.hpp"
 #include "recipe/core_schemas.hpp"
 #include "run/atomic_file.hpp"
@@ -22,8 +22,8 @@ namespace privdiff::core {
 namespace fs = std::filesystem;
 
 LabelledImages read_labelled_images(const fs::path& images_file, const fs::path& labels_file, std::int64_t classes) {
-  const IdxArray images = read_idx(images_file);
-  const IdxArray labels = read_idx(labels_file);
+  const sdk::IdxArray images = sdk::read_idx(images_file);
+  const sdk::IdxArray labels = sdk::read_idx(labels_file);
   if (images.shape.size() != 3 && images.shape.size() != 4) {
     throw std::runtime_error(images_file.string() + ": expected images [N, H, W] or [N, C, H, W], got rank " +
                              std::to_string(images.shape.size()));
@@ -45,7 +45,7 @@ LabelledImages read_labelled_images(const fs::path& images_file, const fs::path&
   std::vector<std::int64_t> shape = images.shape;
   if (shape.size() == 3) shape.insert(shape.begin() + 1, 1);
   LabelledImages out;
-  out.images = pixels_from_bytes(at::from_blob(const_cast<std::uint8_t*>(images.data.data()), shape, at::kByte));
+  out.images = sdk::pixels_from_bytes(at::from_blob(const_cast<std::uint8_t*>(images.data.data()), shape, at::kByte));
   out.labels = at::from_blob(const_cast<std::uint8_t*>(labels.data.data()), {labels.shape[0]}, at::kByte).to(at::kLong);
   return out;
 }
@@ -73,19 +73,23 @@ RealData open_real(const EvalOptions& options) {
   real.reference_split = options.reference;
   for (const std::string split : {"test", "train"}) {
     if (split == "train" && options.reference != "train") break;  // never read unless asked for
-    std::map<std::string, sdk::ConfigValue> values{{"split", split}};
-    if (!options.real_dataset.empty()) values["dataset"] = options.real_dataset;
-    if (!options.real_path.empty()) values["path"] = options.real_path;
+    const std::filesystem::path dir =
+        options.real_path.empty() ? sdk::system_idx_directory(options.real_dataset) : fs::path(options.real_path);
     std::unique_ptr<sdk::Dataset> data;
     try {
-      data = open_dataset(sdk::make_config(data_schema(), "real", values));
-    } catch (const std::runtime_error& e) {  // say it in the command's terms, not a recipe's
-      std::string why = e.what();
-      for (const std::string prefix : {"data.dataset: ", "data: "}) {
-        if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
+      if (dir.empty()) {
+        throw std::runtime_error("unknown dataset '" + options.real_dataset +
+                                 "' (known: fashion-mnist, mnist; or give --real-path DIR)");
       }
-      const std::size_t hint = why.find("; or give [data] path");
-      if (hint != std::string::npos) why = why.substr(0, hint) + "; or give --real-path DIR)";
+      data = std::make_unique<sdk::ImageDataset>(sdk::read_idx_split(dir, split), false,
+                                                 (options.real_dataset.empty() ? dir.filename().string()
+                                                                               : options.real_dataset) +
+                                                     " (" + split + ")");
+    } catch (const std::runtime_error& e) {  // say it in the command's terms
+      std::string why = e.what();
+      if (options.real_dataset == "fashion-mnist" && why.find("not a directory") != std::string::npos) {
+        why += " (install Debian's dataset-fashion-mnist, or give --real-path DIR)";
+      }
       throw std::invalid_argument("real data (" +
                                   (options.real_path.empty() ? "--real " + options.real_dataset
                                                              : "--real-path " + options.real_path) +
@@ -116,7 +120,7 @@ std::shared_ptr<ClassifierNet> feature_network(const RealData& real, const EvalO
   training.epochs = options.feature_epochs;
   training.seed = 20240101;  // fixed: every evaluation uses the same feature network
   const LabelledImages& reference = real.reference();
-  const at::Tensor bytes = pixels_to_bytes(reference.images).contiguous();
+  const at::Tensor bytes = sdk::pixels_to_bytes(reference.images).contiguous();
   const std::string data(reinterpret_cast<const char*>(bytes.data_ptr<std::uint8_t>()), static_cast<std::size_t>(bytes.numel()));
   const at::Tensor labels = reference.labels.to(at::kByte).contiguous();
   const std::string key = content_hash(data + std::string(reinterpret_cast<const char*>(labels.data_ptr<std::uint8_t>()),

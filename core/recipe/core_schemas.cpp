@@ -14,6 +14,9 @@ const Schema& run_schema() {
       .add(Key::string("device").one_of({"auto", "cpu", "cuda"}).defaults("auto")
                .doc("where to train and sample; auto = CUDA when available"))
       .add(Key::integer("threads").at_least(0).defaults(0).doc("CPU threads; 0 = all cores"))
+      .add(Key::string("init_from").optional()
+               .doc("start from this run directory's (or checkpoint.pt's) trained model; relative to the working "
+                    "directory. Its privacy ledger is carried in when it trained on this run's private data"))
       .add(Key::integer("checkpoint_every").at_least(0).defaults(500)
                .doc("write checkpoint.pt every N logical steps (and always at the end of each stage); 0 = only then"))
       .add(Key::boolean("private_diagnostics").defaults(false)
@@ -32,18 +35,6 @@ const Schema& privacy_schema() {
                .doc("accountant that checks the target and calibrates noise_multiplier = \"auto\""))
       .add(Key::string_list("report").defaults(sdk::ConfigValue{std::vector<std::string>{}})
                .doc("further accountants whose epsilon is reported at the end of the run"));
-  return schema;
-}
-
-const Schema& data_schema() {
-  static const Schema schema = Schema{}
-      .add(Key::string("dataset").optional().doc("dataset name, e.g. \"fashion-mnist\""))
-      .add(Key::string("path").optional().doc("directory of the dataset files; default: the dataset's system location"))
-      .add(Key::string("split").one_of({"train", "test"}).defaults("train").doc("which split to train on"))
-      .add(Key::integer_list("classes").at_least(0).optional().doc("keep only these class labels"))
-      .add(Key::boolean("public").defaults(false)
-               .doc("true marks the data as public: non-private stages may train on it, unless a private stage "
-                    "of the run trains on it too"));
   return schema;
 }
 

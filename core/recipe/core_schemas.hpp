@@ -12,7 +12,6 @@ namespace privdiff::core {
 
 const sdk::Schema& run_schema();
 const sdk::Schema& privacy_schema();
-const sdk::Schema& data_schema();
 /// [[eval]]: sample from the trained model and score the samples (privdiff eval) after training.
 const sdk::Schema& eval_schema();
 const sdk::Schema& plugins_schema();

@@ -3,6 +3,7 @@
 #include <privdiff/config/value.hpp>
 
 #include <sstream>
+#include <stdexcept>
 
 namespace privdiff::core {
 
@@ -14,6 +15,13 @@ void write_values(std::ostringstream& out, const sdk::Config& config) {
 
 }  // namespace
 
+const DataSection& Recipe::dataset(const std::string& name) const {
+  for (const auto& d : datasets) {
+    if (d.name == name) return d;
+  }
+  throw std::out_of_range("the recipe has no dataset '" + name + "'");
+}
+
 std::string Recipe::to_toml() const {
   std::ostringstream out;
   out << "# Resolved recipe: " << file << ", with every default written out.\n";
@@ -21,8 +29,11 @@ std::string Recipe::to_toml() const {
   write_values(out, run);
   out << "\n[privacy]\n";
   write_values(out, privacy);
-  out << "\n[data]\n";
-  write_values(out, data);
+  for (const auto& d : datasets) {
+    out << "\n[" << d.path << "]\ndataset = " << sdk::to_toml(sdk::ConfigValue{d.dataset.id}) << "\n";
+    if (d.classes) out << "classes = " << sdk::to_toml(sdk::ConfigValue{*d.classes}) << "\n";
+    write_values(out, d.dataset.config);
+  }
   if (!plugin_search.empty()) {
     std::vector<std::string> dirs;
     for (const auto& p : plugin_search) dirs.push_back(p.string());
@@ -35,6 +46,7 @@ std::string Recipe::to_toml() const {
   for (const auto& stage : stages) {
     out << "\n[[stage]]\nname = " << sdk::to_toml(sdk::ConfigValue{stage.name})
         << "\nmechanism = " << sdk::to_toml(sdk::ConfigValue{stage.mechanism.id}) << "\n";
+    if (!stage.data.empty()) out << "data = " << sdk::to_toml(sdk::ConfigValue{stage.data}) << "\n";
     write_values(out, stage.mechanism.config);
   }
   if (sampler) {

@@ -17,16 +17,25 @@ struct ComponentSection {
   sdk::Config config;  ///< the section's keys other than the selector ("type" / "mechanism")
 };
 
+/// A dataset: the single [data] section (name "data") or one [data.NAME] table.
+struct DataSection {
+  std::string name;   ///< what stages refer to it by ("data" for the single form)
+  std::string path;   ///< "data" or "data.NAME", for messages
+  ComponentSection dataset;  ///< the dataset plugin (`dataset` key; "idx" when only `path` is given)
+  std::optional<std::vector<std::int64_t>> classes;  ///< keep only these labels (host key)
+};
+
 struct StageSection {
   std::string name;
   ComponentSection mechanism;
+  std::string data;  ///< the DataSection it trains on (empty when the recipe has none)
 };
 
 struct Recipe {
   std::string file;
   sdk::Config run;      ///< [run]
   sdk::Config privacy;  ///< [privacy]
-  sdk::Config data;     ///< [data]
+  std::vector<DataSection> datasets;  ///< [data] or [data.NAME] sections, in file order
   std::vector<std::filesystem::path> plugin_search;  ///< [plugins] search, absolute
   std::optional<ComponentSection> model;
   std::vector<StageSection> stages;
@@ -37,6 +46,9 @@ struct Recipe {
   std::vector<sdk::Config> evals;
   /// Accountants the recipe names ([privacy] accountant first, then report), without repeats.
   std::vector<std::string> accountant_ids;
+
+  /// The dataset named `name`; throws std::out_of_range when there is none.
+  const DataSection& dataset(const std::string& name) const;
 
   /// The recipe with every default written out, as TOML: what actually ran.
   std::string to_toml() const;

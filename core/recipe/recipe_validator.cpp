@@ -108,7 +108,7 @@ class Validator {
     if (!run_values.count("name")) run_values["name"] = fs::path(doc_.file()).stem().string();
     recipe.run = sdk::Config("run", run_values);
     recipe.privacy = sdk::Config("privacy", table_values(section("privacy"), "privacy", privacy_schema(), {}));
-    recipe.data = sdk::Config("data", table_values(section("data"), "data", data_schema(), {}));
+    check_data(root, recipe);
     sdk::Config plugins("plugins", table_values(section("plugins"), "plugins", plugins_schema(), {}));
     for (const auto& dir : plugins.get_string_list("search")) {
       recipe.plugin_search.push_back(doc_.base_directory() / dir);
@@ -232,9 +232,19 @@ class Validator {
   // A component section: `selector` names the component; `own_keys` belong to the host (stage name).
   std::optional<ComponentSection> component(const toml::table& table, const std::string& path,
                                             const std::string& selector, ComponentKind kind,
-                                            const std::vector<std::string>& own_keys = {}) {
+                                            const std::vector<std::string>& own_keys = {},
+                                            const std::string& default_id = "") {
     const std::string selector_path = child_path(path, selector);
     const toml::node* node = table.get(selector);
+    if (!node && !default_id.empty()) {
+      auto found = registry_.find(kind, default_id);
+      if (!found) {
+        error(table, selector_path, unknown_component(kind, default_id));
+        return std::nullopt;
+      }
+      std::vector<std::string> skip = own_keys;
+      return ComponentSection{default_id, sdk::Config(path, table_values(table, path, found->registration->schema, skip))};
+    }
     if (!node) {
       error(table, selector_path, "missing required key '" + selector + "' (expected one of the available " +
                                       sdk::plural(kind) + ": " + join(registry_.ids(kind)) + ")");
@@ -275,10 +285,80 @@ class Validator {
       if (!root.contains("model") && i == 0) {
         error(table, path, "a [[stage]] trains a model, but the recipe has no [model] section");
       }
-      if (auto mechanism = component(table, path, "mechanism", ComponentKind::mechanism, {"name"})) {
-        recipe.stages.push_back(StageSection{name, std::move(*mechanism)});
+      const std::string data = stage_data(table, path, recipe);
+      if (auto mechanism = component(table, path, "mechanism", ComponentKind::mechanism, {"name", "data"})) {
+        recipe.stages.push_back(StageSection{name, std::move(*mechanism), data});
       }
     }
+  }
+
+  // [data] (one dataset, named "data") or [data.NAME] tables (several; stages pick one by name).
+  void check_data(const toml::table& root, Recipe& recipe) {
+    const toml::table* data = root.get_as<toml::table>("data");
+    if (!data) return;
+    bool all_tables = !data->empty();
+    for (auto&& [k, node] : *data) all_tables = all_tables && node.is_table();
+    if (!all_tables) {
+      for (auto&& [k, node] : *data) {
+        if (node.is_table()) {
+          error(k, child_path("data", std::string(k.str())),
+                "[data] mixes its own keys with a [data." + std::string(k.str()) + "] table: use either one [data] "
+                "section or only named [data.NAME] sections");
+        }
+      }
+      data_section(*data, "data", "data", recipe);
+      return;
+    }
+    for (auto&& [k, node] : *data) data_section(*node.as_table(), "data." + std::string(k.str()), std::string(k.str()), recipe);
+  }
+
+  void data_section(const toml::table& table, const std::string& path, const std::string& name, Recipe& recipe) {
+    data_names_.push_back(name);  // known to stages even when the section has errors of its own
+    if (!table.contains("dataset") && !table.contains("path")) {
+      error(table, child_path(path, "dataset"),
+            "missing required key 'dataset' (expected one of the available datasets: " +
+                join(registry_.ids(ComponentKind::dataset)) + "; or give `path` to a directory of IDX files)");
+      return;
+    }
+    auto dataset = component(table, path, "dataset", ComponentKind::dataset, {"classes"}, "idx");
+    if (!dataset) return;
+    DataSection section{name, path, std::move(*dataset), std::nullopt};
+    if (const toml::node* classes = table.get("classes")) {
+      static const Schema schema = Schema{}.add(Key::integer_list("classes").at_least(0).doc("labels to keep"));
+      const auto value = convert(*classes, schema.keys().front());
+      if (!value || !schema.keys().front().accepts(*value)) {
+        error(*classes, child_path(path, "classes"), "expected a list of class labels >= 0, got " + render(*classes));
+      } else {
+        section.classes = std::get<std::vector<std::int64_t>>(*value);
+      }
+    }
+    recipe.datasets.push_back(std::move(section));
+  }
+
+  // The dataset a stage trains on: its `data` key, or the recipe's only dataset.
+  std::string stage_data(const toml::table& table, const std::string& path, const Recipe&) {
+    const std::vector<std::string>& names = data_names_;
+    const toml::node* node = table.get("data");
+    if (!node) {
+      if (names.size() > 1) {
+        error(table, child_path(path, "data"),
+              "the recipe defines several datasets (" + join(names) + "): name the one this stage trains on, e.g. "
+              "data = \"" + names.front() + "\"");
+      }
+      return names.size() == 1 ? names.front() : "";
+    }
+    const auto* text = node->as_string();
+    if (!text) {
+      error(*node, child_path(path, "data"), "expected string (a dataset name), got " + render(*node));
+      return "";
+    }
+    if (std::find(names.begin(), names.end(), text->get()) == names.end()) {
+      error(*node, child_path(path, "data"),
+            "unknown dataset '" + text->get() + "'" + did_you_mean(text->get(), names) +
+                (names.empty() ? "; the recipe has no [data] section" : "; the recipe's datasets: " + join(names)));
+      return "";
+    }
+    return text->get();
   }
 
   void check_accountants(const toml::table& root, Recipe& recipe) {
@@ -333,6 +413,7 @@ class Validator {
   const ComponentRegistry& registry_;
   std::vector<Diagnostic> diagnostics_;
   std::vector<Diagnostic> earlier_;
+  std::vector<std::string> data_names_;  // every [data] / [data.NAME] section, valid or not
 };
 
 }  // namespace

@@ -1,6 +1,6 @@
 #include "run/image_grid.hpp"
 
-#include "data/pixels.hpp"
+#include <privdiff/data/pixels.hpp>
 
 #include <ATen/ATen.h>
 
@@ -18,7 +18,7 @@ void write_image_grid(const std::filesystem::path& file, const at::Tensor& image
   const std::int64_t c = images.size(1), h = images.size(2), w = images.size(3), gap = 2;
   const std::int64_t height = rows * h + (rows - 1) * gap, width = cols * w + (cols - 1) * gap;
   const at::Tensor bytes =
-      pixels_to_bytes(images.detach().to(at::kCPU)).contiguous();
+      sdk::pixels_to_bytes(images.detach().to(at::kCPU)).contiguous();
   std::vector<std::uint8_t> canvas(static_cast<std::size_t>(height * width * c), 255);
   const std::uint8_t* src = bytes.data_ptr<std::uint8_t>();
   for (std::int64_t i = 0; i < rows * cols; ++i) {

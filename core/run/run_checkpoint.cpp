@@ -5,6 +5,9 @@
 #include <ATen/Context.h>
 #include <ATen/core/Generator.h>
 #include <torch/serialize/archive.h>
+#include <torch/types.h>
+
+#include <set>
 
 #include <cmath>
 #include <iomanip>
@@ -101,6 +104,62 @@ void load_model(torch::serialize::InputArchive& archive, sdk::Model& model, cons
 }
 
 }  // namespace
+
+namespace {
+
+std::string shape_text(const at::Tensor& t) {
+  std::string out = "[";
+  for (std::int64_t d = 0; d < t.dim(); ++d) out += (d ? ", " : "") + std::to_string(t.size(d));
+  return out + "]";
+}
+
+// Copies `archive` (a module's saved state) into `module`, name by name (`prefix` for messages).
+void copy_weights(torch::serialize::InputArchive& archive, torch::nn::Module& module, const std::string& prefix,
+                  const fs::path& path) {
+  std::set<std::string> known;
+  auto copy = [&](const std::string& name, at::Tensor& target, bool is_buffer) {
+    known.insert(name);
+    at::Tensor saved;
+    if (!archive.try_read(name, saved, is_buffer)) {
+      if (name.rfind("lora_", 0) == 0) return;  // a new adapter on a model trained without one
+      throw std::runtime_error(path.string() + " has no '" + prefix + name + "': the source model differs from this "
+                               "recipe's [model]");
+    }
+    if (!saved.sizes().equals(target.sizes())) {
+      throw std::runtime_error("'" + prefix + name + "' is " + shape_text(saved) + " in " + path.string() +
+                               " but " + shape_text(target) + " in this recipe's [model] (the first mismatch; the "
+                               "model's configuration must match the source run's)");
+    }
+    torch::NoGradGuard no_grad;
+    target.copy_(saved);
+  };
+  for (auto& p : module.named_parameters(false)) copy(p.key(), p.value(), false);
+  for (auto& b : module.named_buffers(false)) copy(b.key(), b.value(), true);
+  for (const auto& child : module.named_children()) {
+    known.insert(child.key());
+    torch::serialize::InputArchive child_archive;
+    if (!archive.try_read(child.key(), child_archive)) {
+      throw std::runtime_error(path.string() + " has no '" + prefix + child.key() + "': the source model differs "
+                               "from this recipe's [model]");
+    }
+    copy_weights(child_archive, *child.value(), prefix + child.key() + ".", path);
+  }
+  for (const auto& key : archive.keys()) {
+    if (!known.count(key)) {
+      throw std::runtime_error(path.string() + " has '" + prefix + key + "', which this recipe's [model] lacks "
+                               "(the source model differs)");
+    }
+  }
+}
+
+}  // namespace
+
+void load_initial_weights(const fs::path& path, sdk::Model& model) {
+  torch::serialize::InputArchive archive = open_archive(path);
+  torch::serialize::InputArchive model_archive;
+  if (!archive.try_read("model", model_archive)) throw std::runtime_error(path.string() + ": checkpoint has no model");
+  copy_weights(model_archive, model.module(), "", path);
+}
 
 LoadedCheckpoint load_checkpoint(const fs::path& path, sdk::Model& model) {
   torch::serialize::InputArchive archive = open_archive(path);

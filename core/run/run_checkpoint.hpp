@@ -50,6 +50,13 @@ LoadedCheckpoint load_checkpoint(const std::filesystem::path& path, sdk::Model& 
 /// naming the file when it is missing or unreadable.
 std::string read_checkpoint_ledger(const std::filesystem::path& path);
 
+/// Initialises `model` from a checkpoint's weights for [run] init_from: every parameter and buffer
+/// must be there with the same shape, except LoRA adapter factors (lora_A, lora_B) the source has
+/// none of, which keep their initial values (B = 0: the adapted model equals the source); and the
+/// checkpoint may hold nothing the model lacks. Throws std::runtime_error naming the first
+/// mismatched parameter.
+void load_initial_weights(const std::filesystem::path& path, sdk::Model& model);
+
 /// Loads only the model weights (for `privdiff sample`).
 void load_model_weights(const std::filesystem::path& path, sdk::Model& model);
 

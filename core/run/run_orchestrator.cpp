@@ -1,11 +1,12 @@
 #include "run/run_orchestrator.hpp"
 
 #include "data/dataset_fingerprint.hpp"
-#include "data/pixels.hpp"
+#include <privdiff/data/pixels.hpp>
 #include "evaluate/evaluation.hpp"
 #include "run/atomic_file.hpp"
 #include "run/cpu_threads.hpp"
 #include "run/image_grid.hpp"
+#include "run/init_from.hpp"
 #include "run/run_checkpoint.hpp"
 #include "run/run_ledger.hpp"
 #include "sample/sample_set.hpp"
@@ -18,7 +19,9 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <cmath>
 #include <fstream>
 #include <iomanip>
@@ -59,69 +62,6 @@ std::string format_epsilon(double eps) {
 }
 
 }  // namespace
-
-sdk::PrivacyEvent RunOrchestrator::plan_privacy(std::int64_t dataset_size, std::ostream& log) {
-  auto& mechanisms = components_.mechanisms;
-  if (!any_private(components_)) return sdk::PrivacyEvent::no_op();
-  if (!recipe_.privacy.has("epsilon") || !recipe_.privacy.has("delta")) {
-    throw std::runtime_error("privacy: this recipe has private stages; set [privacy] epsilon and delta");
-  }
-  const double target = recipe_.privacy.get_double("epsilon");
-  const double delta = recipe_.privacy.get_double("delta");
-  const sdk::Accountant& accountant = main_accountant();
-
-  std::size_t auto_stage = mechanisms.size();
-  for (std::size_t i = 0; i < mechanisms.size(); ++i) {
-    if (!mechanisms[i]->needs_calibration()) continue;
-    if (auto_stage != mechanisms.size()) {
-      throw std::runtime_error("stage[" + std::to_string(i) + "].noise_multiplier: only one stage may use \"auto\" (stage[" +
-                               std::to_string(auto_stage) + "] already does)");
-    }
-    auto_stage = i;
-  }
-  // Everything the run plans to spend, with stage `auto_stage` at noise multiplier sigma.
-  auto planned = [&](double sigma) {
-    std::vector<sdk::PrivacyEvent> events;
-    for (std::size_t i = 0; i < mechanisms.size(); ++i) {
-      events.push_back(i == auto_stage ? mechanisms[i]->planned_events_with(sigma, dataset_size)
-                                       : mechanisms[i]->planned_events(dataset_size));
-    }
-    return sdk::PrivacyEvent::composed(std::move(events));
-  };
-  if (auto_stage != mechanisms.size()) {
-    std::vector<sdk::PrivacyEvent> others;
-    for (std::size_t i = 0; i < mechanisms.size(); ++i) {
-      if (i != auto_stage) others.push_back(mechanisms[i]->planned_events(dataset_size));
-    }
-    const double others_epsilon = accountant.epsilon(sdk::PrivacyEvent::composed(others), delta).epsilon;
-    if (!(others_epsilon < target)) {
-      throw std::runtime_error("privacy: the stages other than '" + recipe_.stages[auto_stage].name +
-                               "' already spend epsilon " + format_epsilon(others_epsilon) + " of the target " +
-                               format_epsilon(target) + "; nothing is left to calibrate its noise multiplier against");
-    }
-    const auto calibration = sdk::calibrate_noise_multiplier(accountant, planned, target, delta);
-    mechanisms[auto_stage]->set_noise_multiplier(calibration.noise_multiplier);
-    log << "calibrated stage '" << recipe_.stages[auto_stage].name << "' noise multiplier to "
-        << calibration.noise_multiplier << " (epsilon " << format_epsilon(calibration.epsilon) << " <= "
-        << target << " at delta " << delta << ")\n";
-  }
-  std::vector<sdk::PrivacyEvent> events;
-  for (const auto& m : mechanisms) events.push_back(m->planned_events(dataset_size));
-  const sdk::PrivacyEvent total = sdk::PrivacyEvent::composed(std::move(events));
-  if (auto why = accountant.cannot_evaluate(total); !why.empty()) {
-    throw std::runtime_error("privacy.accountant: " + why);
-  }
-  const double planned_epsilon = accountant.epsilon(total, delta).epsilon;
-  if (planned_epsilon > target) {
-    throw std::runtime_error("privacy: the stages plan to spend epsilon " + format_epsilon(planned_epsilon) +
-                             " at delta " + format_epsilon(delta) + ", over the target " + format_epsilon(target) +
-                             " by " + format_epsilon(planned_epsilon - target) +
-                             "; raise noise_multiplier, lower the steps or the batch size, or use \"auto\"");
-  }
-  log << "planned privacy: epsilon " << format_epsilon(planned_epsilon) << " of " << target << " ("
-      << recipe_.privacy.get_string("accountant") << ", delta " << delta << ")\n";
-  return total;
-}
 
 namespace {
 
@@ -179,9 +119,18 @@ struct RunOrchestrator::Session {
   std::ostream& log;
   const RunOptions& options;
   RunSummary summary;
-  std::unique_ptr<sdk::Dataset> data;  // opened once, for the stages and the sample grid's classes
-  std::string data_fingerprint;
-  std::int64_t total_params = 0, trainable_params = 0;
+  // The recipe's datasets by name, opened once; the dataset private stages train on ("" if none).
+  std::map<std::string, std::unique_ptr<sdk::Dataset>> datasets;
+  std::map<std::string, std::string> fingerprints;  // by dataset name, hashed when needed
+  std::string private_data;
+  std::string data_fingerprint;  // of every dataset the stages use, for the resume check
+  std::int64_t total_params = 0;
+  std::vector<std::int64_t> stage_trainable;  // trainable parameters of each stage
+  std::map<std::size_t, double> stage_seconds;  // training time of each stage in this session
+  std::optional<InitSource> init;  // [run] init_from
+  bool carry = false;              // its ledger is carried into this run's
+  std::string carry_reason;
+  std::vector<std::string> private_use, public_use;  // fingerprints, with the ancestry's
   std::string recipe_sha;
   std::optional<LoadedCheckpoint> resumed;
   std::ofstream metrics;
@@ -190,6 +139,9 @@ struct RunOrchestrator::Session {
   std::int64_t session_steps = 0;
   double training_seconds = 0;
 
+  const sdk::Dataset& stage_data(const Recipe& recipe, std::size_t i) const { return *datasets.at(recipe.stages[i].data); }
+  std::int64_t stage_size(std::size_t i) const { return stage_sizes.at(i); }
+  std::vector<std::int64_t> stage_sizes;  // N of each stage's dataset
   fs::path checkpoint_path() const { return run_dir / "checkpoint.pt"; }
   fs::path metrics_path() const { return run_dir / "metrics.jsonl"; }
   double wall_now() const {
@@ -201,6 +153,79 @@ struct RunOrchestrator::Session {
   }
   void write_ledger() const { write_file_atomically(run_dir / "ledger.json", sdk::to_json(summary.ledger)); }
 };
+
+sdk::PrivacyEvent RunOrchestrator::plan_privacy(Session& s) {
+  auto& mechanisms = components_.mechanisms;
+  std::ostream& log = s.log;
+  // What an init_from source spent on this run's private data counts against the target too.
+  const sdk::PrivacyEvent carried = s.carry ? s.init->ledger.total() : sdk::PrivacyEvent::no_op();
+  if (!any_private(components_)) {
+    if (s.carry && !s.init->ledger.entries().empty() && !recipe_.privacy.has("delta")) {
+      throw std::runtime_error("privacy: the initial model (run.init_from) spent privacy; set [privacy] delta (and "
+                               "epsilon) so this run reports it");
+    }
+    return carried;
+  }
+  if (!recipe_.privacy.has("epsilon") || !recipe_.privacy.has("delta")) {
+    throw std::runtime_error("privacy: this recipe has private stages; set [privacy] epsilon and delta");
+  }
+  const double target = recipe_.privacy.get_double("epsilon");
+  const double delta = recipe_.privacy.get_double("delta");
+  const sdk::Accountant& accountant = main_accountant();
+
+  std::size_t auto_stage = mechanisms.size();
+  for (std::size_t i = 0; i < mechanisms.size(); ++i) {
+    if (!mechanisms[i]->needs_calibration()) continue;
+    if (auto_stage != mechanisms.size()) {
+      throw std::runtime_error("stage[" + std::to_string(i) + "].noise_multiplier: only one stage may use \"auto\" (stage[" +
+                               std::to_string(auto_stage) + "] already does)");
+    }
+    auto_stage = i;
+  }
+  // Everything the run plans to spend, with stage `auto_stage` at noise multiplier sigma.
+  auto planned = [&](double sigma) {
+    std::vector<sdk::PrivacyEvent> events;
+    for (std::size_t i = 0; i < mechanisms.size(); ++i) {
+      events.push_back(i == auto_stage ? mechanisms[i]->planned_events_with(sigma, s.stage_size(i))
+                                       : mechanisms[i]->planned_events(s.stage_size(i)));
+    }
+    events.push_back(carried);
+    return sdk::PrivacyEvent::composed(std::move(events));
+  };
+  if (auto_stage != mechanisms.size()) {
+    std::vector<sdk::PrivacyEvent> others{carried};
+    for (std::size_t i = 0; i < mechanisms.size(); ++i) {
+      if (i != auto_stage) others.push_back(mechanisms[i]->planned_events(s.stage_size(i)));
+    }
+    const double others_epsilon = accountant.epsilon(sdk::PrivacyEvent::composed(others), delta).epsilon;
+    if (!(others_epsilon < target)) {
+      throw std::runtime_error("privacy: the stages other than '" + recipe_.stages[auto_stage].name +
+                               "'" + (s.carry ? " and the initial model (run.init_from)" : "") + " already spend epsilon " + format_epsilon(others_epsilon) + " of the target " +
+                               format_epsilon(target) + "; nothing is left to calibrate its noise multiplier against");
+    }
+    const auto calibration = sdk::calibrate_noise_multiplier(accountant, planned, target, delta);
+    mechanisms[auto_stage]->set_noise_multiplier(calibration.noise_multiplier);
+    log << "calibrated stage '" << recipe_.stages[auto_stage].name << "' noise multiplier to "
+        << calibration.noise_multiplier << " (epsilon " << format_epsilon(calibration.epsilon) << " <= "
+        << target << " at delta " << delta << ")\n";
+  }
+  std::vector<sdk::PrivacyEvent> events{carried};
+  for (std::size_t i = 0; i < mechanisms.size(); ++i) events.push_back(mechanisms[i]->planned_events(s.stage_size(i)));
+  const sdk::PrivacyEvent total = sdk::PrivacyEvent::composed(std::move(events));
+  if (auto why = accountant.cannot_evaluate(total); !why.empty()) {
+    throw std::runtime_error("privacy.accountant: " + why);
+  }
+  const double planned_epsilon = accountant.epsilon(total, delta).epsilon;
+  if (planned_epsilon > target) {
+    throw std::runtime_error("privacy: the stages plan to spend epsilon " + format_epsilon(planned_epsilon) +
+                             " at delta " + format_epsilon(delta) + ", over the target " + format_epsilon(target) +
+                             " by " + format_epsilon(planned_epsilon - target) +
+                             "; raise noise_multiplier, lower the steps or the batch size, or use \"auto\"");
+  }
+  log << "planned privacy: epsilon " << format_epsilon(planned_epsilon) << " of " << target << " ("
+      << recipe_.privacy.get_string("accountant") << ", delta " << delta << ")\n";
+  return total;
+}
 
 RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, const RunOptions& options) {
   Session s(run_dir, log, options);
@@ -231,24 +256,59 @@ void RunOrchestrator::check(std::ostream& log) {
   }
 }
 
-void RunOrchestrator::check_data_use(const sdk::Dataset& data) const {
-  // One dataset feeds every stage. A non-private stage may train on it only when it is public and
-  // no private stage protects it: `public = true` cannot make records public that a private stage
-  // of the same run accounts for.
+void RunOrchestrator::open_datasets(Session& s) {
+  for (const auto& stage : recipe_.stages) {
+    if (stage.data.empty()) {
+      throw std::runtime_error("data: the recipe's stages need data: add a [data] section with dataset = \"...\" "
+                               "(e.g. \"fashion-mnist\"), or [data.NAME] sections that stages name with data = \"NAME\"");
+    }
+    if (!s.datasets.count(stage.data)) s.datasets[stage.data] = open_dataset_(recipe_.dataset(stage.data));
+  }
+  for (const auto& stage : recipe_.stages) s.stage_sizes.push_back(s.datasets.at(stage.data)->size());
+}
+
+namespace {
+// Two sections that read the same records (same plugin and options), whatever their names.
+bool same_source(const DataSection& a, const DataSection& b) {
+  auto options = [](const DataSection& d) {  // all but the privacy status, which cannot change the records
+    auto values = d.dataset.config.values();
+    values.erase("public");
+    return values;
+  };
+  return a.dataset.id == b.dataset.id && options(a) == options(b);
+}
+}  // namespace
+
+void RunOrchestrator::check_data_use(Session& s) const {
+  // A run protects one private dataset: the ledger and epsilon are about it. Non-private stages may
+  // only train on data that is public, and never on the records a private stage protects — naming
+  // them twice, or marking them `public = true`, cannot make them public.
   const auto& mechanisms = components_.mechanisms;
   std::size_t first_private = mechanisms.size();
-  for (std::size_t i = 0; i < mechanisms.size() && first_private == mechanisms.size(); ++i) {
-    if (mechanisms[i]->is_private()) first_private = i;
+  for (std::size_t i = 0; i < mechanisms.size(); ++i) {
+    if (!mechanisms[i]->is_private()) continue;
+    if (first_private == mechanisms.size()) {
+      first_private = i;
+      s.private_data = recipe_.stages[i].data;
+    } else if (recipe_.stages[i].data != s.private_data) {
+      throw std::runtime_error("stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "' trains privately on '" +
+                               recipe_.stages[i].data + "', but stage[" + std::to_string(first_private) + "] '" +
+                               recipe_.stages[first_private].name + "' on '" + s.private_data + "': a run protects one "
+                               "private dataset (its ledger and epsilon are about it); use one run per private dataset");
+    }
   }
   for (std::size_t i = 0; i < mechanisms.size(); ++i) {
     if (mechanisms[i]->is_private()) continue;
+    const sdk::Dataset& data = s.stage_data(recipe_, i);
+    const DataSection& section = recipe_.dataset(recipe_.stages[i].data);
     const std::string stage = "stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "': mechanism '" +
                               recipe_.stages[i].mechanism.id + "' is not private";
     if (!data.is_public()) {
-      throw std::runtime_error(stage + " and may only train on data marked public ([data] public = true); " +
-                               data.name() + " is private");
+      throw std::runtime_error(stage + " and may only train on data marked public ([" + section.path +
+                               "] public = true, or a public dataset such as glyphs); " + data.name() + " is private");
     }
-    if (first_private != mechanisms.size()) {
+    if (first_private != mechanisms.size() &&
+        (section.name == s.private_data || same_source(section, recipe_.dataset(s.private_data)))) {
       throw std::runtime_error(stage + ", but stage[" + std::to_string(first_private) + "] '" +
                                recipe_.stages[first_private].name + "' trains privately on the same data (" +
                                data.name() + "): data a private stage protects cannot also be public; train the "
@@ -257,24 +317,108 @@ void RunOrchestrator::check_data_use(const sdk::Dataset& data) const {
   }
 }
 
+void RunOrchestrator::check_parameter_selections(Session& s) {
+  // Each stage's parameter selection must select something; counted for the log and summary.json.
+  s.stage_trainable.clear();
+  for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {
+    try {
+      components_.mechanisms[i]->select_trainable(*components_.model);
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error("stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "': " + e.what());
+    }
+    std::int64_t n = 0;
+    for (const auto& p : components_.model->module().parameters()) n += p.requires_grad() ? p.numel() : 0;
+    s.stage_trainable.push_back(n);
+    if (n != s.total_params) {
+      s.log << "stage '" << recipe_.stages[i].name << "' trains " << n << " of " << s.total_params
+            << " parameters (the rest stay frozen)\n";
+    }
+  }
+}
+
+void RunOrchestrator::prepare_init_from(Session& s) {
+  // The data this run uses, by fingerprint, and what its initial model inherits (see init_from.hpp).
+  const bool fresh = !s.options.resume;
+  if (!recipe_.run.has("init_from")) return;
+  if (!components_.model) throw std::runtime_error("run.init_from: the recipe has no [model] to initialise");
+  s.init = read_init_source(recipe_.run.get_string("init_from"));
+  const InitSource& src = *s.init;
+  for (const auto& [name, data] : s.datasets) s.fingerprints[name] = dataset_fingerprint(*data);
+  const std::string mine = s.private_data.empty() ? "" : s.fingerprints.at(s.private_data);
+  auto contains = [](const std::vector<std::string>& v, const std::string& x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  };
+  for (std::size_t i = 0; i < recipe_.stages.size(); ++i) {
+    const std::string& fp = s.fingerprints.at(recipe_.stages[i].data);
+    if (!components_.mechanisms[i]->is_private() && contains(src.private_data, fp)) {
+      throw std::runtime_error("stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "' trains non-privately "
+                               "on " + s.stage_data(recipe_, i).name() + ", which the initial model's run (" +
+                               src.run_dir.string() + ") or its ancestry trained on privately: it cannot be public here");
+    }
+  }
+  if (!mine.empty() && contains(src.public_data, mine)) {
+    throw std::runtime_error("run.init_from: the initial model's run (" + src.run_dir.string() + ") or its ancestry "
+                             "trained non-privately on this run's private data (" + s.datasets.at(s.private_data)->name() +
+                             "): no guarantee can cover it");
+  }
+  const bool spent = !src.ledger.entries().empty();
+  if (!spent) {
+    s.carry_reason = "the source spent no privacy: nothing carried";
+  } else if (!src.data_use_known) {
+    s.carry = true;
+    s.carry_reason = "the source's data is not recorded (unfinished or older run): its ledger is carried, to be safe";
+  } else if (mine.empty() || contains(src.private_data, mine)) {
+    s.carry = true;
+    s.carry_reason = mine.empty() ? "this run trains on no private data; its model descends from the source's private "
+                                    "training: the source's ledger is carried"
+                                  : "the source spent privacy on this run's private data: its ledger is carried and "
+                                    "composed with this run's steps";
+  } else {
+    s.carry_reason = "the source spent privacy on other data than this run's: nothing carried (see its privacy.json)";
+  }
+  if (fresh) {  // here, before anything is written: a model that does not fit is refused up front
+    load_initial_weights(src.checkpoint, *components_.model);
+    s.log << "init_from " << src.checkpoint.string() << ": " << s.carry_reason << "\n";
+  }
+  for (const auto& fp : src.private_data) s.private_use.push_back(fp);
+  for (const auto& fp : src.public_data) s.public_use.push_back(fp);
+}
+
+const DataSection* RunOrchestrator::eval_data() const {
+  // Samples are scored against the data the run protects, else the data of its last stage.
+  if (recipe_.stages.empty()) return nullptr;
+  for (std::size_t i = 0; i < recipe_.stages.size(); ++i) {
+    if (components_.mechanisms[i]->is_private() && !recipe_.stages[i].data.empty()) {
+      return &recipe_.dataset(recipe_.stages[i].data);
+    }
+  }
+  return recipe_.stages.back().data.empty() ? nullptr : &recipe_.dataset(recipe_.stages.back().data);
+}
+
+void RunOrchestrator::check_eval_reference(Session&) const {
+  const DataSection* data = eval_data();
+  for (std::size_t e = 0; e < recipe_.evals.size() && data; ++e) {
+    const auto& config = data->dataset.config;
+    if (!config.has("split") || !config.has("path")) {
+      throw std::runtime_error("eval[" + std::to_string(e) + "]: [[eval]] scores samples against the real images of "
+                               "an IDX dataset (idx, fashion-mnist, mnist); the run's data '" + data->name + "' is " +
+                               data->dataset.id + "; use privdiff eval with --real-path instead");
+    }
+    if (recipe_.evals[e].get_string("reference") == "held_out" && config.get_string("split") == "test") {
+      throw std::runtime_error("eval[" + std::to_string(e) + "].reference: \"held_out\" scores against the test "
+                               "split, but the run trains on it (" + data->path + ".split = \"test\"); set reference = "
+                               "\"training\" to score against it anyway (the run then carries a caveat)");
+    }
+  }
+}
+
 void RunOrchestrator::preflight(Session& s) {
   if (components_.model) {
-    for (const auto& p : components_.model->module().parameters()) {
-      s.total_params += p.numel();
-      if (p.requires_grad()) s.trainable_params += p.numel();
-    }
-    s.log << "model " << recipe_.model->id << ": " << s.total_params << " parameters (" << s.trainable_params
-          << " trainable)\n";
+    for (const auto& p : components_.model->module().parameters()) s.total_params += p.numel();
+    s.log << "model " << recipe_.model->id << ": " << s.total_params << " parameters\n";
   }
   if (!recipe_.evals.empty() && components_.model && model_classes(recipe_.model->config) <= 0) {
     throw std::runtime_error("eval: [[eval]] scores labelled samples; the model is unconditional (num_classes = 0)");
-  }
-  for (std::size_t e = 0; e < recipe_.evals.size(); ++e) {
-    if (recipe_.evals[e].get_string("reference") == "held_out" && recipe_.data.get_string("split") == "test") {
-      throw std::runtime_error("eval[" + std::to_string(e) + "].reference: \"held_out\" scores against the test "
-                               "split, but the run trains on it (data.split = \"test\"); set reference = \"training\" "
-                               "to score against it anyway (the run then carries a caveat)");
-    }
   }
   if (components_.mechanisms.empty()) {
     if (!recipe_.privacy.has("delta") && !recipe_.privacy.has("epsilon")) {
@@ -284,19 +428,23 @@ void RunOrchestrator::preflight(Session& s) {
     return;
   }
   if (!components_.model) throw std::runtime_error("stage: the recipe has stages but no [model]");
-  s.data = open_dataset_(recipe_.data);
-  check_data_use(*s.data);
+  open_datasets(s);
+  check_data_use(s);
+  check_eval_reference(s);
   for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {  // e.g. a batch larger than the data
     try {
-      components_.mechanisms[i]->planned_events_with(1.0, s.data->size());
+      components_.mechanisms[i]->planned_events_with(1.0, s.stage_size(i));
     } catch (const std::invalid_argument& e) {
       throw std::runtime_error("stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "': " + e.what());
     }
   }
-  plan_privacy(s.data->size(), s.log);
+  check_parameter_selections(s);
+  prepare_init_from(s);
+  plan_privacy(s);
   noise_multipliers_.clear();
-  for (const auto& m : components_.mechanisms) {
-    noise_multipliers_.push_back(m->is_private() ? single_noise_multiplier(m->planned_events(s.data->size()))
+  for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {
+    const auto& m = components_.mechanisms[i];
+    noise_multipliers_.push_back(m->is_private() ? single_noise_multiplier(m->planned_events(s.stage_size(i)))
                                                  : std::nan(""));
   }
   warn_about_short_ema(s);
@@ -309,7 +457,7 @@ void RunOrchestrator::warn_about_short_ema(Session& s) const {
     const auto& config = recipe_.stages[i].mechanism.config;
     if (!config.has("ema")) continue;
     const double ema = config.get_double("ema");
-    const auto steps = sdk::gaussian_steps(components_.mechanisms[i]->planned_events(s.data->size()));
+    const auto steps = sdk::gaussian_steps(components_.mechanisms[i]->planned_events(s.stage_size(i)));
     std::int64_t n = config.has("steps") ? config.get_int("steps") : 0;
     for (const auto& k : steps) n = std::max(n, k.count);
     if (ema <= 0 || n <= 0 || static_cast<double>(n) * (1 - ema) >= 1) continue;
@@ -326,12 +474,23 @@ void RunOrchestrator::open_run_directory(Session& s) {
   s.recipe_sha = content_hash(recipe_text);
   // What the stages train on, for the checkpoint, the resume check and summary.json (not needed by
   // validate's pre-flight, so hashed here rather than there).
-  if (s.data) s.data_fingerprint = dataset_fingerprint(*s.data);
+  for (const auto& [name, data] : s.datasets) {
+    if (!s.fingerprints.count(name)) s.fingerprints[name] = dataset_fingerprint(*data);
+  }
+  for (const auto& [name, fp] : s.fingerprints) {  // one dataset: its fingerprint alone, as before
+    s.data_fingerprint += s.fingerprints.size() == 1 ? fp : (s.data_fingerprint.empty() ? "" : "; ") + name + "=" + fp;
+  }
+  for (std::size_t i = 0; i < recipe_.stages.size(); ++i) {
+    const std::string& fp = s.fingerprints.at(recipe_.stages[i].data);
+    auto& use = components_.mechanisms[i]->is_private() ? s.private_use : s.public_use;
+    if (std::find(use.begin(), use.end(), fp) == use.end()) use.push_back(fp);
+  }
   if (!s.options.resume) {
     std::error_code ec;
     fs::create_directories(s.run_dir, ec);
     if (ec) throw std::runtime_error("cannot create run directory " + s.run_dir.string() + ": " + ec.message());
     write_file_atomically(s.run_dir / "recipe.toml", recipe_text);
+    if (s.init) initialise_from_source(s);
   } else {
     if (!components_.model) throw std::runtime_error("cannot resume: the recipe has no [model]");
     s.resumed = load_checkpoint(s.checkpoint_path(), *components_.model);
@@ -376,6 +535,24 @@ void RunOrchestrator::open_run_directory(Session& s) {
   s.metrics.open(s.metrics_path(), std::ios::app);
 }
 
+void RunOrchestrator::initialise_from_source(Session& s) {
+  const InitSource& src = *s.init;  // its weights were loaded in pre-flight
+  if (s.carry) {
+    for (const auto& entry : src.ledger.entries()) s.summary.ledger.record(entry);
+    for (const auto& caveat : src.ledger.caveats()) s.summary.ledger.add_caveat("init_from: " + caveat);
+  }
+  nlohmann::json record = {{"source", src.run_dir.string()},
+                           {"checkpoint", src.checkpoint.string()},
+                           {"checkpoint_hash", src.checkpoint_hash},
+                           {"source_finished", src.finished},
+                           {"carried", s.carry},
+                           {"reason", s.carry_reason},
+                           {"carried_ledger", nlohmann::json::parse(sdk::to_json(s.carry ? src.ledger : sdk::PrivacyLedger{}))},
+                           {"source_data_use", src.data_use_known ? data_use_json(src.private_data, src.public_data)
+                                                                  : nlohmann::json()}};
+  write_file_atomically(s.run_dir / "init_from.json", record.dump(2) + "\n");
+}
+
 void RunOrchestrator::write_checkpoint(Session& s, std::int64_t stage, std::int64_t step,
                                        const sdk::StateWriter& mechanism_state) {
   s.metrics.flush();
@@ -413,8 +590,10 @@ void RunOrchestrator::run_stages(Session& s) {
 void RunOrchestrator::run_stage(Session& s, std::size_t i) {
   auto& mechanism = *components_.mechanisms[i];
   const std::string& name = recipe_.stages[i].name;
-  s.log << "stage '" << name << "' (" << recipe_.stages[i].mechanism.id << ")\n";
-  sdk::StageContext context{*components_.model, *s.data, s.summary.ledger,
+  s.log << "stage '" << name << "' (" << recipe_.stages[i].mechanism.id << ", data '" << recipe_.stages[i].data
+        << "': " << s.stage_data(recipe_, i).name() << ")\n";
+  mechanism.select_trainable(*components_.model);
+  sdk::StageContext context{*components_.model, s.stage_data(recipe_, i), s.summary.ledger,
                             static_cast<std::uint64_t>(recipe_.run.get_int("seed")) + i, {}};
   context.stage_index = static_cast<std::int64_t>(i);
   if (s.resumed && static_cast<std::int64_t>(i) == s.resumed->position.stage && s.resumed->mechanism_state) {
@@ -473,8 +652,12 @@ void RunOrchestrator::run_stage(Session& s, std::size_t i) {
                        s.session_steps);
     }
   };
+  const auto stage_start = std::chrono::steady_clock::now();
   try {
     mechanism.run(context);
+    if (!context.resume) {
+      s.stage_seconds[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - stage_start).count();
+    }
   } catch (const RunStopped&) {
     throw;  // the checkpoint and ledger.json were written at the stop
   } catch (...) {
@@ -487,7 +670,9 @@ void RunOrchestrator::sample_grid(Session& s) {
   // A class-by-row sample grid (10 samples per class, up to 10 classes) from the trained model.
   if (!components_.model || !components_.sampler) return;
   std::int64_t classes = 10;
-  if (s.data) classes = std::min<std::int64_t>(10, s.data->num_classes());
+  if (!recipe_.stages.empty() && !s.datasets.empty()) {
+    classes = std::min<std::int64_t>(10, s.stage_data(recipe_, recipe_.stages.size() - 1).num_classes());
+  }
   sdk::SampleRequest request;
   request.count = classes * 10;
   request.labels = at::arange(classes, at::kLong).repeat_interleave(10);
@@ -520,16 +705,18 @@ void RunOrchestrator::run_evals(Session& s) {
     for (const auto& name : entry.get_string_list("classifiers")) options.classifiers.push_back(classifier_kind_from_string(name));
     options.epochs = entry.get_int("epochs");
     options.seed = sampling.seed;
-    options.real_dataset = recipe_.data.has("dataset") ? recipe_.data.get_string("dataset") : "";
-    options.real_path = recipe_.data.has("path") ? recipe_.data.get_string("path") : "";
+    const DataSection& data = *eval_data();  // an IDX dataset (checked in pre-flight)
+    options.real_dataset = data.dataset.id;
+    options.real_path = data.dataset.config.get_string("path");
+    const std::string split = data.dataset.config.get_string("split");
     // held_out: the test split, disjoint from the training split (preflight refused a run that
     // trains on it); training: the split the run trained on.
-    options.reference = entry.get_string("reference") == "training" ? recipe_.data.get_string("split") : "test";
+    options.reference = entry.get_string("reference") == "training" ? split : "test";
     nlohmann::json result = evaluate_image_set(
-        LabelledImages{pixels_from_bytes(set.images), set.labels}, options, s.log);
+        LabelledImages{sdk::pixels_from_bytes(set.images), set.labels}, options, s.log);
     if (entry.get_string("reference") == "training") {
       result["caveats"] = nlohmann::json::array({"scored against the run's own training data (" +
-                                                 recipe_.data.get_string("split") + " split): " +
+                                                 split + " split): " +
                                                  train_reference_caveat()});
       s.summary.ledger.add_caveat("eval-" + std::to_string(e) + ".json: " + result["caveats"][0].get<std::string>());
     }
@@ -573,9 +760,10 @@ void RunOrchestrator::write_reports(Session& s) {
   for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {
     const auto& m = *components_.mechanisms[i];
     nlohmann::json stage = {{"name", recipe_.stages[i].name}, {"mechanism", recipe_.stages[i].mechanism.id},
-                            {"private", m.is_private()}};
-    if (s.data && m.is_private()) {
-      const auto kinds = sdk::gaussian_steps(m.planned_events(s.data->size()));
+                            {"private", m.is_private()}, {"data", recipe_.stages[i].data}};
+    if (i < s.stage_trainable.size()) stage["trainable_parameters"] = s.stage_trainable[i];
+    if (!s.stage_sizes.empty() && m.is_private()) {
+      const auto kinds = sdk::gaussian_steps(m.planned_events(s.stage_size(i)));
       std::int64_t steps = 0;
       for (const auto& k : kinds) steps += k.count;
       stage["steps"] = steps;
@@ -589,6 +777,13 @@ void RunOrchestrator::write_reports(Session& s) {
     for (const char* key : {"batch_size", "noise_multiplicity", "steps"}) {
       if (config.has(key) && !stage.contains(key)) stage[key] = config.get_int(key);
     }
+    // Speed in expected examples (batch_size x steps: the realised count is private) per second,
+    // for stages trained start to end in this session.
+    if (s.stage_seconds.count(i) && stage.contains("batch_size") && stage.contains("steps") && s.stage_seconds[i] > 0) {
+      stage["seconds"] = s.stage_seconds[i];
+      stage["examples_per_second"] =
+          stage["batch_size"].get<double>() * stage["steps"].get<double>() / s.stage_seconds[i];
+    }
     stages.push_back(stage);
   }
   nlohmann::json run_summary = {{"name", recipe_.run.get_string("name")},
@@ -597,21 +792,34 @@ void RunOrchestrator::write_reports(Session& s) {
                                 {"privacy", results},
                                 {"caveats", caveats}};
   if (!s.data_fingerprint.empty()) run_summary["data"] = s.data_fingerprint;
+  if (!s.datasets.empty()) run_summary["data_use"] = data_use_json(s.private_use, s.public_use);
+  if (s.init) {
+    run_summary["init_from"] = {{"source", s.init->run_dir.string()}, {"checkpoint_hash", s.init->checkpoint_hash},
+                                {"carried", s.carry}, {"reason", s.carry_reason}};
+  }
   if (any_private(components_)) run_summary["calibration_accountant"] = recipe_.privacy.get_string("accountant");
   if (!s.options.provenance.is_null()) run_summary["provenance"] = s.options.provenance;
   if (recipe_.privacy.has("epsilon")) run_summary["target_epsilon"] = recipe_.privacy.get_double("epsilon");
   if (recipe_.privacy.has("delta")) run_summary["delta"] = recipe_.privacy.get_double("delta");
+  // The model's trainable parameters: those of the (last) private stage, else of the last stage.
+  std::int64_t trainable = s.total_params;
+  for (std::size_t i = 0; i < s.stage_trainable.size(); ++i) {
+    if (components_.mechanisms[i]->is_private() || i + 1 == s.stage_trainable.size()) trainable = s.stage_trainable[i];
+  }
+  for (std::size_t i = 0; i < s.stage_trainable.size(); ++i) {
+    if (components_.mechanisms[i]->is_private()) trainable = s.stage_trainable[i];
+  }
   if (components_.model) {
     run_summary["model"] = {{"type", recipe_.model->id}, {"parameters", s.total_params},
-                            {"trainable_parameters", s.trainable_params}};
+                            {"trainable_parameters", trainable}};
   }
   write_file_atomically(s.run_dir / "summary.json", run_summary.dump(2) + "\n");
 
   std::ostream& log = s.log;
   log << "\nsummary\n";
   if (components_.model) {
-    log << "  model       " << recipe_.model->id << ", " << s.total_params << " parameters (" << s.trainable_params
-        << " trainable)\n";
+    log << "  model       " << recipe_.model->id << ", " << s.total_params << " parameters (" << trainable
+        << " trained" << (any_private(components_) ? " privately" : "") << ")\n";
   }
   log << "  training    " << components_.mechanisms.size() << " stage(s), " << format_duration(s.training_seconds);
   if (total_steps > 0) log << ", " << total_steps << " private steps";

@@ -9,7 +9,9 @@
 //   checkpoint.pt  model, mechanism state, generators and ledger (see run_checkpoint.hpp)
 //   samples.png    a class-by-row sample grid of the trained model
 //   privacy.json   epsilon under every accountant the recipe names, and the caveats
-//   summary.json   what ran: model size, stages (steps, sigma), wall time, privacy
+//   summary.json   what ran: model size, stages (steps, sigma, trainable parameters), wall time,
+//                  privacy, the data used (privately, publicly; with init_from's ancestry)
+//   init_from.json where the initial model came from and what of its privacy was carried
 
 #include "recipe/recipe.hpp"
 #include "run/composed_run.hpp"
@@ -29,7 +31,8 @@
 
 namespace privdiff::core {
 
-using DatasetOpener = std::function<std::unique_ptr<sdk::Dataset>(const sdk::Config& data)>;
+/// Opens one of the recipe's datasets (open_dataset with the registry, or a test's stand-in).
+using DatasetOpener = std::function<std::unique_ptr<sdk::Dataset>(const DataSection& data)>;
 
 struct AccountantResult {
   std::string accountant;
@@ -98,9 +101,15 @@ class RunOrchestrator {
   void run_evals(Session& s);
   void write_reports(Session& s);
 
-  void check_data_use(const sdk::Dataset& data) const;
+  void open_datasets(Session& s);
+  const DataSection* eval_data() const;
+  void check_eval_reference(Session& s) const;
+  void check_data_use(Session& s) const;
+  void check_parameter_selections(Session& s);
+  void prepare_init_from(Session& s);
+  void initialise_from_source(Session& s);
   void warn_about_short_ema(Session& s) const;
-  sdk::PrivacyEvent plan_privacy(std::int64_t dataset_size, std::ostream& log);
+  sdk::PrivacyEvent plan_privacy(Session& s);
   const sdk::Accountant& main_accountant() const;
 
   const Recipe& recipe_;

@@ -1,7 +1,7 @@
 #include "sample/sample_set.hpp"
 
-#include "data/idx_file.hpp"
-#include "data/pixels.hpp"
+#include <privdiff/data/idx_file.hpp>
+#include <privdiff/data/pixels.hpp>
 #include "run/image_grid.hpp"
 
 #include <ATen/ATen.h>
@@ -45,7 +45,7 @@ SampleSet generate_samples(sdk::Model& model, sdk::Sampler& sampler, const Sampl
     if (set.labels.defined()) request.labels = set.labels.narrow(0, done, n);
     request.seed = options.seed + static_cast<std::uint64_t>(batch) * 0x9e3779b97f4a7c15ULL;
     const at::Tensor images = model.decode(sampler.sample(model, request)).to(at::kCPU);
-    batches.push_back(pixels_to_bytes(images));
+    batches.push_back(sdk::pixels_to_bytes(images));
     done += n;
     const auto now = std::chrono::steady_clock::now();
     if (now - last_print > std::chrono::seconds(2) || done == options.count) {
@@ -62,9 +62,9 @@ SampleSet generate_samples(sdk::Model& model, sdk::Sampler& sampler, const Sampl
 
 namespace {
 
-IdxArray to_idx(const at::Tensor& bytes, std::vector<std::int64_t> shape) {
+sdk::IdxArray to_idx(const at::Tensor& bytes, std::vector<std::int64_t> shape) {
   const at::Tensor contiguous = bytes.contiguous();
-  IdxArray array;
+  sdk::IdxArray array;
   array.shape = std::move(shape);
   const auto* data = contiguous.data_ptr<std::uint8_t>();
   array.data.assign(data, data + contiguous.numel());
@@ -78,9 +78,9 @@ fs::path write_sample_set(const fs::path& prefix, const SampleSet& set, bool bal
   const fs::path images_file = prefix.string() + "-images-idx3-ubyte.gz";
   std::vector<std::int64_t> shape = set.images.sizes().vec();
   if (shape.size() == 4 && shape[1] == 1) shape.erase(shape.begin() + 1);
-  write_idx(images_file, to_idx(set.images, shape));
+  sdk::write_idx(images_file, to_idx(set.images, shape));
   if (set.labels.defined()) {
-    write_idx(labels_file_beside(images_file), to_idx(set.labels.to(at::kByte), {set.labels.size(0)}));
+    sdk::write_idx(labels_file_beside(images_file), to_idx(set.labels.to(at::kByte), {set.labels.size(0)}));
   }
   // A preview grid: for balanced labels up to 10 of each of the first 10 classes, one class per row.
   at::Tensor preview;
@@ -101,7 +101,7 @@ fs::path write_sample_set(const fs::path& prefix, const SampleSet& set, bool bal
     if (rows > 0) preview = set.images.narrow(0, 0, rows * 10);
   }
   if (preview.defined()) {
-    write_image_grid(prefix.string() + "-grid.png", pixels_from_bytes(preview), rows, 10);
+    write_image_grid(prefix.string() + "-grid.png", sdk::pixels_from_bytes(preview), rows, 10);
   }
   return images_file;
 }

@@ -1,6 +1,6 @@
 // Evaluation building blocks: Fréchet distance against closed forms, k-NN precision/recall,
 // the IDX sample pair reader's checks, and the sample-set writer/reader round trip.
-#include "data/idx_file.hpp"
+#include <privdiff/data/idx_file.hpp>
 #include "evaluate/evaluation.hpp"
 #include "evaluate/feature_statistics.hpp"
 #include "sample/sample_set.hpp"
@@ -12,6 +12,7 @@
 #include <filesystem>
 
 using namespace privdiff::core;
+namespace sdk = privdiff::sdk;
 namespace fs = std::filesystem;
 
 namespace {
@@ -99,15 +100,15 @@ TEST(SampleSet, WritesAnIdxPairThatReadsBack) {
 
 TEST(SampleSet, MismatchedOrCorruptFilesAreRefusedWithTheFileNamed) {
   const fs::path dir = temp_dir("bad");
-  write_idx(dir / "a-images-idx3-ubyte", IdxArray{{3, 28, 28}, std::vector<std::uint8_t>(3 * 28 * 28, 7)});
-  write_idx(dir / "a-labels-idx1-ubyte", IdxArray{{2}, {1, 2}});
+  sdk::write_idx(dir / "a-images-idx3-ubyte", sdk::IdxArray{{3, 28, 28}, std::vector<std::uint8_t>(3 * 28 * 28, 7)});
+  sdk::write_idx(dir / "a-labels-idx1-ubyte", sdk::IdxArray{{2}, {1, 2}});
   try {
     read_labelled_images(dir / "a-images-idx3-ubyte", dir / "a-labels-idx1-ubyte", 10);
     FAIL() << "a label count mismatch was accepted";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("has 2 labels for the 3 images"), std::string::npos) << e.what();
   }
-  write_idx(dir / "a-labels-idx1-ubyte", IdxArray{{3}, {1, 12, 2}});
+  sdk::write_idx(dir / "a-labels-idx1-ubyte", sdk::IdxArray{{3}, {1, 12, 2}});
   try {
     read_labelled_images(dir / "a-images-idx3-ubyte", dir / "a-labels-idx1-ubyte", 10);
     FAIL() << "label 12 of 10 classes was accepted";

@@ -16,8 +16,12 @@ TEST(RecipeValidator, ConvertsEverySectionAndFillsDefaults) {
   EXPECT_EQ(r.run.get_int("seed"), 3);
   EXPECT_EQ(r.run.get_int("threads"), 0);  // default
   EXPECT_DOUBLE_EQ(r.privacy.get_double("delta"), 1e-5);
-  EXPECT_EQ(r.data.get_string("split"), "train");
-  EXPECT_EQ(r.data.get_int_list("classes"), (std::vector<std::int64_t>{0, 1, 2}));
+  ASSERT_EQ(r.datasets.size(), 1u);
+  EXPECT_EQ(r.datasets[0].name, "data");
+  EXPECT_EQ(r.datasets[0].dataset.id, "fixture_data");
+  EXPECT_EQ(r.datasets[0].dataset.config.get_int("size"), 1000);  // the plugin's default
+  EXPECT_EQ(*r.datasets[0].classes, (std::vector<std::int64_t>{0, 1, 2}));
+  EXPECT_EQ(r.stages[0].data, "data");  // the only dataset
   ASSERT_TRUE(r.model);
   EXPECT_EQ(r.model->id, "fixture_model");
   EXPECT_EQ(r.model->config.get_int("channels"), 16);
@@ -90,4 +94,30 @@ TEST(RecipeValidator, PluginSearchIsRelativeToTheRecipe) {
   ASSERT_EQ(dirs.size(), 2u);
   EXPECT_EQ(dirs[0], std::filesystem::path("/a/b/../plugins"));
   EXPECT_EQ(dirs[1], std::filesystem::path("/abs"));
+}
+
+TEST(RecipeValidator, NamedDatasetsAndStageDataAreChecked) {
+  const auto doc = RecipeDocument::parse(R"([model]
+type = "fixture_model"
+[data.public]
+dataset = "fixture_data"
+public = true
+[data.private]
+dataset = "fixture_dat"
+[[stage]]
+mechanism = "fixture_mechanism"
+batch_size = 10
+data = "privat"
+)", "r.toml");
+  try {
+    validate_recipe(doc, fixture_registry());
+    FAIL() << "accepted";
+  } catch (const RecipeError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("data.private.dataset: unknown dataset 'fixture_dat' (did you mean 'fixture_data'?)"),
+              std::string::npos) << what;
+    EXPECT_NE(what.find("stage[0].data: unknown dataset 'privat' (did you mean 'private'?)"), std::string::npos) << what;
+  }
+  const auto mixed = RecipeDocument::parse("[data]\ndataset = \"fixture_data\"\n[data.extra]\ndataset = \"fixture_data\"\n", "m.toml");
+  EXPECT_THROW(validate_recipe(mixed, fixture_registry()), RecipeError);
 }

@@ -5,6 +5,7 @@
 #include "test_support.hpp"
 
 #include <privdiff/privacy/event_json.hpp>
+#include <privdiff/privacy/gaussian_steps.hpp>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -35,7 +36,10 @@ class TinyDataset : public sdk::Dataset {
 };
 
 DatasetOpener tiny_data(std::int64_t size = 1000) {
-  return [size](const sdk::Config& data) { return std::make_unique<TinyDataset>(data.get_bool("public"), size); };
+  return [size](const DataSection& data) {
+    const auto& c = data.dataset.config;  // fixture_data's `size` when it is not the default
+    return std::make_unique<TinyDataset>(c.get_bool("public"), c.has("size") && c.get_int("size") != 1000 ? c.get_int("size") : size);
+  };
 }
 
 class RunOrchestratorTest : public ::testing::Test {
@@ -48,7 +52,11 @@ class RunOrchestratorTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   RunSummary run(const std::string& recipe_text, const RunOptions& options = {}) {
-    recipe_ = validate_recipe(RecipeDocument::parse(recipe_text, "r.toml"), fixture_registry());
+    // Every stage needs data: the fixture dataset unless the recipe names its own.
+    const std::string text = recipe_text.find("[data") == std::string::npos && recipe_text.find("[[stage]]") != std::string::npos
+                                 ? recipe_text + "\n[data]\ndataset = \"fixture_data\"\n"
+                                 : recipe_text;
+    recipe_ = validate_recipe(RecipeDocument::parse(text, "r.toml"), fixture_registry());
     RunOrchestrator orchestrator(recipe_, compose(recipe_, fixture_registry()), tiny_data());
     return orchestrator.run(dir_, log_, options);
   }
@@ -159,9 +167,9 @@ TEST_F(RunOrchestratorTest, NonPrivateMechanismsRefusePrivateData) {
       "private = false\nbatch_size = 10\n";
   EXPECT_EQ(run_error(recipe),
             "stage[0] 'pretrain': mechanism 'fixture_mechanism' is not private and may only train on data marked "
-            "public ([data] public = true); tiny is private");
+            "public ([data] public = true, or a public dataset such as glyphs); tiny is private");
   fs::remove_all(dir_);
-  const auto summary = run(recipe + "[data]\npublic = true\n");
+  const auto summary = run(recipe + "[data]\ndataset = \"fixture_data\"\npublic = true\n");
   EXPECT_TRUE(summary.ledger.entries().empty());
 }
 
@@ -184,6 +192,7 @@ mechanism = "fixture_mechanism"
 private = false
 batch_size = 10
 [data]
+dataset = "fixture_data"
 public = true
 )");
   EXPECT_EQ(error,
@@ -277,4 +286,113 @@ TEST_F(RunOrchestratorTest, ResumingOnDifferentDataIsRefused) {
         << e.what();
   }
   EXPECT_EQ(sdk::privacy_ledger_from_json(read_file(dir_ / "ledger.json")).steps(), 3);  // untouched
+}
+
+// Several datasets in one recipe: each stage trains on the one it names; the ledger and q concern
+// the private one only, and a public stage spends nothing.
+const std::string two_datasets = R"(
+[privacy]
+epsilon = 8.0
+delta = 1e-5
+accountant = "fixture_accountant"
+[model]
+type = "fixture_model"
+[data.public]
+dataset = "fixture_data"
+public = true
+size = 500
+[data.private]
+dataset = "fixture_data"
+[[stage]]
+name = "pretrain"
+mechanism = "fixture_mechanism"
+private = false
+batch_size = 10
+data = "public"
+[[stage]]
+name = "finetune"
+mechanism = "fixture_mechanism"
+batch_size = 100
+steps = 7
+noise_multiplier = 5.0
+data = "private"
+)";
+
+TEST_F(RunOrchestratorTest, StagesTrainOnTheDatasetTheyNameAndOnlyPrivateOnesSpend) {
+  const auto summary = run(two_datasets);
+  EXPECT_EQ(summary.ledger.steps(), 7);
+  const auto events = sdk::gaussian_steps(summary.ledger.total());
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_DOUBLE_EQ(events.front().sampling_rate, 100.0 / 1000);  // the private dataset's N
+  const auto j = nlohmann::json::parse(read_file(dir_ / "summary.json"));
+  EXPECT_EQ(j["stages"][0]["data"], "public");
+  EXPECT_EQ(j["data_use"]["private"].size(), 1u);
+  EXPECT_EQ(j["data_use"]["public"].size(), 1u);
+}
+
+TEST_F(RunOrchestratorTest, TheSameRecordsCannotBeBothPublicAndPrivate) {
+  std::string recipe = two_datasets;
+  recipe.replace(recipe.find("size = 500\n"), 11, "");  // the "public" section now reads the private records
+  EXPECT_NE(run_error(recipe).find("trains privately on the same data"), std::string::npos);
+}
+
+TEST_F(RunOrchestratorTest, AStageMustNameItsDatasetWhenThereAreSeveral) {
+  std::string recipe = two_datasets;
+  recipe.replace(recipe.find("data = \"public\"\n"), 16, "");
+  EXPECT_NE(run_error(recipe).find("stage[0].data: the recipe defines several datasets (private, public)"),
+            std::string::npos)
+      << run_error(recipe);
+}
+
+// init_from: the ledger of a source that trained privately on the same data is composed into the
+// new run's; a public source carries nothing; a different model is a clear error.
+TEST_F(RunOrchestratorTest, InitFromAPrivateRunOnTheSameDataCarriesItsLedger) {
+  const fs::path source = dir_.string() + "_source";
+  fs::remove_all(source);
+  recipe_ = validate_recipe(RecipeDocument::parse(private_stage + "noise_multiplier = 5.0\n[data]\ndataset = \"fixture_data\"\n", "a.toml"),
+                            fixture_registry());
+  RunOrchestrator(recipe_, compose(recipe_, fixture_registry()), tiny_data()).run(source, log_);
+  const auto summary = run(private_stage + "noise_multiplier = 5.0\n[run]\ninit_from = \"" + source.string() + "\"\n");
+  EXPECT_EQ(summary.ledger.steps(), 40);  // the source's 20 steps and this run's 20
+  const auto init = nlohmann::json::parse(read_file(dir_ / "init_from.json"));
+  EXPECT_TRUE(init["carried"].get<bool>());
+  EXPECT_EQ(init["checkpoint"], fs::absolute(source / "checkpoint.pt").string());
+
+  // The same source for a run on other data: nothing carried.
+  fs::remove_all(dir_);
+  recipe_ = validate_recipe(RecipeDocument::parse(private_stage + "noise_multiplier = 5.0\n[data]\ndataset = "
+                                                  "\"fixture_data\"\n[run]\ninit_from = \"" + source.string() + "\"\n",
+                                                  "b.toml"),
+                            fixture_registry());
+  const auto elsewhere = RunOrchestrator(recipe_, compose(recipe_, fixture_registry()), tiny_data(999)).run(dir_, log_);
+  EXPECT_EQ(elsewhere.ledger.steps(), 20);
+  fs::remove_all(source);
+}
+
+TEST_F(RunOrchestratorTest, InitFromAPublicRunCarriesNothingAndAnotherModelIsRefused) {
+  const fs::path source = dir_.string() + "_public";
+  fs::remove_all(source);
+  const std::string pretrain =
+      "[model]\ntype = \"fixture_model\"\n[[stage]]\nname = \"pretrain\"\nmechanism = \"fixture_mechanism\"\n"
+      "private = false\nbatch_size = 10\n[data]\ndataset = \"fixture_data\"\npublic = true\nsize = 500\n";
+  recipe_ = validate_recipe(RecipeDocument::parse(pretrain, "p.toml"), fixture_registry());
+  RunOrchestrator(recipe_, compose(recipe_, fixture_registry()), tiny_data()).run(source, log_);
+  const std::string init = "[run]\ninit_from = \"" + source.string() + "\"\n";
+  EXPECT_EQ(run(private_stage + "noise_multiplier = 5.0\n" + init).ledger.steps(), 20);
+  EXPECT_FALSE(nlohmann::json::parse(read_file(dir_ / "init_from.json"))["carried"].get<bool>());
+
+  fs::remove_all(dir_);
+  std::string wider = private_stage + "noise_multiplier = 5.0\n" + init;
+  wider.replace(wider.find("type = \"fixture_model\"\n"), 23, "type = \"fixture_model\"\nwidth = 5\n");
+  const std::string error = run_error(wider);
+  EXPECT_NE(error.find("'linear.weight' is [4, 4] in"), std::string::npos) << error;
+  EXPECT_NE(error.find("but [5, 4] in this recipe's [model]"), std::string::npos) << error;
+  EXPECT_FALSE(fs::exists(dir_ / "ledger.json"));
+
+  // The public source's data cannot be this run's private data.
+  fs::remove_all(dir_);
+  std::string on_public_data = private_stage + "noise_multiplier = 5.0\n" + init + "[data]\ndataset = \"fixture_data\"\nsize = 500\n";
+  EXPECT_NE(run_error(on_public_data).find("trained non-privately on this run's private data"), std::string::npos)
+      << run_error(on_public_data);
+  fs::remove_all(source);
 }

@@ -78,7 +78,7 @@ expect 2 "validate a privacy plan over the target" -- "$privdiff" "${good[@]}" v
   --set privacy.accountant=fixture_accountant --set 'stage.1.noise_multiplier=0.1'
 contains "already spend epsilon 1215 of the target 10"
 expect 2 "validate a missing data path" -- "$privdiff" "${good[@]}" validate "$fixtures/recipes/valid/full.toml" \
-  --set data.path="$tmp/no-such-data"
+  --set 'data.dataset="idx"' --set data.path="$tmp/no-such-data"
 contains "is not a directory"
 
 # run: writes a run directory; refuses to overwrite one.

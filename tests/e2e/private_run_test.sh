@@ -69,7 +69,7 @@ p = summary["provenance"]
 assert p["privdiff"].startswith("0.") and "torch=" in p["build"] and " run " in p["command"], p
 assert {"kind": "mechanism", "id": "dpdm"}.items() <= next(c for c in p["components"] if c["id"] == "dpdm").items(), p
 assert all("library" in c and "version" in c for c in p["components"]), p
-assert summary["data"].startswith("idx (train)|N=20|") and "|hash=" in summary["data"], summary["data"]
+assert summary["data"].startswith("tiny-fashion-mnist (train)|N=20|") and "|hash=" in summary["data"], summary["data"]
 assert summary["calibration_accountant"] == "rdp", summary
 PY
 # Reproducible noise is an opt-in with a caveat wherever the privacy is reported.

@@ -1,6 +1,9 @@
 #include "installed_plugins.hpp"
 
+#include <privdiff/components/mechanism.hpp>
 #include <privdiff/components/model.hpp>
+#include <privdiff/data/dataset.hpp>
+#include <privdiff/privacy/ledger.hpp>
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -45,4 +48,88 @@ TEST(PixelUnet, DenoiserAndTrainingLossShapes) {
     EXPECT_EQ(rows.sizes(), std::vector<std::int64_t>{12}) << p;
     EXPECT_TRUE(at::isfinite(rows).all().item<bool>()) << p;
   }
+}
+
+namespace {
+std::map<std::string, ConfigValue> tiny_unet(std::map<std::string, ConfigValue> extra = {}) {
+  std::map<std::string, ConfigValue> v{{"channels", ConfigValue{std::int64_t{8}}},
+                                       {"channel_mult", ConfigValue{std::vector<std::int64_t>{1, 2}}},
+                                       {"num_res_blocks", ConfigValue{std::int64_t{1}}},
+                                       {"attention_resolutions", ConfigValue{std::vector<std::int64_t>{4}}},
+                                       {"image_size", ConfigValue{std::int64_t{8}}}};
+  for (auto& [k, x] : extra) v[k] = x;
+  return v;
+}
+
+class NoiseImages : public Dataset {
+ public:
+  std::int64_t size() const override { return 64; }
+  at::Tensor images(const at::Tensor& idx) const override {
+    return at::sin(idx.to(at::kFloat).view({-1, 1, 1, 1}) + at::arange(64, at::kFloat).view({1, 1, 8, 8}));
+  }
+  at::Tensor labels(const at::Tensor& idx) const override { return idx.remainder(10); }
+  std::int64_t num_classes() const override { return 10; }
+  bool is_public() const override { return false; }
+  std::string name() const override { return "sines"; }
+};
+
+// Trains `model` privately for 2 steps with the given parameter selection; returns the parameters
+// before, by name.
+std::map<std::string, at::Tensor> train_two_steps(Model& model, const std::string& train) {
+  std::map<std::string, at::Tensor> before;
+  for (const auto& p : model.module().named_parameters()) before[p.key()] = p.value().detach().clone();
+  auto mechanism = privdiff::testing::make_installed<Mechanism>(
+      "dpsgd", {{"batch_size", ConfigValue{std::int64_t{16}}}, {"steps", ConfigValue{std::int64_t{2}}},
+                {"noise_multiplier", ConfigValue{1.0}}, {"ema", ConfigValue{0.0}}, {"lr", ConfigValue{1e-2}},
+                {"train", ConfigValue{train}}});
+  NoiseImages data;
+  PrivacyLedger ledger;
+  StageContext context{model, data, ledger, 0, {}};
+  mechanism->run(context);
+  return before;
+}
+}  // namespace
+
+// Attention-only fine-tuning (DP-LDM): frozen parameters are bit-identical after a private stage,
+// the selected ones moved, and the count is what `privdiff params` reports.
+TEST(PixelUnet, FrozenParametersAreUnchangedAfterAPrivateStage) {
+  auto model = privdiff::testing::make_installed<Model>("pixel_unet", tiny_unet());
+  const auto before = train_two_steps(*model, "attention");
+  std::int64_t trainable = 0;
+  for (const auto& info : model->parameters_with_roles()) {
+    const bool selected = info.role == "attention" || info.role == "conditioning";
+    EXPECT_EQ(info.parameter.requires_grad(), selected) << info.name;
+    if (selected) {
+      trainable += info.parameter.numel();
+      EXPECT_FALSE(info.parameter.equal(before.at(info.name))) << info.name << " did not train";
+    } else {
+      EXPECT_TRUE(info.parameter.equal(before.at(info.name))) << info.name << " changed while frozen";
+    }
+  }
+  EXPECT_GT(trainable, 0);
+}
+
+// LoRA on the attention projections: only the factors train; the merged model (eval mode, as the
+// samplers use it) gives the same denoiser output as the unmerged one.
+TEST(PixelUnet, LoraTrainsOnlyTheAdaptersAndMergesForSampling) {
+  auto model = privdiff::testing::make_installed<Model>("pixel_unet", tiny_unet({{"lora_rank", ConfigValue{std::int64_t{4}}}}));
+  const auto before = train_two_steps(*model, "lora");
+  int adapters = 0;
+  for (const auto& info : model->parameters_with_roles()) {
+    if (info.role == "lora") {
+      ++adapters;
+      if (info.name.find("lora_B") != std::string::npos) EXPECT_FALSE(info.parameter.equal(before.at(info.name))) << info.name;
+    } else {
+      EXPECT_TRUE(info.parameter.equal(before.at(info.name))) << info.name;
+    }
+  }
+  EXPECT_EQ(adapters, 4 * 2 * 2);  // down1_attn0, mid_attn, up1_attn0, up1_attn1: qkv and proj, A and B each
+  const at::Tensor x = at::rand({3, 1, 8, 8}) * 2 - 1;
+  const Conditioning labels{at::tensor({1, 2, -1}, at::kLong)};
+  model->module().train();
+  const at::Tensor unmerged = model->denoise(x, at::full({3}, 0.7), labels).detach();
+  model->module().eval();
+  const at::Tensor merged = model->denoise(x, at::full({3}, 0.7), labels).detach();
+  EXPECT_TRUE(at::allclose(merged, unmerged, 1e-4, 1e-5));
+  EXPECT_FALSE(merged.equal(model->denoise(x, at::full({3}, 0.3), labels).detach()));
 }

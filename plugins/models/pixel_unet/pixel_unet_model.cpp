@@ -3,6 +3,7 @@
 #include <privdiff/components/model.hpp>
 #include <privdiff/diffusion/denoising_loss.hpp>
 #include <privdiff/diffusion/unet.hpp>
+#include <privdiff/engine/lora.hpp>
 #include <privdiff/plugin/export.hpp>
 
 namespace privdiff::plugins::pixel_unet {
@@ -18,7 +19,9 @@ class PixelUnet : public Model {
                                                         c.get_int("num_res_blocks"), c.get_int_list("attention_resolutions"),
                                                         c.get_double("dropout"), c.get_int("num_classes")})),
         preconditioning_(dm::parameterization_from_string(c.get_string("preconditioning"))),
-        label_dropout_(c.get_double("label_dropout")) {}
+        label_dropout_(c.get_double("label_dropout")) {
+    engine::apply_lora(*unet_, engine::lora_options(c));
+  }
 
   torch::nn::Module& module() override { return *unet_; }
 
@@ -56,8 +59,7 @@ class PixelUnet : public Model {
 namespace {
 void register_components(Registrar* registrar) {
   using V = std::vector<std::int64_t>;
-  registrar->add<PixelUnet>(
-      "pixel_unet", "pixel-space diffusion UNet (DDPM++-style) under EDM, VP, VE or v-prediction",
+  Schema schema =
       Schema{}
           .add(Key::integer("channels").at_least(4).defaults(32).doc("base channels (DPDM: 32)"))
           .add(Key::integer_list("channel_mult").at_least(1).defaults(ConfigValue{V{1, 2, 2}}).doc("channel multiplier per resolution level"))
@@ -70,7 +72,10 @@ void register_components(Registrar* registrar) {
           .add(Key::number("label_dropout").at_least(0).less_than(1).defaults(0.1)
                    .doc("probability of training with the null label (classifier-free guidance), per example"))
           .add(Key::integer("image_size").at_least(4).defaults(28).doc("image height and width"))
-          .add(Key::integer("image_channels").at_least(1).defaults(1).doc("image channels")));
+          .add(Key::integer("image_channels").at_least(1).defaults(1).doc("image channels"));
+  engine::add_lora_keys(schema);
+  registrar->add<PixelUnet>("pixel_unet", "pixel-space diffusion UNet (DDPM++-style) under EDM, VP, VE or v-prediction",
+                            std::move(schema));
 }
 }  // namespace
 

@@ -17,6 +17,7 @@ std::string to_string(ComponentKind kind) {
     case ComponentKind::mechanism: return "mechanism";
     case ComponentKind::accountant: return "accountant";
     case ComponentKind::sampler: return "sampler";
+    case ComponentKind::dataset: return "dataset";
   }
   return "?";
 }
@@ -32,6 +33,10 @@ Dataset::~Dataset() = default;
 
 PrivacyEvent Mechanism::planned_events_with(double, std::int64_t) const {
   throw std::logic_error("this mechanism has no tunable noise multiplier");
+}
+
+void Mechanism::select_trainable(Model& model) const {
+  for (auto& p : model.module().parameters()) p.set_requires_grad(true);
 }
 
 void Mechanism::set_noise_multiplier(double) {

@@ -204,7 +204,9 @@ std::vector<ParameterInfo> Unet::parameters_with_roles() {
         info.block_index = role.second;
       }
     }
-    if (info.role == "resblock" && p.key().find(".emb.") != std::string::npos) info.role = "conditioning";
+    // A residual block's noise-embedding projection stays "resblock" (frozen with it, as in
+    // DP-LDM); "conditioning" is the class embedding. Adapter factors are "lora" in their block.
+    if (p.key().find(".lora_") != std::string::npos) info.role = "lora";
     out.push_back(info);
   }
   return out;

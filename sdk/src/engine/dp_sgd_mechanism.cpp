@@ -60,6 +60,7 @@ Schema dp_sgd_schema(bool is_private, bool with_noise_multiplicity) {
       .add(Key::integer("seed").at_least(0).optional()
                .doc("seed of this stage's randomness; default: from [run] seed. Seeds the noise and batches only "
                     "with secure_noise = false"));
+  add_parameter_selection_keys(s);
   return s;
 }
 
@@ -87,6 +88,7 @@ DpSgdOptions dp_sgd_options(const Config& c, bool is_private) {
   o.momentum = c.get_double("momentum");
   o.weight_decay = c.get_double("weight_decay");
   o.ema = c.get_double("ema");
+  o.trainable = parameter_selection(c);
   if (c.has("seed")) {
     if (o.secure_noise) {
       throw std::invalid_argument(c.path() + ".seed: a stage seed would make the noise reproducible, but "
@@ -146,6 +148,8 @@ void DpSgdMechanism::set_noise_multiplier(double sigma) {
   options_.noise_multiplier = sigma;
 }
 
+void DpSgdMechanism::select_trainable(Model& model) const { apply_parameter_selection(model, options_.trainable); }
+
 void DpSgdMechanism::run(StageContext& context) {
   const Dataset& data = context.data;
   const std::int64_t n = data.size();
@@ -184,6 +188,8 @@ void DpSgdMechanism::run(StageContext& context) {
 
   Model& model = context.model;
   torch::nn::Module& module = model.module();
+  select_trainable(model);  // frozen parameters: no per-example gradients, no optimizer state, no EMA
+  module.train();
   const std::vector<at::Tensor> params = trainable_parameters(module);
   if (params.empty()) throw std::runtime_error("the model has no trainable parameters");
   std::unique_ptr<torch::optim::Optimizer> optimizer;

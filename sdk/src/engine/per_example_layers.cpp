@@ -95,33 +95,80 @@ Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool with_bi
   }
 }
 
+void Linear::add_adapter(const LoraOptions& o) {
+  if (lora_A.defined()) throw std::logic_error("Linear: a LoRA adapter was already added");
+  if (o.rank < 1) throw std::invalid_argument("LoRA rank must be >= 1");
+  lora_A = register_parameter("lora_A", torch::empty({o.rank, weight.size(1)}));
+  uniform_init(lora_A, weight.size(1));
+  lora_B = register_parameter("lora_B", torch::zeros({weight.size(0), o.rank}));
+  lora_scale_ = (o.alpha > 0 ? o.alpha : static_cast<double>(o.rank)) / static_cast<double>(o.rank);
+  lora_dropout_ = o.dropout;
+}
+
+at::Tensor Linear::merged_weight() const {
+  if (!lora_A.defined()) return weight;
+  return weight + lora_scale_ * at::mm(lora_B, lora_A);
+}
+
 at::Tensor Linear::forward(const at::Tensor& x) {
-  at::Tensor y = at::linear(x, weight, bias);
-  maybe_record(this, x, y);
+  if (!lora_A.defined()) {
+    at::Tensor y = at::linear(x, weight, bias);
+    maybe_record(this, x, y);
+    return y;
+  }
+  if (!is_training() && !CaptureSession::current()) return at::linear(x, merged_weight(), bias);  // sampling
+  const bool drop = lora_dropout_ > 0 && is_training();
+  const at::Tensor xd = drop ? at::dropout(x, lora_dropout_, true) : x;
+  at::Tensor y = at::linear(x, weight, bias) + lora_scale_ * at::linear(at::linear(xd, lora_A), lora_B);
+  // The adapter's gradients need its (dropped-out) input: saved beside x when it differs.
+  maybe_record(this, drop ? at::cat({x, xd}, -1) : x, y);
   return y;
 }
 
-std::vector<at::Tensor> Linear::trainable_parameters() const { return trainable_of({weight, bias}); }
+std::vector<at::Tensor> Linear::trainable_parameters() const { return trainable_of({weight, bias, lora_A, lora_B}); }
+
+namespace {
+// x and the adapter's input from a Linear's saved tensor ([..., in] or [..., 2 in] with dropout).
+std::pair<at::Tensor, at::Tensor> linear_inputs(const at::Tensor& saved, std::int64_t in) {
+  if (saved.size(-1) == in) return {saved, saved};
+  return {saved.narrow(-1, 0, in), saved.narrow(-1, in, in)};
+}
+}  // namespace
 
 std::vector<at::Tensor> Linear::per_example(const CapturedCall& call, const at::Tensor& g, std::int64_t group) const {
-  const std::int64_t b = examples(call.saved, group);
-  const at::Tensor a = call.saved.reshape({b, -1, weight.size(1)});
-  const at::Tensor gg = g.reshape({b, -1, weight.size(0)});
+  const std::int64_t b = examples(call.saved, group), in = weight.size(1), out_features = weight.size(0);
+  const auto [x, xd] = linear_inputs(call.saved, in);
+  const at::Tensor a = x.reshape({b, -1, in});
+  const at::Tensor gg = g.reshape({b, -1, out_features});
   std::vector<at::Tensor> out;
   if (trainable(weight)) out.push_back(at::bmm(gg.transpose(1, 2), a));
   if (trainable(bias)) out.push_back(gg.sum(1));
+  if (lora_A.defined() && (trainable(lora_A) || trainable(lora_B))) {
+    const at::Tensor ad = xd.reshape({b, -1, in});
+    if (trainable(lora_A)) {  // dL/dA = (s g B)^T xd
+      out.push_back(at::bmm(at::matmul(gg, lora_B.detach()).transpose(1, 2), ad) * lora_scale_);
+    }
+    if (trainable(lora_B)) {  // dL/dB = s g^T (xd A^T)
+      out.push_back(at::bmm(gg.transpose(1, 2), at::matmul(ad, lora_A.detach().t())) * lora_scale_);
+    }
+  }
   return out;
 }
 
 std::vector<at::Tensor> Linear::scaled_sum(const CapturedCall& call, const at::Tensor& g, std::int64_t group,
                                            const std::vector<at::Tensor>& scales) const {
+  const std::int64_t in = weight.size(1), out_features = weight.size(0);
+  const auto [x, xd] = linear_inputs(call.saved, in);
   std::vector<at::Tensor> out;
   std::size_t k = 0;
-  if (trainable(weight)) {
-    const at::Tensor gs = scale_rows(g, scales[k++], group).reshape({-1, weight.size(0)});
-    out.push_back(at::mm(gs.t(), call.saved.reshape({-1, weight.size(1)})));
+  auto scaled = [&]() { return scale_rows(g, scales[k++], group).reshape({-1, out_features}); };
+  if (trainable(weight)) out.push_back(at::mm(scaled().t(), x.reshape({-1, in})));
+  if (trainable(bias)) out.push_back(scaled().sum(0));
+  if (lora_A.defined()) {
+    const at::Tensor ad = xd.reshape({-1, in});
+    if (trainable(lora_A)) out.push_back(at::mm(at::mm(scaled(), lora_B.detach()).t(), ad) * lora_scale_);
+    if (trainable(lora_B)) out.push_back(at::mm(scaled().t(), at::mm(ad, lora_A.detach().t())) * lora_scale_);
   }
-  if (trainable(bias)) out.push_back(scale_rows(g, scales[k++], group).reshape({-1, weight.size(0)}).sum(0));
   return out;
 }
 

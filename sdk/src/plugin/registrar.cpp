@@ -8,7 +8,7 @@ namespace {
 bool valid_id(const std::string& id) {
   if (id.empty() || !(id[0] >= 'a' && id[0] <= 'z')) return false;
   for (char c : id) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
   }
   return true;
 }
@@ -17,7 +17,7 @@ bool valid_id(const std::string& id) {
 void Registrar::add(ComponentRegistration registration) {
   const std::string what = to_string(registration.kind) + " '" + registration.id + "'";
   if (!valid_id(registration.id)) {
-    throw std::invalid_argument(what + ": ids are lowercase letters, digits and '_', starting with a letter");
+    throw std::invalid_argument(what + ": ids are lowercase letters, digits, '_' and '-', starting with a letter");
   }
   if (registration.description.empty()) throw std::invalid_argument(what + ": empty description");
   if (!registration.factory) throw std::invalid_argument(what + ": no factory");

@@ -5,6 +5,7 @@
 #include <privdiff/engine/clipping.hpp>
 #include <privdiff/engine/fast_gradient_clipping.hpp>
 #include <privdiff/engine/per_example_gradients.hpp>
+#include <privdiff/engine/lora.hpp>
 #include <privdiff/engine/per_example_layers.hpp>
 
 #include <ATen/ATen.h>
@@ -311,4 +312,72 @@ TEST(FastGradientClipping, ResultsAreDetachedFromTheChunksGraph) {
   EXPECT_FALSE(fast.factors.requires_grad());
   for (const auto& s : fast.sums) EXPECT_FALSE(s.requires_grad());
   for (const auto& g : per_example_gradients(net, loss, 3, 1).grads) EXPECT_FALSE(g.requires_grad());
+}
+
+// LoRA adapters (lora.hpp): the closed-form per-example gradients of A and B — alone (the base
+// frozen, as DP-LoRA trains) or with the base weights — equal the oracle's, also with K > 1.
+namespace {
+void randomise_adapters(torch::nn::Module& net) {
+  torch::NoGradGuard no_grad;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
+  for (auto& p : net.named_parameters()) {
+    if (p.key().find("lora_B") != std::string::npos) p.value().normal_(0, 0.2, gen);  // B = 0 would zero A's gradient
+  }
+}
+}  // namespace
+
+TEST(PerExampleGradients, LoraAdaptersMatchTheOracle) {
+  for (const bool base_trains : {false, true}) {
+    for (const std::int64_t group : {1, 3}) {
+      TinyUnet net;
+      EXPECT_EQ(apply_lora(net, LoraOptions{4, 8.0, 0.0, "^(qkv|proj|emb_proj)$"}), 3);
+      randomise_adapters(net);
+      if (!base_trains) {
+        for (auto& p : net.named_parameters()) p.value().set_requires_grad(p.key().find("lora_") != std::string::npos);
+      }
+      net.to(at::kDouble);
+      EXPECT_EQ(trainable_parameters(net).size(), base_trains ? 31u : 6u);
+      expect_matches_oracle(net, randn({3 * group, 1, 8, 8}), group);
+    }
+  }
+}
+
+TEST(FastGradientClipping, CoversLoraAdapters) {
+  TinyUnet net;
+  apply_lora(net, LoraOptions{2, 0.0, 0.0, "qkv|proj"});
+  randomise_adapters(net);
+  for (auto& p : net.named_parameters()) p.value().set_requires_grad(p.key().find("lora_") != std::string::npos);
+  net.to(at::kDouble);
+  const at::Tensor x = randn({4, 1, 8, 8});
+  const RowLoss loss = make_loss(net, x, 1);
+  const auto fast = clipped_gradient_sum(net, loss, 4, 1, 0.01, ClipMode::flat);
+  const auto reference = clip_and_sum(micro_batch_per_example_gradients(net, loss, 4, 1), 0.01, ClipMode::flat);
+  EXPECT_TRUE(at::allclose(fast.norms, reference.norms, 1e-9, 0));
+  for (std::size_t j = 0; j < fast.sums.size(); ++j) EXPECT_TRUE(at::allclose(fast.sums[j], reference.sums[j], 1e-9, 1e-12));
+}
+
+TEST(Lora, TheMergedLayerComputesWhatTheAdapterDoes) {
+  TinyUnet net;
+  apply_lora(net, LoraOptions{4, 2.0, 0.0, "qkv|proj"});
+  randomise_adapters(net);
+  net.to(at::kDouble);
+  const at::Tensor x = randn({3, 1, 8, 8});
+  net.train();
+  const at::Tensor unmerged = net.forward(x).detach();
+  net.eval();  // sampling: one product with W + (alpha / r) B A
+  const at::Tensor merged = net.forward(x).detach();
+  EXPECT_TRUE(at::allclose(merged, unmerged, 1e-10, 1e-12));
+  EXPECT_TRUE(net.qkv->merged_weight().allclose(net.qkv->weight + 0.5 * at::mm(net.qkv->lora_B, net.qkv->lora_A)));
+  // Fresh adapters (B = 0) leave the model as it was.
+  TinyUnet plain;
+  const at::Tensor before = plain.forward(x.to(at::kFloat)).detach();
+  apply_lora(plain, LoraOptions{4, 0.0, 0.0, "qkv"});
+  EXPECT_TRUE(plain.forward(x.to(at::kFloat)).detach().equal(before));
+  try {
+    apply_lora(plain, LoraOptions{4, 0.0, 0.0, "nothing_matches"});
+    FAIL() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("matches no Linear layer (there are: emb_proj, qkv, proj)"), std::string::npos)
+        << e.what();
+  }
 }

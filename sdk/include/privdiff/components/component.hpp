@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// The common base of the four component kinds a plugin can provide.
+/// The common base of the five component kinds a plugin can provide.
 
 #include <privdiff/sdk_api.hpp>
 
@@ -8,13 +8,14 @@
 
 namespace privdiff::sdk {
 
-/// The four kinds of component, one interface each.
-enum class ComponentKind { model, mechanism, accountant, sampler };
+/// The five kinds of component, one interface each.
+enum class ComponentKind { model, mechanism, accountant, sampler, dataset };
 
 inline constexpr ComponentKind all_component_kinds[] = {ComponentKind::model, ComponentKind::mechanism,
-                                                        ComponentKind::accountant, ComponentKind::sampler};
+                                                        ComponentKind::accountant, ComponentKind::sampler,
+                                                        ComponentKind::dataset};
 
-/// "model", "mechanism", "accountant", "sampler".
+/// "model", "mechanism", "accountant", "sampler", "dataset".
 PRIVDIFF_SDK_API std::string to_string(ComponentKind kind);
 /// "models", "mechanisms", ...
 PRIVDIFF_SDK_API std::string plural(ComponentKind kind);

@@ -70,6 +70,9 @@ class PRIVDIFF_SDK_API Mechanism : public Component {
   virtual PrivacyEvent planned_events_with(double noise_multiplier, std::int64_t dataset_size) const;
   /// Called by the host with the calibrated noise multiplier (sigma / max_grad_norm).
   virtual void set_noise_multiplier(double noise_multiplier);
+  /// Marks the parameters this stage trains (requires_grad true) and freezes the rest. Called by
+  /// the host before run() (and by `privdiff params`). Default: every parameter trains.
+  virtual void select_trainable(Model& model) const;
   /// Trains the model for this stage (or its remainder, when context.resume is set; a mechanism
   /// that cannot resume throws std::runtime_error saying so).
   virtual void run(StageContext& context) = 0;

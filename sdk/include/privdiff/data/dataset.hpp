@@ -1,7 +1,9 @@
 #pragma once
 /// @file
-/// Dataset: the labelled images a stage trains on, as the host hands them to a mechanism.
+/// Dataset: the labelled images a stage trains on. A component kind of its own: dataset plugins
+/// (plugins/datasets/) build one from a recipe's [data] (or [data.NAME]) section.
 
+#include <privdiff/components/component.hpp>
 #include <privdiff/sdk_api.hpp>
 
 #include <ATen/core/Tensor.h>
@@ -11,9 +13,10 @@
 
 namespace privdiff::sdk {
 
-class PRIVDIFF_SDK_API Dataset {
+class PRIVDIFF_SDK_API Dataset : public Component {
  public:
-  virtual ~Dataset();
+  static constexpr ComponentKind kind = ComponentKind::dataset;
+  ~Dataset() override;
   /// Number of examples N (the denominator of the sampling rate q = batch_size / N).
   virtual std::int64_t size() const = 0;
   /// Images at `indices` (int64, [B]) as float [B, C, H, W] scaled to [-1, 1].
@@ -21,8 +24,9 @@ class PRIVDIFF_SDK_API Dataset {
   /// Labels at `indices` as int64 [B] in [0, num_classes()).
   virtual at::Tensor labels(const at::Tensor& indices) const = 0;
   virtual std::int64_t num_classes() const = 0;
-  /// False unless the recipe marked the data `public = true`; private data may only be used by
-  /// mechanisms that record privacy events.
+  /// Its privacy status: true for public data (made here, or marked `public = true` by the recipe),
+  /// which non-private stages may train on; false for private data, which only mechanisms that
+  /// record privacy events may touch.
   virtual bool is_public() const = 0;
   /// For messages, e.g. "fashion-mnist (train)".
   virtual std::string name() const = 0;

@@ -17,6 +17,7 @@
 #include <privdiff/config/config.hpp>
 #include <privdiff/config/schema.hpp>
 #include <privdiff/engine/clipping.hpp>
+#include <privdiff/engine/parameter_selection.hpp>
 #include <privdiff/sdk_api.hpp>
 
 #include <cstdint>
@@ -40,6 +41,7 @@ struct DpSgdOptions {
   bool secure_noise = true;                ///< noise and sampling keyed by the OS CSPRNG; false: by the seed
   std::optional<std::uint64_t> seed;       ///< default: the run's seed (per stage)
   std::int64_t noise_multiplicity = 1;     ///< K
+  ParameterSelection trainable;            ///< which parameters the stage trains (the rest stay frozen)
 };
 
 /// The caveat a private stage with secure_noise = false adds to the ledger.
@@ -61,6 +63,7 @@ class PRIVDIFF_SDK_API DpSgdMechanism : public Mechanism {
   bool needs_calibration() const override { return options_.is_private && !options_.noise_multiplier; }
   PrivacyEvent planned_events_with(double noise_multiplier, std::int64_t dataset_size) const override;
   void set_noise_multiplier(double noise_multiplier) override;
+  void select_trainable(Model& model) const override;
   void run(StageContext& context) override;
 
   const DpSgdOptions& options() const { return options_; }

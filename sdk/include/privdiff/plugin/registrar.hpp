@@ -21,7 +21,7 @@ using ComponentFactory = std::function<std::unique_ptr<Component>(const Config&)
 
 struct ComponentRegistration {
   ComponentKind kind = ComponentKind::model;
-  std::string id;           ///< lowercase [a-z0-9_], unique per kind across all loaded plugins
+  std::string id;           ///< lowercase [a-z0-9_-], unique per kind across all loaded plugins
   std::string description;  ///< one line
   Schema schema;
   ComponentFactory factory;
@@ -33,7 +33,7 @@ class PRIVDIFF_SDK_API Registrar {
   /// no factory, or an id this registrar already holds for the same kind.
   void add(ComponentRegistration registration);
 
-  /// Adds `Impl` (a class deriving from Model, Mechanism, Accountant or Sampler, constructible
+  /// Adds `Impl` (a class deriving from Model, Mechanism, Accountant, Sampler or Dataset, constructible
   /// from `const Config&`) under `id`.
   template <class Impl>
   void add(std::string id, std::string description, Schema schema) {

@@ -2,14 +2,16 @@
 // The one mapping between stored pixels (uint8, 0..255) and model pixels (float, -1..1), used by
 // datasets, sample grids, sample files and the evaluation, so they cannot drift apart.
 
+#include <privdiff/sdk_api.hpp>
+
 #include <ATen/core/Tensor.h>
 
-namespace privdiff::core {
+namespace privdiff::sdk {
 
 /// uint8 [..] in 0..255 -> float in [-1, 1].
-at::Tensor pixels_from_bytes(const at::Tensor& bytes);
+PRIVDIFF_SDK_API at::Tensor pixels_from_bytes(const at::Tensor& bytes);
 
 /// float in [-1, 1] (values outside are clamped) -> uint8 0..255, rounded to nearest.
-at::Tensor pixels_to_bytes(const at::Tensor& images);
+PRIVDIFF_SDK_API at::Tensor pixels_to_bytes(const at::Tensor& images);
 
-}  // namespace privdiff::core
+}  // namespace privdiff::sdk

@@ -1,11 +1,14 @@
-#include "data/idx_file.hpp"
+#include <privdiff/data/idx_file.hpp>
 
+#include <ATen/ATen.h>
 #include <zlib.h>
+
+#include <algorithm>
 
 #include <memory>
 #include <stdexcept>
 
-namespace privdiff::core {
+namespace privdiff::sdk {
 
 namespace fs = std::filesystem;
 
@@ -78,4 +81,43 @@ void write_idx(const fs::path& file, const IdxArray& array) {
   }
 }
 
-}  // namespace privdiff::core
+namespace {
+// "<dir>/<stem>.gz" or "<dir>/<stem>", whichever exists.
+fs::path find_idx_file(const fs::path& dir, const std::string& stem) {
+  std::error_code ec;
+  for (const fs::path& candidate : {dir / (stem + ".gz"), dir / stem}) {
+    if (fs::is_regular_file(candidate, ec)) return candidate;
+  }
+  throw std::runtime_error((dir / stem).string() + "[.gz] not found");
+}
+}  // namespace
+
+LabelledBytes read_idx_split(const fs::path& dir, const std::string& split) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw std::runtime_error(dir.string() + " is not a directory");
+  const std::string prefix = split == "train" ? "train" : "t10k";
+  const IdxArray images = read_idx(find_idx_file(dir, prefix + "-images-idx3-ubyte"));
+  const IdxArray labels = read_idx(find_idx_file(dir, prefix + "-labels-idx1-ubyte"));
+  if (images.shape.size() != 3) throw std::runtime_error(dir.string() + ": the " + split + " images file is not [N, H, W]");
+  if (labels.shape.size() != 1 || labels.shape[0] != images.shape[0]) {
+    throw std::runtime_error(dir.string() + ": " + std::to_string(images.shape[0]) + " " + split + " images but " +
+                             std::to_string(labels.shape.empty() ? 0 : labels.shape[0]) + " labels");
+  }
+  const std::int64_t n = images.shape[0];
+  LabelledBytes out;
+  out.images = at::empty({n, 1, images.shape[1], images.shape[2]}, at::kByte);
+  std::copy(images.data.begin(), images.data.end(), out.images.data_ptr<std::uint8_t>());
+  at::Tensor label_bytes = at::empty({n}, at::kByte);
+  std::copy(labels.data.begin(), labels.data.end(), label_bytes.data_ptr<std::uint8_t>());
+  out.labels = label_bytes.to(at::kLong);
+  out.num_classes = std::max<std::int64_t>(10, n > 0 ? out.labels.max().item<std::int64_t>() + 1 : 0);
+  return out;
+}
+
+fs::path system_idx_directory(const std::string& name) {
+  if (name == "fashion-mnist") return "/usr/share/datasets/fashion-mnist";
+  if (name == "mnist") return "/usr/share/datasets/mnist";
+  return {};
+}
+
+}  // namespace privdiff::sdk

@@ -1,0 +1,44 @@
+#include "data/class_subset.hpp"
+
+#include <ATen/ATen.h>
+
+#include <stdexcept>
+
+namespace privdiff::core {
+
+namespace {
+
+class ClassSubset : public sdk::Dataset {
+ public:
+  ClassSubset(std::unique_ptr<sdk::Dataset> data, at::Tensor rows) : data_(std::move(data)), rows_(std::move(rows)) {}
+  std::int64_t size() const override { return rows_.numel(); }
+  at::Tensor images(const at::Tensor& indices) const override { return data_->images(map(indices)); }
+  at::Tensor labels(const at::Tensor& indices) const override { return data_->labels(map(indices)); }
+  std::int64_t num_classes() const override { return data_->num_classes(); }
+  bool is_public() const override { return data_->is_public(); }
+  std::string name() const override { return data_->name(); }
+
+ private:
+  at::Tensor map(const at::Tensor& indices) const { return rows_.index_select(0, indices.to(at::kLong)); }
+  std::unique_ptr<sdk::Dataset> data_;
+  at::Tensor rows_;
+};
+
+}  // namespace
+
+std::unique_ptr<sdk::Dataset> keep_classes(std::unique_ptr<sdk::Dataset> data, const std::vector<std::int64_t>& classes,
+                                           const std::string& key_path) {
+  const std::int64_t k = data->num_classes();
+  const at::Tensor labels = data->labels(at::arange(data->size(), at::kLong));
+  at::Tensor keep = at::zeros({data->size()}, at::kBool);
+  for (std::int64_t c : classes) {
+    if (c < 0 || c >= k) {
+      throw std::invalid_argument(key_path + ": class " + std::to_string(c) + " is not in [0, " + std::to_string(k) +
+                                  ") (" + data->name() + " has " + std::to_string(k) + " classes)");
+    }
+    keep = keep | (labels == c);
+  }
+  return std::make_unique<ClassSubset>(std::move(data), at::nonzero(keep).flatten());
+}
+
+}  // namespace privdiff::core

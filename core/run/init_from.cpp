@@ -1,0 +1,56 @@
+#include "run/init_from.hpp"
+
+#include "run/atomic_file.hpp"
+#include "run/run_checkpoint.hpp"
+#include "run/run_ledger.hpp"
+
+#include <stdexcept>
+
+namespace privdiff::core {
+
+namespace fs = std::filesystem;
+
+InitSource read_init_source(const fs::path& path) {
+  InitSource source;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    source.run_dir = path;
+    source.checkpoint = path / "checkpoint.pt";
+  } else if (fs::is_regular_file(path, ec)) {
+    source.checkpoint = path;
+    source.run_dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  } else {
+    throw std::runtime_error("run.init_from: " + path.string() + " is neither a run directory nor a checkpoint");
+  }
+  if (!fs::is_regular_file(source.checkpoint, ec)) {
+    throw std::runtime_error("run.init_from: " + source.run_dir.string() + " has no checkpoint.pt (is it a run "
+                             "directory written by privdiff run?)");
+  }
+  source.checkpoint = fs::absolute(source.checkpoint);
+  source.run_dir = fs::absolute(source.run_dir);
+  source.checkpoint_hash = content_hash(read_file(source.checkpoint));
+  // What it spent: the longer of its ledger.json and its checkpoint's ledger, as for resume.
+  source.ledger = read_run_ledger(source.run_dir).ledger;
+  const fs::path summary = source.run_dir / "summary.json";
+  if (fs::is_regular_file(summary, ec)) {
+    source.finished = true;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(read_file(summary));
+    } catch (const std::exception& e) {
+      throw std::runtime_error("run.init_from: " + summary.string() + " is not valid JSON: " + e.what());
+    }
+    if (j.contains("data_use") && j["data_use"].is_object()) {
+      source.data_use_known = true;
+      for (const auto& fp : j["data_use"].value("private", nlohmann::json::array())) source.private_data.push_back(fp);
+      for (const auto& fp : j["data_use"].value("public", nlohmann::json::array())) source.public_data.push_back(fp);
+    }
+  }
+  return source;
+}
+
+nlohmann::json data_use_json(const std::vector<std::string>& private_data, const std::vector<std::string>& public_data) {
+  return {{"private", private_data}, {"public", public_data}};
+}
+
+}  // namespace privdiff::core

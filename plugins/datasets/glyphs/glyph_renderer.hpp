@@ -1,0 +1,32 @@
+#pragma once
+// Renders characters with FreeType into small grey images with random scale, shift, rotation and
+// stroke width: the glyphs dataset's generator. Deterministic for a given seed and font files.
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace privdiff::plugins::glyphs {
+
+struct GlyphStyle {
+  std::int64_t image_size = 28;
+  double scale_min = 0.6, scale_max = 0.95;  ///< glyph em height as a fraction of the image
+  double max_rotation_degrees = 12;
+  double max_shift_pixels = 2;
+  double stroke_min = -0.4, stroke_max = 1.2;  ///< outline emboldening in pixels (negative: thinner)
+};
+
+/// Decodes UTF-8 into code points; throws std::invalid_argument for malformed text.
+std::vector<char32_t> code_points(const std::string& utf8);
+
+/// per_class images of each character (example i has class i % characters), uint8
+/// [N, 1, size, size] and labels [N]. Each image draws its font among those that have the
+/// character. Throws std::runtime_error naming a font that cannot be opened or a character no font has.
+void render_glyphs(const std::vector<std::filesystem::path>& fonts, const std::vector<char32_t>& characters,
+                   std::int64_t per_class, std::uint64_t seed, const GlyphStyle& style, at::Tensor& images,
+                   at::Tensor& labels);
+
+}  // namespace privdiff::plugins::glyphs

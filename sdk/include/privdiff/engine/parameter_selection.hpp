@@ -1,0 +1,45 @@
+#pragma once
+/// @file
+/// Which parameters a stage trains: by role (attention, resblock, conditioning, ...), by block
+/// index range in the model's forward order (DP-LDM's "fine-tune the transformer blocks from index N
+/// on"), by name pattern, or by preset. Every mechanism can use it; frozen parameters get no
+/// per-example gradients at all (the per-example layers skip them), no optimizer state and no EMA,
+/// and stay bit-identical.
+
+#include <privdiff/components/model.hpp>
+#include <privdiff/config/config.hpp>
+#include <privdiff/config/schema.hpp>
+#include <privdiff/sdk_api.hpp>
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace privdiff::sdk::engine {
+
+struct ParameterSelection {
+  /// "all" | "attention" (DP-LDM: attention and cross-attention blocks + the class embedding) |
+  /// "resblocks" | "lora" (only LoRA adapter factors).
+  std::string preset = "all";
+  std::vector<std::string> roles;  ///< when set, replaces the preset's roles
+  /// Inclusive [first, last] block indices (last = -1: to the end). Constrains only parameters that
+  /// belong to a numbered block; the others (embeddings, input/output layers) pass by role alone.
+  std::optional<std::pair<int, int>> blocks;
+  std::string pattern;  ///< ECMAScript regex searched in the parameter name; empty = any
+};
+
+/// The roles a preset trains.
+PRIVDIFF_SDK_API std::vector<std::string> preset_roles(const std::string& preset);
+/// Adds the keys train, train_roles, train_blocks and train_pattern to a mechanism's schema.
+PRIVDIFF_SDK_API Schema& add_parameter_selection_keys(Schema& schema);
+/// Reads them; throws std::invalid_argument naming the key for a bad block range or regex.
+PRIVDIFF_SDK_API ParameterSelection parameter_selection(const Config& config);
+/// Whether each parameter is selected, in order.
+PRIVDIFF_SDK_API std::vector<bool> selected_parameters(const std::vector<ParameterInfo>& parameters,
+                                                       const ParameterSelection& selection);
+/// Sets requires_grad on the selected parameters and clears it on the others. Returns the number of
+/// trainable scalars; throws std::invalid_argument when the selection matches nothing.
+PRIVDIFF_SDK_API std::int64_t apply_parameter_selection(Model& model, const ParameterSelection& selection);
+
+}  // namespace privdiff::sdk::engine

@@ -1,0 +1,104 @@
+#include <privdiff/engine/parameter_selection.hpp>
+
+#include <algorithm>
+#include <regex>
+#include <stdexcept>
+
+namespace privdiff::sdk::engine {
+
+std::vector<std::string> preset_roles(const std::string& preset) {
+  if (preset == "all") return {"attention", "cross_attention", "conditioning", "resblock", "embedding", "norm", "io", "lora"};
+  if (preset == "attention") return {"attention", "cross_attention", "conditioning"};
+  if (preset == "resblocks") return {"resblock"};
+  if (preset == "lora") return {"lora"};
+  throw std::invalid_argument("train: unknown preset '" + preset + "' (all, attention, resblocks, lora)");
+}
+
+Schema& add_parameter_selection_keys(Schema& s) {
+  s.add(Key::string("train").one_of({"all", "attention", "resblocks", "lora"}).defaults("all")
+            .doc("which parameters train: all; attention (DP-LDM: attention blocks + class embedding); resblocks; "
+                 "lora (only LoRA adapters, see the model's lora_rank); the rest stay frozen"))
+      .add(Key::string_list("train_roles").optional()
+               .doc("roles to train instead of the preset's: attention, cross_attention, conditioning, resblock, "
+                    "embedding, norm, io, lora (see privdiff params)"))
+      .add(Key::integer_list("train_blocks").optional()
+               .doc("[first, last] block indices to train (last = -1: to the end); parameters outside numbered "
+                    "blocks are selected by role alone"))
+      .add(Key::string("train_pattern").optional().doc("regex a trained parameter's name must contain"));
+  return s;
+}
+
+ParameterSelection parameter_selection(const Config& c) {
+  ParameterSelection selection;
+  if (c.has("train")) selection.preset = c.get_string("train");
+  if (c.has("train_roles")) {
+    selection.roles = c.get_string_list("train_roles");
+    const auto known = preset_roles("all");
+    for (const auto& role : selection.roles) {
+      if (std::find(known.begin(), known.end(), role) == known.end()) {
+        throw std::invalid_argument(c.path() + ".train_roles: unknown role '" + role +
+                                    "' (attention, cross_attention, conditioning, resblock, embedding, norm, io, lora)");
+      }
+    }
+  }
+  if (c.has("train_blocks")) {
+    const auto b = c.get_int_list("train_blocks");
+    if (b.size() != 2 || b[0] < 0 || (b[1] != -1 && b[1] < b[0])) {
+      throw std::invalid_argument(c.path() + ".train_blocks: expected [first, last] with 0 <= first <= last, or "
+                                  "last = -1 for \"to the end\"");
+    }
+    selection.blocks = std::make_pair(static_cast<int>(b[0]), static_cast<int>(b[1]));
+  }
+  if (c.has("train_pattern")) {
+    selection.pattern = c.get_string("train_pattern");
+    try {
+      std::regex check(selection.pattern);
+    } catch (const std::regex_error& e) {
+      throw std::invalid_argument(c.path() + ".train_pattern: not a regular expression: " + e.what());
+    }
+  }
+  return selection;
+}
+
+std::vector<bool> selected_parameters(const std::vector<ParameterInfo>& parameters, const ParameterSelection& s) {
+  const std::vector<std::string> roles = s.roles.empty() ? preset_roles(s.preset) : s.roles;
+  const std::regex pattern(s.pattern.empty() ? std::string(".") : s.pattern);
+  std::vector<bool> out;
+  for (const auto& p : parameters) {
+    bool keep = std::find(roles.begin(), roles.end(), p.role) != roles.end();
+    if (keep && s.blocks && p.block_index >= 0) {
+      keep = p.block_index >= s.blocks->first && (s.blocks->second < 0 || p.block_index <= s.blocks->second);
+    }
+    if (keep && !s.pattern.empty()) keep = std::regex_search(p.name, pattern);
+    out.push_back(keep);
+  }
+  return out;
+}
+
+std::int64_t apply_parameter_selection(Model& model, const ParameterSelection& selection) {
+  std::int64_t trainable = 0;
+  const bool everything = selection.preset == "all" && selection.roles.empty() && !selection.blocks && selection.pattern.empty();
+  for (auto& p : model.module().parameters()) {  // everything, or nothing but what is selected below
+    p.set_requires_grad(everything);
+    if (everything) trainable += p.numel();
+  }
+  if (everything) return trainable;
+  const auto parameters = model.parameters_with_roles();
+  const auto keep = selected_parameters(parameters, selection);
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    if (!keep[i]) continue;
+    at::Tensor p = parameters[i].parameter;
+    p.set_requires_grad(true);
+    trainable += p.numel();
+  }
+  if (trainable == 0) {
+    throw std::invalid_argument("the parameter selection (train = \"" + selection.preset + "\"" +
+                                (selection.roles.empty() ? "" : ", train_roles") +
+                                (selection.blocks ? ", train_blocks" : "") +
+                                (selection.pattern.empty() ? "" : ", train_pattern") +
+                                ") matches no parameter of the model; see privdiff params RECIPE");
+  }
+  return trainable;
+}
+
+}  // namespace privdiff::sdk::engine

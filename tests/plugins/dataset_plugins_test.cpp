@@ -1,0 +1,165 @@
+// The dataset plugins (idx, fashion-mnist, image_folder, glyphs) as a recipe's [data] section opens
+// them: content, classes, privacy status, and errors that name what is wrong.
+#include "data/open_dataset.hpp"
+#include "installed_plugins.hpp"
+
+#include <privdiff/data/idx_file.hpp>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <stb/stb_image_write.h>
+#include <unistd.h>
+
+#include <fstream>
+
+using namespace privdiff;
+using privdiff::testing::installed_plugins;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path tiny = fs::path(PRIVDIFF_TEST_FIXTURE_DIR) / "data/tiny-fashion-mnist";
+
+std::unique_ptr<sdk::Dataset> open(const std::string& id, std::map<std::string, sdk::ConfigValue> values,
+                                   std::optional<std::vector<std::int64_t>> classes = std::nullopt) {
+  auto found = installed_plugins().find(sdk::ComponentKind::dataset, id);
+  if (!found) throw std::runtime_error("dataset plugin '" + id + "' is not built");
+  core::DataSection section{"data", "data",
+                            core::ComponentSection{id, sdk::make_config(found->registration->schema, "data", values)},
+                            classes};
+  return core::open_dataset(section, installed_plugins());
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("privdiff_datasets_" + std::to_string(::getpid()) + "_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+void write_png(const fs::path& file, int w, int h, int channels, std::uint8_t value) {
+  std::vector<std::uint8_t> pixels(static_cast<std::size_t>(w * h * channels), value);
+  ASSERT_TRUE(stbi_write_png(file.c_str(), w, h, channels, pixels.data(), w * channels));
+}
+
+sdk::ConfigValue text(const std::string& s) { return sdk::ConfigValue{s}; }
+
+}  // namespace
+
+TEST(IdxDataset, ServesImagesInMinusOneToOneWithLabelsSplitsAndClasses) {
+  auto data = open("idx", {{"path", text(tiny.string())}});
+  EXPECT_EQ(data->size(), 20);
+  EXPECT_FALSE(data->is_public());  // private unless the recipe says otherwise
+  EXPECT_EQ(data->name(), "tiny-fashion-mnist (train)");
+  const at::Tensor x = data->images(at::arange(20, at::kLong));
+  EXPECT_EQ(x.sizes(), (std::vector<std::int64_t>{20, 1, 28, 28}));
+  EXPECT_FLOAT_EQ(x.min().item<float>(), -1.0f);
+  EXPECT_LE(x.max().item<float>(), 1.0f);
+  EXPECT_EQ(data->labels(at::arange(1, at::kLong))[0].item<std::int64_t>(), 9);
+  EXPECT_EQ(data->num_classes(), 10);
+  EXPECT_EQ(open("idx", {{"path", text(tiny.string())}, {"split", text("test")}})->size(), 10);
+  auto boots = open("idx", {{"path", text(tiny.string())}, {"public", sdk::ConfigValue{true}}}, std::vector<std::int64_t>{9, 0});
+  EXPECT_TRUE(boots->is_public());
+  const at::Tensor labels = boots->labels(at::arange(boots->size(), at::kLong));
+  EXPECT_TRUE(((labels == 9) | (labels == 0)).all().item<bool>());
+  EXPECT_GT(boots->size(), 0);
+  EXPECT_LT(boots->size(), 20);
+}
+
+TEST(IdxDataset, BadDataIsNamed) {
+  EXPECT_EQ(error_of([] { open("idx", {{"path", text("/nonexistent")}}); }), "data: /nonexistent is not a directory");
+  EXPECT_NE(error_of([] { open("idx", {{"path", text(tiny.string())}}, std::vector<std::int64_t>{12}); })
+                .find("data.classes: class 12 is not in [0, 10)"),
+            std::string::npos);
+  const fs::path dir = temp_dir("magic");
+  std::ofstream(dir / "train-images-idx3-ubyte", std::ios::binary) << "PK\x03\x04rest";
+  fs::copy(tiny / "train-labels-idx1-ubyte.gz", dir / "train-labels-idx1-ubyte.gz");
+  const std::string error = error_of([&] { open("idx", {{"path", text(dir.string())}}); });
+  EXPECT_NE(error.find((dir / "train-images-idx3-ubyte").string() + ": not an IDX file"), std::string::npos) << error;
+  fs::remove(dir / "train-images-idx3-ubyte");
+  EXPECT_NE(error_of([&] { open("idx", {{"path", text(dir.string())}}); }).find("train-images-idx3-ubyte[.gz] not found"),
+            std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(IdxDataset, FashionMnistIsTheDebianPackage) {
+  auto data = open("fashion-mnist", {{"split", text("test")}});
+  EXPECT_EQ(data->size(), 10000);
+  EXPECT_EQ(data->name(), "fashion-mnist (test)");
+  EXPECT_FALSE(data->is_public());
+}
+
+TEST(ImageFolderDataset, ClassesAreSubFoldersAndImagesAreResized) {
+  const fs::path dir = temp_dir("folder");
+  fs::create_directories(dir / "cats");
+  fs::create_directories(dir / "dogs");
+  write_png(dir / "cats" / "a.png", 56, 56, 3, 200);
+  write_png(dir / "cats" / "b.png", 14, 20, 1, 100);
+  write_png(dir / "dogs" / "c.PNG", 28, 28, 1, 0);
+  std::ofstream(dir / "dogs" / "notes.txt") << "not an image";
+  auto data = open("image_folder", {{"path", text(dir.string())}});
+  EXPECT_EQ(data->size(), 3);
+  EXPECT_EQ(data->num_classes(), 2);
+  EXPECT_FALSE(data->is_public());
+  const at::Tensor x = data->images(at::arange(3, at::kLong));
+  EXPECT_EQ(x.sizes(), (std::vector<std::int64_t>{3, 1, 28, 28}));
+  EXPECT_TRUE(data->labels(at::arange(3, at::kLong)).equal(at::tensor({0, 0, 1}, at::kLong)));
+  EXPECT_NEAR(x[0].mean().item<float>(), 200 / 127.5 - 1, 1e-3);  // grey of an RGB (200, 200, 200)
+  EXPECT_NEAR(x[1].mean().item<float>(), 100 / 127.5 - 1, 1e-3);  // enlarged
+  auto rgb = open("image_folder", {{"path", text(dir.string())}, {"channels", sdk::ConfigValue{std::int64_t{3}}},
+                                   {"image_size", sdk::ConfigValue{std::int64_t{8}}}});
+  EXPECT_EQ(rgb->images(at::arange(1, at::kLong)).sizes(), (std::vector<std::int64_t>{1, 3, 8, 8}));
+  fs::remove_all(dir);
+}
+
+TEST(ImageFolderDataset, BadFoldersAndImagesAreNamed) {
+  EXPECT_EQ(error_of([] { open("image_folder", {{"path", text("/nonexistent")}}); }), "data: /nonexistent is not a directory");
+  const fs::path dir = temp_dir("bad_folder");
+  fs::create_directories(dir / "only");
+  write_png(dir / "only" / "a.png", 28, 28, 1, 9);
+  EXPECT_NE(error_of([&] { open("image_folder", {{"path", text(dir.string())}}); }).find("found 1 class folder(s)"),
+            std::string::npos);
+  fs::create_directories(dir / "other");
+  std::ofstream(dir / "other" / "broken.png") << "this is not a PNG";
+  const std::string error = error_of([&] { open("image_folder", {{"path", text(dir.string())}}); });
+  EXPECT_NE(error.find((dir / "other" / "broken.png").string() + ": cannot read the image"), std::string::npos) << error;
+  fs::remove_all(dir);
+}
+
+TEST(GlyphsDataset, PublicDeterministicPerSeedAndCached) {
+  const fs::path cache = temp_dir("glyph_cache");
+  auto glyphs = [&](std::int64_t seed, const std::string& cache_dir) {
+    return open("glyphs", {{"characters", text("AbQ")}, {"per_class", sdk::ConfigValue{std::int64_t{4}}},
+                           {"seed", sdk::ConfigValue{seed}}, {"cache", text(cache_dir)}});
+  };
+  auto a = glyphs(1, "none");
+  EXPECT_TRUE(a->is_public());
+  EXPECT_EQ(a->size(), 12);
+  EXPECT_EQ(a->num_classes(), 3);
+  const at::Tensor all = at::arange(12, at::kLong);
+  EXPECT_TRUE(a->labels(all).equal(at::arange(12, at::kLong).remainder(3)));
+  const at::Tensor x = a->images(all);
+  EXPECT_EQ(x.sizes(), (std::vector<std::int64_t>{12, 1, 28, 28}));
+  EXPECT_TRUE((x.amax({1, 2, 3}) > 0).all().item<bool>()) << "every image has ink";
+  EXPECT_TRUE((x.amin({1, 2, 3}) == -1).all().item<bool>()) << "and background";
+  EXPECT_TRUE(glyphs(1, "none")->images(all).equal(x));
+  EXPECT_FALSE(glyphs(2, "none")->images(all).equal(x));
+  EXPECT_TRUE(glyphs(1, cache.string())->images(all).equal(x));  // rendered, then cached
+  EXPECT_EQ(std::distance(fs::directory_iterator(cache), fs::directory_iterator{}), 2);
+  EXPECT_TRUE(glyphs(1, cache.string())->images(all).equal(x));  // read from the cache
+  EXPECT_NE(error_of([] { open("glyphs", {{"characters", text("A")}, {"cache", text("none")}}); }).find("at least two"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { open("glyphs", {{"fonts", sdk::ConfigValue{std::vector<std::string>{"Nope.ttf"}}}}); })
+                .find("Nope.ttf"),
+            std::string::npos);
+  fs::remove_all(cache);
+}
