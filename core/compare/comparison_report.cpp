@@ -80,7 +80,8 @@ ComparisonTable make_comparison_table(const std::vector<RunRecord>& runs, const 
   column("calibrated by", "calibration_accountant");
   for (const auto& [display, csv] : std::vector<std::pair<const char*, const char*>>{
            {"δ", "delta"}, {"σ", "noise_multiplier"}, {"steps", "steps"},
-           {"trainable params", "trainable_parameters"}, {"train time (s)", "training_seconds"},
+           {"trainable params", "trainable_parameters"}, {"ex/s (private)", "private_examples_per_second"},
+           {"train time (s)", "training_seconds"},
            {"acc logreg", "accuracy_logreg"}, {"acc mlp", "accuracy_mlp"}, {"acc cnn", "accuracy_cnn"},
            {"Fréchet dist.", "frechet_distance"}, {"Fréchet floor", "frechet_floor"}, {"precision", "precision"},
            {"recall", "recall"}, {"eval samples", "eval_samples"}, {"caveats", "caveats"}}) {
@@ -123,6 +124,7 @@ ComparisonTable make_comparison_table(const std::vector<RunRecord>& runs, const 
     cell(join_stage_values(stages, "noise_multiplier", true), join_stage_values(stages, "noise_multiplier", true, 17));
     text(std::to_string(r.steps));
     text(r.summary.contains("model") ? r.summary["model"].value("trainable_parameters", nlohmann::json(0)).dump() : none);
+    cell(join_stage_values(stages, "examples_per_second", true, 3), join_stage_values(stages, "examples_per_second", true, 17));
     real(found(r.summary, {"training_seconds"}));
     for (const char* c : {"logreg", "mlp", "cnn"}) real(found(r.eval, {"accuracy", c}));
     real(found(r.eval, {"frechet_distance"}));

@@ -4,6 +4,8 @@
 #include "run/run_checkpoint.hpp"
 #include "run/run_ledger.hpp"
 
+#include <privdiff/privacy/event_json.hpp>
+
 #include <stdexcept>
 
 namespace privdiff::core {
@@ -45,6 +47,28 @@ InitSource read_init_source(const fs::path& path) {
       for (const auto& fp : j["data_use"].value("private", nlohmann::json::array())) source.private_data.push_back(fp);
       for (const auto& fp : j["data_use"].value("public", nlohmann::json::array())) source.public_data.push_back(fp);
     }
+  }
+  return source;
+}
+
+InitSource read_recorded_init(const fs::path& file) {
+  InitSource source;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(read_file(file));
+    source.run_dir = j.at("source").get<std::string>();
+    source.checkpoint = j.at("checkpoint").get<std::string>();
+    source.checkpoint_hash = j.at("checkpoint_hash").get<std::string>();
+    source.finished = j.at("source_finished").get<bool>();
+    source.carried = j.at("carried").get<bool>();
+    source.reason = j.at("reason").get<std::string>();
+    source.ledger = sdk::privacy_ledger_from_json(j.at("carried_ledger").dump());
+    if (j.contains("source_data_use") && j["source_data_use"].is_object()) {
+      source.data_use_known = true;
+      for (const auto& fp : j["source_data_use"].at("private")) source.private_data.push_back(fp);
+      for (const auto& fp : j["source_data_use"].at("public")) source.public_data.push_back(fp);
+    }
+  } catch (const std::exception& e) {
+    throw std::runtime_error(file.string() + ": unreadable (" + e.what() + ")");
   }
   return source;
 }

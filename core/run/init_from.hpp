@@ -29,11 +29,17 @@ struct InitSource {
   /// when unknown (a run from before this was recorded).
   std::vector<std::string> private_data, public_data;
   bool data_use_known = false;
+  bool carried = false;  ///< (read_recorded_init) whether the run carried the ledger, and why
+  std::string reason;
 };
 
 /// Reads `path` (a run directory, or a checkpoint.pt inside one). Throws std::runtime_error naming
 /// what is missing or unreadable.
 InitSource read_init_source(const std::filesystem::path& path);
+
+/// What a run recorded in its init_from.json when it started (the source's details, and only the
+/// carried part of its ledger), for resuming it. Throws std::runtime_error naming the file.
+InitSource read_recorded_init(const std::filesystem::path& init_from_json);
 
 /// {"private": [...], "public": [...]} as summary.json records it.
 nlohmann::json data_use_json(const std::vector<std::string>& private_data, const std::vector<std::string>& public_data);

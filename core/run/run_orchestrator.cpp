@@ -341,6 +341,16 @@ void RunOrchestrator::prepare_init_from(Session& s) {
   const bool fresh = !s.options.resume;
   if (!recipe_.run.has("init_from")) return;
   if (!components_.model) throw std::runtime_error("run.init_from: the recipe has no [model] to initialise");
+  std::error_code ec;
+  if (!fresh && fs::is_regular_file(s.run_dir / "init_from.json", ec)) {
+    // Resuming: what was decided when the run started, whatever became of the source since.
+    s.init = read_recorded_init(s.run_dir / "init_from.json");
+    s.carry = s.init->carried;
+    s.carry_reason = s.init->reason;
+    for (const auto& fp : s.init->private_data) s.private_use.push_back(fp);
+    for (const auto& fp : s.init->public_data) s.public_use.push_back(fp);
+    return;
+  }
   s.init = read_init_source(recipe_.run.get_string("init_from"));
   const InitSource& src = *s.init;
   for (const auto& [name, data] : s.datasets) s.fingerprints[name] = dataset_fingerprint(*data);

@@ -396,3 +396,24 @@ TEST_F(RunOrchestratorTest, InitFromAPublicRunCarriesNothingAndAnotherModelIsRef
       << run_error(on_public_data);
   fs::remove_all(source);
 }
+
+// A run started from another resumes from what it recorded at its start (init_from.json), even
+// when the source is gone: the carried ledger stays carried, calibration stays the same.
+TEST_F(RunOrchestratorTest, AnInitFromRunResumesWithoutItsSource) {
+  const fs::path source = dir_.string() + "_gone";
+  fs::remove_all(source);
+  const std::string data = "[data]\ndataset = \"fixture_data\"\n";
+  recipe_ = validate_recipe(RecipeDocument::parse(private_stage + "noise_multiplier = 5.0\n" + data, "a.toml"),
+                            fixture_registry());
+  RunOrchestrator(recipe_, compose(recipe_, fixture_registry()), tiny_data()).run(source, log_);
+  RunOptions stop;
+  stop.stop_after_steps = 5;
+  // Calibrated against the target with the carried steps counted.
+  const std::string recipe = private_stage + "noise_multiplier = \"auto\"\n" + data;
+  EXPECT_THROW(run(recipe + "[run]\ninit_from = \"" + source.string() + "\"\n", stop), RunStopped);
+  fs::remove_all(source);
+  RunOptions resume;
+  resume.resume = true;
+  RunOrchestrator again(recipe_, compose(recipe_, fixture_registry()), tiny_data());
+  EXPECT_EQ(again.run(dir_, log_, resume).ledger.steps(), 40);
+}

@@ -45,7 +45,7 @@ done
   >/dev/null 2>&1 || fail "eval failed"
 out=$("$privdiff" compare "$tmp/k1" "$tmp/k2" --out "$tmp/report" --points 6 2>&1) || fail "compare: $out"
 echo "$out"
-grep -q "^| run | mechanism | K | ε (rdp) | ε (prv) | calibrated by | δ | σ | steps | trainable params | train time (s) | acc logreg" <<<"$out" \
+grep -q "^| run | mechanism | K | ε (rdp) | ε (prv) | calibrated by | δ | σ | steps | trainable params | ex/s (private) | train time (s) | acc logreg" <<<"$out" \
   || fail "markdown header"
 # (one caveat each: private_diagnostics)
 grep -Eq "^\| tiny-k1 \| dpdm \| 1 \| .* \| rdp \| .* \| 20 \| 1 \|$" <<<"$out" || fail "k1 row (evaluated by [[eval]])"
@@ -60,6 +60,7 @@ assert [r["run"] for r in rows] == ["tiny-k1", "tiny-k2"], rows
 assert float(rows[0]["epsilon_rdp"]) <= 8.0 + 1e-9 and float(rows[1]["epsilon_prv"]) <= float(rows[1]["epsilon_rdp"]), rows
 assert all(0 <= float(r["accuracy_logreg"]) <= 1 and r["accuracy_cnn"] == "" for r in rows), rows
 assert all(r["calibration_accountant"] == "rdp" and r["caveats"] == "1" for r in rows), rows
+assert all(float(r["private_examples_per_second"]) > 0 for r in rows), rows
 # Full precision: the CSV's epsilon is privacy.json's, digit for digit.
 import json
 want = [e["epsilon"] for e in json.load(open(f"{sys.argv[2]}/privacy.json"))["results"] if e["accountant"] == "rdp"][0]

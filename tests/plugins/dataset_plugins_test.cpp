@@ -136,6 +136,9 @@ TEST(ImageFolderDataset, BadFoldersAndImagesAreNamed) {
 }
 
 TEST(GlyphsDataset, PublicDeterministicPerSeedAndCached) {
+  if (!installed_plugins().find(sdk::ComponentKind::dataset, "glyphs")) {
+    GTEST_SKIP() << "the glyphs plugin is not built here (FreeType missing; scripts/install_dependencies.sh installs it)";
+  }
   const fs::path cache = temp_dir("glyph_cache");
   auto glyphs = [&](std::int64_t seed, const std::string& cache_dir) {
     return open("glyphs", {{"characters", text("AbQ")}, {"per_class", sdk::ConfigValue{std::int64_t{4}}},
