@@ -87,7 +87,8 @@ RealData open_real(const EvalOptions& options) {
                                                      " (" + split + ")");
     } catch (const std::runtime_error& e) {  // say it in the command's terms
       std::string why = e.what();
-      if (options.real_dataset == "fashion-mnist" && why.find("not a directory") != std::string::npos) {
+      if (options.real_path.empty() && options.real_dataset == "fashion-mnist" &&
+          why.find("not a directory") != std::string::npos) {
         why += " (install Debian's dataset-fashion-mnist, or give --real-path DIR)";
       }
       throw std::invalid_argument("real data (" +
