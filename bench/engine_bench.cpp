@@ -4,18 +4,26 @@
 //   vectorised  forward + clipped per-example gradient sum (fast gradient clipping, the DP step)
 //   materialised forward + all per-example gradients held at once + clipping and summation
 //   oracle      one example at a time through autograd (the micro-batch reference)
-// Usage: engine_bench MODE BATCH K [REPEATS]  -> one JSON line with the median seconds per step and
-// the process's peak resident memory (run one configuration per process; bench/run_engine_bench.sh
-// runs them all and prints the table).
+//   noise        the Gaussian noise of one logical step for every parameter (secure ChaCha20 stream)
+// Usage: engine_bench MODE BATCH K [REPEATS] [cpu|cuda]  -> one JSON line with the median seconds per
+// step, rows per second and the peak memory (resident on the CPU; the caching allocator's peak on
+// a GPU). Run one configuration per process; bench/run_engine_bench.sh runs them all (CPU table) and
+// bench/run_gpu_bench.sh the GPU table.
 #include <privdiff/diffusion/unet.hpp>
 #include <privdiff/engine/clipping.hpp>
+#include <privdiff/engine/device.hpp>
 #include <privdiff/engine/fast_gradient_clipping.hpp>
+#include <privdiff/engine/gaussian_noise.hpp>
 #include <privdiff/engine/per_example_gradients.hpp>
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
+#include <torch/cuda.h>
 #include <torch/types.h>
+#ifdef PRIVDIFF_BENCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -37,30 +45,47 @@ long peak_rss_kib() {
   return -1;
 }
 
+double peak_device_mib(const c10::Device& device) {
+#ifdef PRIVDIFF_BENCH_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    return static_cast<double>(stats.allocated_bytes[0].peak) / (1024.0 * 1024.0);  // [0]: all pools
+  }
+#endif
+  return device.is_cuda() ? -1 : peak_rss_kib() / 1024.0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: engine_bench nonprivate|vectorised|materialised|oracle BATCH K [REPEATS]\n");
+    std::fprintf(stderr, "usage: engine_bench nonprivate|vectorised|materialised|oracle|noise BATCH K [REPEATS] [cpu|cuda]\n");
     return 2;
   }
   const std::string mode = argv[1];
   const std::int64_t batch = std::stoll(argv[2]), k = std::stoll(argv[3]);
   const int repeats = argc > 4 ? std::stoi(argv[4]) : 3;
+  const c10::Device device = engine::resolve_device(argc > 5 ? argv[5] : "cpu");
+  auto sync = [&] {
+    if (device.is_cuda()) torch::cuda::synchronize(device.index());
+  };
   at::set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
   torch::manual_seed(0);
   diffusion::Unet unet(diffusion::UnetConfig{});
+  unet.to(device);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(1);
-  const at::Tensor images = at::rand({batch, 1, 28, 28}, gen) * 2 - 1;
-  const at::Tensor labels = at::randint(0, 10, {batch}, gen, at::kLong);
+  const at::Tensor images = (at::rand({batch, 1, 28, 28}, gen) * 2 - 1).to(device);
+  const at::Tensor labels = at::randint(0, 10, {batch}, gen, at::kLong).to(device);
+  const auto on_device = at::TensorOptions(device);
 
   // A denoising loss with K noise draws per example (the shape of DPDM's loss; the exact EDM
   // weighting does not change the cost).
   const engine::RowLoss loss = [&](const at::Tensor& examples) {
-    const at::Tensor x = images.index_select(0, examples).repeat_interleave(k, 0);
-    const at::Tensor y = labels.index_select(0, examples).repeat_interleave(k, 0);
-    const at::Tensor sigma = at::exp(at::randn({x.size(0)}, gen) * 1.2 - 1.2);
-    const at::Tensor noisy = x + sigma.view({-1, 1, 1, 1}) * at::randn(x.sizes(), gen);
+    const at::Tensor e = examples.to(device);
+    const at::Tensor x = images.index_select(0, e).repeat_interleave(k, 0);
+    const at::Tensor y = labels.index_select(0, e).repeat_interleave(k, 0);
+    const at::Tensor sigma = at::exp(at::randn({x.size(0)}, on_device) * 1.2 - 1.2);
+    const at::Tensor noisy = x + sigma.view({-1, 1, 1, 1}) * at::randn(x.sizes(), on_device);
     const at::Tensor out = unet.forward(noisy / at::sqrt(sigma.pow(2) + 1.0 / 3).view({-1, 1, 1, 1}), sigma.log() / 4, y);
     return (out - x).pow(2).flatten(1).mean(1);
   };
@@ -74,6 +99,9 @@ int main(int argc, char** argv) {
     } else if (mode == "materialised") {
       const auto grads = engine::per_example_gradients(unet, loss, batch, k);
       engine::clip_and_sum(grads, 1.0, engine::ClipMode::flat);
+    } else if (mode == "noise") {
+      auto noise = engine::GaussianNoise::secure();
+      for (const auto& p : unet.parameters()) noise.sample(p, 1.0);
     } else if (mode == "oracle") {
       const auto grads = engine::micro_batch_per_example_gradients(unet, loss, batch, k);
       engine::clip_and_sum(grads, 1.0, engine::ClipMode::flat);
@@ -82,17 +110,20 @@ int main(int argc, char** argv) {
     }
   };
   step();  // warm-up
+  sync();
   std::vector<double> times;
   for (int r = 0; r < repeats; ++r) {
     const auto start = std::chrono::steady_clock::now();
     step();
+    sync();
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   std::sort(times.begin(), times.end());
-  std::printf("{\"mode\": \"%s\", \"batch\": %lld, \"k\": %lld, \"parameters\": %lld, \"threads\": %d, "
-              "\"seconds_per_step\": %.4f, \"peak_rss_mib\": %.0f}\n",
-              mode.c_str(), static_cast<long long>(batch), static_cast<long long>(k),
-              static_cast<long long>(unet.parameter_count()), at::get_num_threads(), times[times.size() / 2],
-              peak_rss_kib() / 1024.0);
+  const double median = times[times.size() / 2];
+  std::printf("{\"mode\": \"%s\", \"device\": \"%s\", \"batch\": %lld, \"k\": %lld, \"parameters\": %lld, "
+              "\"threads\": %d, \"seconds_per_step\": %.5f, \"rows_per_second\": %.0f, \"peak_rss_mib\": %.0f}\n",
+              mode.c_str(), device.str().c_str(), static_cast<long long>(batch), static_cast<long long>(k),
+              static_cast<long long>(unet.parameter_count()), at::get_num_threads(), median,
+              static_cast<double>(batch * k) / median, peak_device_mib(device));
   return 0;
 }

@@ -7,7 +7,7 @@ packages=(
   g++ cmake ninja-build ccache pkg-config        # toolchain (ccache: fast rebuilds)
   libtorch-dev libopenblas0-openmp              # LibTorch 1.13 (CPU) on OpenBLAS (Debian defaults to the reference BLAS)
   libboost-dev                                   # Boost.DLL (header-only)
-  libtomlplusplus-dev libcli11-dev               # recipes, command line
+  libtomlplusplus-dev libcli11-dev               # recipes (toml++ headers), command line
   libeigen3-dev libfftw3-dev nlohmann-json3-dev  # numerics (Eigen FFT on FFTW), JSON
   zlib1g-dev libstb-dev                          # gzip-compressed IDX data, PNG sample grids and image folders
   libfreetype-dev                                # the glyphs dataset's renderer, and its fonts (print + handwriting-like):

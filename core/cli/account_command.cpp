@@ -2,8 +2,9 @@
 // accountant, and noise calibration for a target epsilon.
 //
 //   privdiff account [--accountant ID]... (--noise-multiplier S --sample-rate Q --steps T |
-//                    --history S:Q:T ...) (--delta D | --epsilon E) [--calibrate]
-//                    [--conversion improved|classic] [--json]
+//                    --history S:Q:T ...) (--delta D | --epsilon E) [--conversion improved|classic] [--json]
+//   privdiff account [--history S:Q:T ...] --sample-rate Q --steps T --epsilon E --delta D --calibrate
+//                    (the smallest noise multiplier for the final schedule, after the history)
 //   privdiff account RUN_DIR [--delta D] [--accountant ID]... [--json]
 #include "cli/command_setup.hpp"
 #include "cli/commands.hpp"
@@ -86,6 +87,15 @@ void check_schedule(const Schedule& s, const std::string& where, bool need_sigma
   }
 }
 
+std::vector<Schedule> parse_history(const std::vector<std::string>& entries) {
+  std::vector<Schedule> schedules;
+  for (const auto& h : entries) {
+    schedules.push_back(parse_history_entry(h));
+    check_schedule(schedules.back(), "--history '" + h + "': ", true);
+  }
+  return schedules;
+}
+
 PrivacyEvent schedule_event(const std::vector<Schedule>& schedules) {
   std::vector<PrivacyEvent> parts;
   for (const auto& s : schedules) {
@@ -151,11 +161,19 @@ void print_table(const nlohmann::json& results, bool calibrated) {
   }
 }
 
+// The events of a calibration: what was spent before (`earlier`, e.g. DP-FETA's central-image
+// queries; no_op when none), then the schedule at noise multiplier `sigma`.
+PrivacyEvent after(const PrivacyEvent& earlier, const Schedule& schedule, double sigma) {
+  const PrivacyEvent final_schedule = schedule_event({{sigma, schedule.q, schedule.steps}});
+  if (earlier.kind() == PrivacyEvent::Kind::no_op) return final_schedule;
+  return PrivacyEvent::composed({earlier, final_schedule});
+}
+
 nlohmann::json evaluate(const Target& t, const AccountArgs& args, const PrivacyEvent& event, const Schedule& schedule,
                         bool has_epsilon) {
   if (args.calibrate) {
     const double tolerance = args.o_tolerance->count() ? args.tolerance : (t.id == "prv" ? 1e-4 : 1e-10);
-    auto events = [&](double sigma) { return schedule_event({{sigma, schedule.q, schedule.steps}}); };
+    auto events = [&](double sigma) { return after(event, schedule, sigma); };
     const auto c = sdk::calibrate_noise_multiplier(*t.accountant, events, args.epsilon, args.delta, tolerance);
     nlohmann::json j = result_json(t.id, t.accountant->epsilon(events(c.noise_multiplier), args.delta), args.delta);
     j["noise_multiplier"] = c.noise_multiplier;
@@ -202,17 +220,14 @@ void run_account(const GlobalOptions& global, AccountArgs& args) {
         throw UsageError("the run sets no [privacy] delta; pass --delta");
       }
     }
-  } else if (single && history) {
-    throw UsageError("give either --noise-multiplier/--sample-rate/--steps or --history, not both");
-  } else if (history) {
-    if (args.calibrate) throw UsageError("--calibrate works on one schedule: use --sample-rate and --steps");
-    std::vector<Schedule> schedules;
-    for (const auto& h : args.history) {
-      schedules.push_back(parse_history_entry(h));
-      check_schedule(schedules.back(), "--history '" + h + "': ", true);
-    }
-    event = schedule_event(schedules);
+  } else if (single && history && !args.calibrate) {
+    throw UsageError("give either --noise-multiplier/--sample-rate/--steps or --history, not both (with "
+                     "--calibrate, --history is what was spent before the --sample-rate/--steps schedule)");
+  } else if (history && !args.calibrate) {
+    event = schedule_event(parse_history(args.history));
   } else {
+    // With --calibrate, `event` is the history composed before the schedule being calibrated.
+    if (history) event = schedule_event(parse_history(args.history));
     if (!args.o_rate->count() || !args.o_steps->count() || (!args.calibrate && !args.o_sigma->count())) {
       throw UsageError(std::string("give ") + (args.calibrate ? "" : "--noise-multiplier, ") +
                        "--sample-rate and --steps (or --history S:Q:T, or a RUN_DIR)");
@@ -249,7 +264,7 @@ void run_account(const GlobalOptions& global, AccountArgs& args) {
 
   // Accountants named explicitly must handle the events; from the default set, those that cannot
   // are skipped with the reason.
-  const PrivacyEvent probe = args.calibrate ? schedule_event({{1.0, schedule.q, schedule.steps}}) : event;
+  const PrivacyEvent probe = args.calibrate ? after(event, schedule, 1.0) : event;
   nlohmann::json skipped = nlohmann::json::array();
   std::vector<Target> usable;
   for (auto& t : targets) {
@@ -283,6 +298,7 @@ void run_account(const GlobalOptions& global, AccountArgs& args) {
     return;
   }
   if (from_run) std::cout << "ledger: " << event.to_string() << "\n";
+  if (args.calibrate && history) std::cout << "after the history: " << event.to_string() << "\n";
   print_table(results, args.calibrate);
   for (const auto& s : skipped) {
     std::cout << "skipped " << s["accountant"].get<std::string>() << ": " << s["reason"].get<std::string>() << "\n";
@@ -303,7 +319,8 @@ CLI::App* add_account_command(CLI::App& app, const GlobalOptions& global, int& e
   args->o_rate = account->add_option("--sample-rate", args->sample_rate, "Poisson sampling rate q = batch size / N");
   args->o_steps = account->add_option("--steps", args->steps, "number of steps");
   args->o_history = account->add_option("--history", args->history,
-                                        "a schedule segment NOISE_MULTIPLIER:SAMPLE_RATE:STEPS (repeatable)")
+                                        "a schedule segment NOISE_MULTIPLIER:SAMPLE_RATE:STEPS (repeatable); with "
+                                        "--calibrate, what was spent before the schedule being calibrated")
                         ->allow_extra_args(false);
   args->o_delta = account->add_option("--delta", args->delta, "report epsilon at this delta");
   args->o_epsilon = account->add_option("--epsilon", args->epsilon, "report delta at this epsilon (or the --calibrate target)");

@@ -133,14 +133,24 @@ CLI::App* add_compare_command(CLI::App& app, const GlobalOptions& global, int& e
         report.grids.emplace_back();
       }
     }
-    if (!epsilon_series.empty()) {
-      plot_svg(out / "plots" / "epsilon.svg", "privacy spent", "logical step", "epsilon", epsilon_series);
-      report.plots.push_back("plots/epsilon.svg");
-    }
-    if (!loss_series.empty()) {
-      plot_svg(out / "plots" / "loss.svg", "training loss (window means)", "logical step", "loss", loss_series);
-      report.plots.push_back("plots/loss.svg");
-    }
+    // Plots are the one part that needs gnuplot: without it the report has tables and grids, and
+    // the plot scripts stay in plots/ to draw later.
+    bool can_plot = true;
+    auto plot = [&](const char* name, const std::string& title, const std::string& ylabel,
+                    const std::vector<PlotSeries>& series) {
+      if (series.empty() || !can_plot) return;
+      const fs::path svg = fs::path("plots") / (std::string(name) + ".svg");
+      try {
+        plot_svg(out / svg, title, "logical step", ylabel, series);
+        report.plots.push_back(svg);
+      } catch (const GnuplotMissing& e) {
+        can_plot = false;
+        std::cerr << "warning: " << e.what() << "; report.html has no plots (their scripts: "
+                  << (out / "plots").string() << "/*.gp)\n";
+      }
+    };
+    plot("epsilon", "privacy spent", "epsilon", epsilon_series);
+    plot("loss", "training loss (window means)", "loss", loss_series);
     report.runs = std::move(runs);
     report.labels = labels;
     write_file_atomically(out / "report.html", render_html_report(report));

@@ -1,6 +1,7 @@
 // privdiff eval SAMPLES [--labels FILE] [--real fashion-mnist | --real-path DIR] [--classifiers logreg,mlp,cnn]
 //                       [--epochs N] [--max-samples N] [--run DIR] [--json]
 #include "cli/commands.hpp"
+#include "cli/device_option.hpp"
 #include "evaluate/evaluation.hpp"
 #include "run/atomic_file.hpp"
 #include "run/cpu_threads.hpp"
@@ -32,6 +33,7 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions&, int& exit_code) 
     std::string images, labels, real = "fashion-mnist", real_path, classifiers = "logreg,mlp,cnn", run, reference = "test";
     std::int64_t epochs = 50, max_samples = 60000, threads = 0, seed = 0;
     bool json = false;
+    std::string device = "auto";
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("SAMPLES", args->images, "IDX images file (e.g. from privdiff sample)")->required();
@@ -48,6 +50,7 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions&, int& exit_code) 
   cmd->add_option("--run", args->run, "run directory to record the result in (default: the run SAMPLES belongs to)");
   cmd->add_option("--seed", args->seed, "seed of the classifiers' training")->check(at_least(0));
   cmd->add_option("--threads", args->threads, "CPU threads (default: all cores)")->check(at_least(0));
+  add_device_option(*cmd, args->device);
   cmd->add_flag("--json", args->json, "print one JSON object on stdout (progress goes to stderr)");
   cmd->callback([&exit_code, args] {
     EvalOptions options;
@@ -66,6 +69,7 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions&, int& exit_code) 
     options.real_path = args->real_path;
     options.reference = args->reference;
     options.seed = static_cast<std::uint64_t>(args->seed);
+    options.device = resolve_device_option("eval", args->device);
     const fs::path images(args->images);
     fs::path labels(args->labels);
     if (labels.empty()) {

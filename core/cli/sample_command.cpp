@@ -2,6 +2,7 @@
 //                 [--set sampler.KEY=VALUE]... [--out PREFIX] [--batch-size N] [--seed S]
 #include "cli/command_setup.hpp"
 #include "cli/commands.hpp"
+#include "cli/device_option.hpp"
 #include "run/composed_run.hpp"
 #include "run/cpu_threads.hpp"
 #include "recipe/suggest.hpp"
@@ -29,6 +30,7 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
     std::int64_t batch_size = 250;
     std::int64_t seed = 0;
     std::int64_t threads = 0;
+    std::string device;  // empty: the run's [run] device
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("RUN", args->source, "run directory (uses its checkpoint.pt) or a checkpoint file")->required();
@@ -45,6 +47,7 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
       ->check(at_least(1));
   cmd->add_option("--seed", args->seed, "seed of the sampler's noise and of uniform labels")->check(at_least(0));
   cmd->add_option("--threads", args->threads, "CPU threads (default: all cores)")->check(at_least(0));
+  cmd->add_option("--device", args->device, "auto, cpu, cuda or cuda:N (default: the run's [run] device)");
   cmd->callback([&global, &exit_code, args] {
     const fs::path source(args->source);
     const fs::path checkpoint = fs::is_directory(source) ? source / "checkpoint.pt" : source;
@@ -77,11 +80,14 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
     if (!recipe.sampler) {
       throw UsageError("sample: " + recipe_file.string() + " has no [sampler]; choose one with --sampler ID");
     }
+    const c10::Device device =
+        resolve_device_option("sample", args->device.empty() ? recipe.run.get_string("device") : args->device);
     use_cpu_threads(args->threads);
     at::manual_seed(static_cast<std::uint64_t>(args->seed));
     auto model = create_component<sdk::Model>(registry, recipe.model->id, recipe.model->config);
     auto sampler = create_component<sdk::Sampler>(registry, recipe.sampler->id, recipe.sampler->config);
     load_model_weights(checkpoint, *model);
+    model->module().to(device);
     // The privacy this model cost is the run's ledger; say so when the run directory's two records
     // of it disagree (privdiff account RUN reports the longer one).
     if (fs::is_regular_file(run_dir / "ledger.json")) {
@@ -105,7 +111,7 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
                                               : fs::path(args->out);
     std::cout << "sampling " << args->count << " images from " << checkpoint.string() << " with "
               << recipe.sampler->id << " (" << (options.num_classes > 0 ? args->labels + " labels" : "unconditional")
-              << ")\n";
+              << ") on " << device.str() << "\n";
     const auto start = std::chrono::steady_clock::now();
     const SampleSet set = generate_samples(*model, *sampler, options, std::cout);
     const fs::path images = write_sample_set(prefix, set, options.balanced, options.num_classes);

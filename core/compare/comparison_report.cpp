@@ -205,8 +205,8 @@ void plot_svg(const fs::path& svg, const std::string& title, const std::string& 
   const int status = ::pclose(pipe);
   if (status != 0) {
     if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
-      throw std::runtime_error("privdiff compare draws its plots with gnuplot, which is not installed "
-                               "(apt-get install gnuplot-nox; scripts/install_dependencies.sh does)");
+      throw GnuplotMissing("privdiff compare draws its plots with gnuplot, which is not installed "
+                           "(apt-get install gnuplot-nox; scripts/install_dependencies.sh does)");
     }
     throw std::runtime_error("gnuplot failed on " + gp.string() + ": " + output);
   }

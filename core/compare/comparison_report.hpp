@@ -5,6 +5,7 @@
 #include "compare/run_record.hpp"
 
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,8 +33,14 @@ ComparisonTable make_comparison_table(const std::vector<RunRecord>& runs, const 
 std::string to_markdown(const ComparisonTable& table);
 std::string to_csv(const ComparisonTable& table);
 
-/// Draws the series as an SVG line plot with gnuplot. Throws std::runtime_error when gnuplot is
-/// missing or fails (the message says what to install).
+/// Thrown by plot_svg when gnuplot is not installed (the message says what to install).
+class GnuplotMissing : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Draws the series as an SVG line plot with gnuplot (its script and data stay beside the SVG).
+/// Throws GnuplotMissing without gnuplot, std::runtime_error when it fails.
 void plot_svg(const std::filesystem::path& svg, const std::string& title, const std::string& xlabel,
               const std::string& ylabel, const std::vector<PlotSeries>& series, bool log_y = false);
 

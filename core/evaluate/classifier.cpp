@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <privdiff/engine/device.hpp>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/dropout.h>
@@ -83,10 +84,11 @@ double classifier_accuracy(ClassifierNet& net, const at::Tensor& images, const a
   net.eval();
   torch::NoGradGuard no_grad;
   std::int64_t correct = 0;
+  const c10::Device device = sdk::engine::module_device(net);
   for (std::int64_t i = 0; i < images.size(0); i += eval_batch) {
     const std::int64_t n = std::min(eval_batch, images.size(0) - i);
-    const at::Tensor predicted = net.forward(images.narrow(0, i, n)).argmax(1);
-    correct += predicted.eq(labels.narrow(0, i, n)).sum().item<std::int64_t>();
+    const at::Tensor predicted = net.forward(images.narrow(0, i, n).to(device)).argmax(1).to(at::kCPU);
+    correct += predicted.eq(labels.narrow(0, i, n).to(at::kCPU)).sum().item<std::int64_t>();
   }
   return static_cast<double>(correct) / static_cast<double>(images.size(0));
 }
@@ -94,9 +96,10 @@ double classifier_accuracy(ClassifierNet& net, const at::Tensor& images, const a
 at::Tensor classifier_features(ClassifierNet& net, const at::Tensor& images) {
   net.eval();
   torch::NoGradGuard no_grad;
+  const c10::Device device = sdk::engine::module_device(net);
   std::vector<at::Tensor> out;
   for (std::int64_t i = 0; i < images.size(0); i += eval_batch) {
-    out.push_back(net.features(images.narrow(0, i, std::min(eval_batch, images.size(0) - i))));
+    out.push_back(net.features(images.narrow(0, i, std::min(eval_batch, images.size(0) - i)).to(device)).to(at::kCPU));
   }
   return at::cat(out, 0);
 }
@@ -119,6 +122,7 @@ TrainedClassifier train_classifier(ClassifierKind kind, const at::Tensor& images
   result.train_count = n - validation;
   result.validation_count = validation;
   ClassifierNet& net = *result.net;
+  net.to(options.device);
   torch::optim::Adam optimizer(net.parameters(), torch::optim::AdamOptions(options.lr));
   std::vector<at::Tensor> best;
   result.validation_accuracy = -1;
@@ -128,8 +132,8 @@ TrainedClassifier train_classifier(ClassifierKind kind, const at::Tensor& images
     for (std::int64_t i = 0; i < shuffled.size(0); i += options.batch_size) {
       const at::Tensor batch = shuffled.narrow(0, i, std::min(options.batch_size, shuffled.size(0) - i));
       optimizer.zero_grad();
-      const at::Tensor loss = at::cross_entropy_loss(net.forward(images.index_select(0, batch)),
-                                                     labels.index_select(0, batch));
+      const at::Tensor loss = at::cross_entropy_loss(net.forward(images.index_select(0, batch).to(options.device)),
+                                                     labels.index_select(0, batch).to(options.device));
       loss.backward();
       optimizer.step();
     }

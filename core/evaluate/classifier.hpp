@@ -6,6 +6,7 @@
 // the *training* (synthetic) set. The real test set is only ever scored, never selected on.
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/sequential.h>
 
@@ -38,6 +39,7 @@ struct ClassifierTraining {
   double lr = 3e-4;
   double validation_fraction = 0.1;
   std::uint64_t seed = 0;
+  c10::Device device{c10::kCPU};  ///< where it trains (weights are initialised on the CPU: same on every device)
 };
 
 struct TrainedClassifier {

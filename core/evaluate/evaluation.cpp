@@ -140,6 +140,7 @@ std::shared_ptr<ClassifierNet> feature_network(const RealData& real, const EvalO
       torch::serialize::InputArchive archive;
       archive.load_from(file.string());
       net->load(archive);
+      net->to(options.device);
       log << "feature network: " << file.string() << " (cached)\n";
       return net;
     } catch (const std::exception&) {
@@ -148,6 +149,7 @@ std::shared_ptr<ClassifierNet> feature_network(const RealData& real, const EvalO
   }
   log << "feature network: training the CNN on " << real.name << " " << real.reference_split << " (" << training.epochs
       << " epochs, once; cached in " << file.parent_path().string() << ")\n" << std::flush;
+  training.device = options.device;
   TrainedClassifier trained = train_classifier(ClassifierKind::cnn, reference.images, reference.labels,
                                                real.classes, training, log);
   fs::create_directories(file.parent_path(), ec);
@@ -207,6 +209,7 @@ nlohmann::json evaluate_image_set(const LabelledImages& full, const EvalOptions&
     ClassifierTraining training;
     training.epochs = options.epochs;
     training.seed = options.seed;
+    training.device = options.device;
     log << "training " << to_string(kind) << " on " << n << " images (" << options.epochs << " epochs)\n" << std::flush;
     TrainedClassifier trained = train_classifier(kind, set.images, set.labels, real.classes, training, log);
     const double test_accuracy = classifier_accuracy(*trained.net, real.test.images, real.test.labels);

@@ -33,6 +33,7 @@ struct EvalOptions {
   std::int64_t feature_epochs = 5;     ///< feature CNN training (part of its cache key)
   std::int64_t pr_samples = 10000;     ///< per set, for precision/recall (quadratic cost)
   std::uint64_t seed = 0;
+  c10::Device device{c10::kCPU};       ///< where classifiers and the feature network run
   std::filesystem::path cache_dir;     ///< empty: $PRIVDIFF_CACHE_DIR, $XDG_CACHE_HOME/privdiff, ~/.cache/privdiff
 };
 

@@ -336,7 +336,7 @@ class Validator {
   }
 
   // The dataset a stage trains on: its `data` key, or the recipe's only dataset.
-  std::string stage_data(const toml::table& table, const std::string& path, const Recipe&) {
+  std::string stage_data(const toml::table& table, const std::string& path, const Recipe& recipe) {
     const std::vector<std::string>& names = data_names_;
     const toml::node* node = table.get("data");
     if (!node) {
@@ -352,7 +352,11 @@ class Validator {
       error(*node, child_path(path, "data"), "expected string (a dataset name), got " + render(*node));
       return "";
     }
-    if (std::find(names.begin(), names.end(), text->get()) == names.end()) {
+    // Or the data an earlier stage releases (e.g. DP-FETA's central images), named after that stage;
+    // pre-flight checks that its mechanism releases data.
+    const bool earlier_stage = std::any_of(recipe.stages.begin(), recipe.stages.end(),
+                                           [&](const StageSection& s) { return s.name == text->get(); });
+    if (!earlier_stage && std::find(names.begin(), names.end(), text->get()) == names.end()) {
       error(*node, child_path(path, "data"),
             "unknown dataset '" + text->get() + "'" + did_you_mean(text->get(), names) +
                 (names.empty() ? "; the recipe has no [data] section" : "; the recipe's datasets: " + join(names)));

@@ -4,6 +4,9 @@
 
 #include <ATen/ATen.h>
 
+// stb is header-only here: its PNG writer is compiled into this file, private to it.
+#define STB_IMAGE_WRITE_STATIC
+#define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb/stb_image_write.h>
 
 #include <stdexcept>

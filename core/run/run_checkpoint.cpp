@@ -2,6 +2,8 @@
 
 #include "run/atomic_file.hpp"
 
+#include <privdiff/engine/device.hpp>
+
 #include <ATen/Context.h>
 #include <ATen/core/Generator.h>
 #include <torch/serialize/archive.h>
@@ -73,12 +75,14 @@ void save_checkpoint(const fs::path& path, const CheckpointPosition& position, s
 
 namespace {
 
-torch::serialize::InputArchive open_archive(const fs::path& path) {
+// Tensors land on `device` whatever device wrote them: a checkpoint written on a GPU loads on a
+// CPU-only machine, and one written on the CPU resumes a GPU run with its optimizer state there.
+torch::serialize::InputArchive open_archive(const fs::path& path, const c10::Device& device) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) throw std::runtime_error("no checkpoint at " + path.string());
   torch::serialize::InputArchive archive;
   try {
-    archive.load_from(path.string());
+    archive.load_from(path.string(), device);
   } catch (const std::exception& e) {
     throw std::runtime_error(path.string() + ": not a readable privdiff checkpoint (" + what_of(e) + ")");
   }
@@ -155,14 +159,14 @@ void copy_weights(torch::serialize::InputArchive& archive, torch::nn::Module& mo
 }  // namespace
 
 void load_initial_weights(const fs::path& path, sdk::Model& model) {
-  torch::serialize::InputArchive archive = open_archive(path);
+  torch::serialize::InputArchive archive = open_archive(path, sdk::engine::module_device(model.module()));
   torch::serialize::InputArchive model_archive;
   if (!archive.try_read("model", model_archive)) throw std::runtime_error(path.string() + ": checkpoint has no model");
   copy_weights(model_archive, model.module(), "", path);
 }
 
 LoadedCheckpoint load_checkpoint(const fs::path& path, sdk::Model& model) {
-  torch::serialize::InputArchive archive = open_archive(path);
+  torch::serialize::InputArchive archive = open_archive(path, sdk::engine::module_device(model.module()));
   if (read_value<std::int64_t>(archive, "format_version", path) != format_version) {
     throw std::runtime_error(path.string() + ": checkpoint format version is not " + std::to_string(format_version));
   }
@@ -180,7 +184,7 @@ LoadedCheckpoint load_checkpoint(const fs::path& path, sdk::Model& model) {
   archive.read("global_generator", generator_state);
   load_model(archive, model, path);
   at::Generator global_generator = at::detail::getDefaultCPUGenerator();  // shares the global one
-  global_generator.set_state(generator_state);
+  global_generator.set_state(generator_state.to(at::kCPU));
   if (read_value<bool>(archive, "has_mechanism_state", path)) {
     loaded.mechanism_state = std::make_unique<torch::serialize::InputArchive>();
     archive.read("mechanism", *loaded.mechanism_state);
@@ -189,12 +193,12 @@ LoadedCheckpoint load_checkpoint(const fs::path& path, sdk::Model& model) {
 }
 
 std::string read_checkpoint_ledger(const fs::path& path) {
-  torch::serialize::InputArchive archive = open_archive(path);
+  torch::serialize::InputArchive archive = open_archive(path, c10::Device(c10::kCPU));
   return read_value<std::string>(archive, "ledger", path);
 }
 
 void load_model_weights(const fs::path& path, sdk::Model& model) {
-  torch::serialize::InputArchive archive = open_archive(path);
+  torch::serialize::InputArchive archive = open_archive(path, sdk::engine::module_device(model.module()));
   load_model(archive, model, path);
 }
 

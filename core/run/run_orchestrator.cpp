@@ -1,7 +1,10 @@
 #include "run/run_orchestrator.hpp"
 
 #include "data/dataset_fingerprint.hpp"
+#include <privdiff/data/idx_file.hpp>
+#include <privdiff/data/image_dataset.hpp>
 #include <privdiff/data/pixels.hpp>
+#include <privdiff/engine/device.hpp>
 #include "evaluate/evaluation.hpp"
 #include "run/atomic_file.hpp"
 #include "run/cpu_threads.hpp"
@@ -122,9 +125,14 @@ struct RunOrchestrator::Session {
   // The recipe's datasets by name, opened once; the dataset private stages train on ("" if none).
   std::map<std::string, std::unique_ptr<sdk::Dataset>> datasets;
   std::map<std::string, std::string> fingerprints;  // by dataset name, hashed when needed
+  // Data released by a stage (DP-FETA's central images), by name -> the releasing stage. Opened
+  // (into `datasets`) when that stage has run, or from the run directory on resume.
+  std::map<std::string, std::size_t> released;
+  bool is_released(const std::string& name) const { return released.count(name) > 0; }
   std::string private_data;
   std::string data_fingerprint;  // of every dataset the stages use, for the resume check
   std::int64_t total_params = 0;
+  c10::Device device{c10::kCPU};  // [run] device, resolved
   std::vector<std::int64_t> stage_trainable;  // trainable parameters of each stage
   std::map<std::size_t, double> stage_seconds;  // training time of each stage in this session
   std::optional<InitSource> init;  // [run] init_from
@@ -233,9 +241,14 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, cons
   try {
     check_run_dir(run_dir, options.resume);
     use_cpu_threads(recipe_.run.get_int("threads"));
+    s.device = resolve_run_device();
     preflight(s);
   } catch (const std::exception& e) {
     throw RunRefused(e.what());
+  }
+  if (components_.model) {
+    components_.model->module().to(s.device);  // after init_from's weights; a checkpoint loads onto it
+    s.log << "device " << s.device.str() << "\n";
   }
   open_run_directory(s);
   run_stages(s);
@@ -250,21 +263,69 @@ void RunOrchestrator::check(std::ostream& log) {
   const RunOptions options;
   Session s({}, log, options);
   try {
+    try {
+      resolve_run_device();
+    } catch (const sdk::engine::DeviceUnavailable& e) {  // a GPU recipe checked on a laptop
+      log << "note: " << e.what() << " (privdiff run would refuse it on this machine)\n";
+    }
     preflight(s);
   } catch (const std::exception& e) {
     throw RunRefused(e.what());
   }
 }
 
+c10::Device RunOrchestrator::resolve_run_device() const {
+  try {
+    return sdk::engine::resolve_device(recipe_.run.get_string("device"));
+  } catch (const sdk::engine::DeviceUnavailable& e) {
+    throw sdk::engine::DeviceUnavailable((recipe_.file.empty() ? "" : recipe_.file + ": ") + "[run] " + e.what());
+  }
+}
+
 void RunOrchestrator::open_datasets(Session& s) {
-  for (const auto& stage : recipe_.stages) {
+  auto is_section = [&](const std::string& name) {
+    return std::any_of(recipe_.datasets.begin(), recipe_.datasets.end(), [&](const DataSection& d) { return d.name == name; });
+  };
+  std::map<std::string, std::int64_t> released_classes;
+  for (std::size_t i = 0; i < recipe_.stages.size(); ++i) {
+    const StageSection& stage = recipe_.stages[i];
     if (stage.data.empty()) {
       throw std::runtime_error("data: the recipe's stages need data: add a [data] section with dataset = \"...\" "
                                "(e.g. \"fashion-mnist\"), or [data.NAME] sections that stages name with data = \"NAME\"");
     }
-    if (!s.datasets.count(stage.data)) s.datasets[stage.data] = open_dataset_(recipe_.dataset(stage.data));
+    if (is_section(stage.data)) {
+      if (!s.datasets.count(stage.data)) s.datasets[stage.data] = open_dataset_(recipe_.dataset(stage.data));
+      s.stage_sizes.push_back(s.datasets.at(stage.data)->size());
+      continue;
+    }
+    // The data an earlier stage releases (the validator allows only earlier stages' names).
+    std::size_t j = 0;
+    while (j < i && recipe_.stages[j].name != stage.data) ++j;
+    const auto& source = *components_.mechanisms.at(j);
+    const std::int64_t classes =
+        released_classes.count(recipe_.stages[j].data) ? released_classes.at(recipe_.stages[j].data)
+                                                        : s.stage_data(recipe_, j).num_classes();
+    const std::int64_t count = j < i ? source.released_examples(s.stage_sizes.at(j), classes) : 0;
+    if (count < 1) {
+      throw std::runtime_error("stage[" + std::to_string(i) + "] '" + stage.name + "': data = '" + stage.data +
+                               "' names stage '" + stage.data + "', whose mechanism '" +
+                               recipe_.stages[j].mechanism.id + "' releases no data");
+    }
+    s.released[stage.data] = j;
+    released_classes[stage.data] = classes;
+    s.stage_sizes.push_back(count);
   }
-  for (const auto& stage : recipe_.stages) s.stage_sizes.push_back(s.datasets.at(stage.data)->size());
+}
+
+fs::path RunOrchestrator::released_directory(const Session& s, const std::string& name) const {
+  return s.run_dir / ("released-" + name);
+}
+
+void RunOrchestrator::open_released(Session& s, const std::string& name, std::int64_t classes) const {
+  sdk::LabelledBytes bytes = sdk::read_idx_split(released_directory(s, name), "train");
+  bytes.num_classes = classes;
+  s.datasets[name] = std::make_unique<sdk::ImageDataset>(
+      std::move(bytes), true, "data released by stage '" + name + "' (" + s.run_dir.string() + ")");
 }
 
 namespace {
@@ -287,6 +348,11 @@ void RunOrchestrator::check_data_use(Session& s) const {
   std::size_t first_private = mechanisms.size();
   for (std::size_t i = 0; i < mechanisms.size(); ++i) {
     if (!mechanisms[i]->is_private()) continue;
+    if (s.is_released(recipe_.stages[i].data)) {
+      throw std::runtime_error("stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "' trains privately on '" +
+                               recipe_.stages[i].data + "', data released by an earlier stage: a release is already "
+                               "private (train on it with a non-private mechanism, at no further cost)");
+    }
     if (first_private == mechanisms.size()) {
       first_private = i;
       s.private_data = recipe_.stages[i].data;
@@ -299,6 +365,7 @@ void RunOrchestrator::check_data_use(Session& s) const {
   }
   for (std::size_t i = 0; i < mechanisms.size(); ++i) {
     if (mechanisms[i]->is_private()) continue;
+    if (s.is_released(recipe_.stages[i].data)) continue;  // a DP release: its cost is in the ledger
     const sdk::Dataset& data = s.stage_data(recipe_, i);
     const DataSection& section = recipe_.dataset(recipe_.stages[i].data);
     const std::string stage = "stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "': mechanism '" +
@@ -359,6 +426,7 @@ void RunOrchestrator::prepare_init_from(Session& s) {
     return std::find(v.begin(), v.end(), x) != v.end();
   };
   for (std::size_t i = 0; i < recipe_.stages.size(); ++i) {
+    if (s.is_released(recipe_.stages[i].data)) continue;
     const std::string& fp = s.fingerprints.at(recipe_.stages[i].data);
     if (!components_.mechanisms[i]->is_private() && contains(src.private_data, fp)) {
       throw std::runtime_error("stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "' trains non-privately "
@@ -491,6 +559,7 @@ void RunOrchestrator::open_run_directory(Session& s) {
     s.data_fingerprint += s.fingerprints.size() == 1 ? fp : (s.data_fingerprint.empty() ? "" : "; ") + name + "=" + fp;
   }
   for (std::size_t i = 0; i < recipe_.stages.size(); ++i) {
+    if (s.is_released(recipe_.stages[i].data)) continue;  // derived from the private data by a DP release
     const std::string& fp = s.fingerprints.at(recipe_.stages[i].data);
     auto& use = components_.mechanisms[i]->is_private() ? s.private_use : s.public_use;
     if (std::find(use.begin(), use.end(), fp) == use.end()) use.push_back(fp);
@@ -514,6 +583,12 @@ void RunOrchestrator::open_run_directory(Session& s) {
       throw std::runtime_error(refused + "the data differs from the data it trained on (checkpoint: " +
                                position.data_fingerprint + "; now: " + s.data_fingerprint +
                                "); its ledger accounts for those records only");
+    }
+    // Data released by stages that finished before the checkpoint: from the run directory.
+    for (const auto& [name, stage] : s.released) {
+      if (static_cast<std::int64_t>(stage) < position.stage) {
+        open_released(s, name, s.stage_data(recipe_, stage).num_classes());
+      }
     }
     const auto& saved = position.noise_multipliers;
     for (std::size_t i = 0; i < noise_multipliers_.size(); ++i) {
@@ -606,6 +681,18 @@ void RunOrchestrator::run_stage(Session& s, std::size_t i) {
   sdk::StageContext context{*components_.model, s.stage_data(recipe_, i), s.summary.ledger,
                             static_cast<std::uint64_t>(recipe_.run.get_int("seed")) + i, {}};
   context.stage_index = static_cast<std::int64_t>(i);
+  if (mechanism.released_examples(s.stage_size(i), context.data.num_classes()) > 0) {
+    const std::int64_t classes = context.data.num_classes();
+    context.release = [this, &s, name, classes](const at::Tensor& images, const at::Tensor& labels) {
+      // A DP release: saved (images, labels, a grid) and opened as the dataset named after the stage.
+      SampleSet set{sdk::pixels_to_bytes(images.to(at::kCPU)), labels.to(at::kCPU).to(at::kLong)};
+      const fs::path prefix = released_directory(s, name) / "train";
+      write_sample_set(prefix, set, false, classes);
+      open_released(s, name, classes);
+      s.log << "released " << images.size(0) << " images as data '" << name << "': " << prefix.string()
+            << "-grid.png\n";
+    };
+  }
   if (s.resumed && static_cast<std::int64_t>(i) == s.resumed->position.stage && s.resumed->mechanism_state) {
     context.resume = s.resumed->mechanism_state.get();
     context.resume_step = s.resumed->position.step;
@@ -715,6 +802,7 @@ void RunOrchestrator::run_evals(Session& s) {
     for (const auto& name : entry.get_string_list("classifiers")) options.classifiers.push_back(classifier_kind_from_string(name));
     options.epochs = entry.get_int("epochs");
     options.seed = sampling.seed;
+    options.device = s.device;
     const DataSection& data = *eval_data();  // an IDX dataset (checked in pre-flight)
     options.real_dataset = data.dataset.id;
     options.real_path = data.dataset.config.get_string("path");
@@ -799,6 +887,7 @@ void RunOrchestrator::write_reports(Session& s) {
   nlohmann::json run_summary = {{"name", recipe_.run.get_string("name")},
                                 {"stages", stages},
                                 {"training_seconds", s.training_seconds},
+                                {"device", s.device.str()},
                                 {"privacy", results},
                                 {"caveats", caveats}};
   if (!s.data_fingerprint.empty()) run_summary["data"] = s.data_fingerprint;

@@ -20,6 +20,7 @@
 #include <privdiff/data/dataset.hpp>
 #include <privdiff/privacy/ledger.hpp>
 
+#include <c10/core/Device.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -90,6 +91,12 @@ class RunOrchestrator {
 
  private:
   struct Session;  // one invocation's state: directory, ledger, metrics stream, timers, checkpoint
+
+  /// Where data released by stage `name` is saved, and opening it from there as a dataset.
+  std::filesystem::path released_directory(const Session& s, const std::string& name) const;
+  void open_released(Session& s, const std::string& name, std::int64_t classes) const;
+  /// [run] device as a device of this machine; throws sdk::engine::DeviceUnavailable.
+  c10::Device resolve_run_device() const;
 
   // The phases of run(), in order. preflight writes nothing, so a refused run leaves no directory.
   void preflight(Session& s);

@@ -42,6 +42,23 @@ python3 -c "import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]
 run "$privdiff" account --history 1.1:0.01:5000 --history 2:0.05:1000 --epsilon 2 --json
 json_check "all(0 < r['delta'] < 1 and r['epsilon'] == 2 for r in j['results'])"
 
+# Calibration after earlier events (DP-FETA: 5 central-image queries at sigma 5, q 0.1, then DP-SGD on
+# MNIST/F-MNIST, q = 4096/60000, 2197 steps, epsilon 1): the history costs noise, never the target.
+run "$privdiff" account --accountant rdp --sample-rate 0.0682666667 --steps 2197 --epsilon 1 --delta 1e-5 --calibrate --json
+alone=$out
+run "$privdiff" account --accountant rdp --history 5:0.1:5 --sample-rate 0.0682666667 --steps 2197 --epsilon 1 --delta 1e-5 --calibrate --json
+[ "$code" = 0 ] || fail "calibrate after a history: exit $code: $out"
+checks=$((checks + 1))
+python3 -c "
+import json, sys
+a = json.loads(sys.argv[1])['results'][0]; b = json.loads(sys.argv[2])['results'][0]
+assert b['noise_multiplier'] > a['noise_multiplier'], (a, b)
+assert b['epsilon'] <= 1 and b['epsilon'] > 0.999, b
+assert 12.5 < a['noise_multiplier'] < 13.5 and 12.8 < b['noise_multiplier'] < 13.8, (a, b)  # DP-FETA Table V: 12.8 -> 13.2
+" "$alone" "$out" || fail "history calibration: $alone / $out"
+run "$privdiff" account --accountant rdp --history 5:0.1:5 --sample-rate 0.0682666667 --steps 2197 --epsilon 1 --delta 1e-5 --calibrate
+grep -q "^after the history: " <<<"$out" || fail "no history line: $out"
+
 run "$privdiff" account --noise-multiplier 1.1 --sample-rate 0.01 --steps 10000 --delta 1e-5
 [ "$code" = 0 ] || fail "table exit $code"
 grep -q "^rdp " <<<"$out" || fail "table lacks rdp: $out"
@@ -79,6 +96,8 @@ bad --history 1:x:3 --delta 1e-5
 bad --history 1:0.1 --delta 1e-5
 bad --sample-rate 0.1 --steps 10 --delta 1e-5 --calibrate
 bad --noise-multiplier 1 --sample-rate 0.1 --steps 10 --epsilon 1 --delta 1e-5 --calibrate
+bad --history 5:0.1:5 --epsilon 1 --delta 1e-5 --calibrate
+bad --history 5:0.1:5 --noise-multiplier 1 --sample-rate 0.1 --steps 10 --delta 1e-5
 bad "$tmp/nonexistent"
 bad --noise-multiplier x --sample-rate 0.1 --steps 10 --delta 1e-5
 

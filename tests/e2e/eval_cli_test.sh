@@ -7,10 +7,7 @@
 # Usage: eval_cli_test.sh PRIVDIFF FIXTURE_DIR
 set -u
 privdiff=$1 fixtures=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; echo "0 passed, 1 failed"; exit 1; }
-export PRIVDIFF_CACHE_DIR="$tmp/cache"
+source "$(dirname "$0")/common.sh"
 tiny="$fixtures/data/tiny-fashion-mnist"
 real=/usr/share/datasets/fashion-mnist
 [ -s "$real/t10k-images-idx3-ubyte.gz" ] || fail "Debian's dataset-fashion-mnist is not installed (scripts/install_dependencies.sh)"
@@ -24,12 +21,7 @@ epsilon = 5.0
 delta = 1e-5
 [data]
 path = "$tiny"
-[model]
-type = "pixel_unet"
-channels = 8
-channel_mult = [1, 2]
-num_res_blocks = 1
-attention_resolutions = [14]
+$tiny_model
 [[stage]]
 mechanism = "dpdm"
 noise_multiplicity = 2

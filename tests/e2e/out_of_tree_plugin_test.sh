@@ -20,9 +20,14 @@ generator=()
 command -v ninja > /dev/null && generator=(-G Ninja)
 launcher=()
 command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# The SDK's config finds LibTorch the way privdiff's build did (a pip PyTorch's LibTorch is in no
+# system path): its prefixes come along.
+outer_prefix=$(sed -n 's/^CMAKE_PREFIX_PATH:[A-Z]*=//p' "$build/CMakeCache.txt")
+torch_dir=$(sed -n 's/^Torch_DIR:[A-Z]*=//p' "$build/CMakeCache.txt")
 step "configure and build the out-of-tree plugin against the installed SDK"
 cmake -S "$source/examples/out_of_tree_plugin" -B "$work/plugin-build" "${generator[@]}" "${launcher[@]}" \
-  -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_INSTALL_PREFIX="$prefix" \
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix${outer_prefix:+;$outer_prefix}" \
+  ${torch_dir:+-DTorch_DIR="$torch_dir"} -DCMAKE_INSTALL_PREFIX="$prefix" \
   > "$work/configure.log" 2>&1 || { cat "$work/configure.log"; fail "configure"; }
 cmake --build "$work/plugin-build" > "$work/build.log" 2>&1 || { cat "$work/build.log"; fail "build"; }
 lib="$work/plugin-build/libzcdp.so"

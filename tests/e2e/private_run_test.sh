@@ -4,9 +4,7 @@
 # Usage: private_run_test.sh PRIVDIFF FIXTURE_DIR
 set -u
 privdiff=$1 fixtures=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; echo "0 passed, 1 failed"; exit 1; }
+source "$(dirname "$0")/common.sh"
 cat > "$tmp/r.toml" <<TOML
 [run]
 seed = 1
@@ -18,12 +16,7 @@ accountant = "rdp"
 report = ["prv"]
 [data]
 path = "$fixtures/data/tiny-fashion-mnist"
-[model]
-type = "pixel_unet"
-channels = 8
-channel_mult = [1, 2]
-num_res_blocks = 1
-attention_resolutions = [14]
+$tiny_model
 [[stage]]
 mechanism = "dpdm"
 noise_multiplicity = 2

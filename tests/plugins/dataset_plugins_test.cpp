@@ -7,6 +7,8 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#define STB_IMAGE_WRITE_STATIC
+#define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb/stb_image_write.h>
 #include <unistd.h>
 

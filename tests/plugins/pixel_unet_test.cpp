@@ -118,7 +118,9 @@ TEST(PixelUnet, LoraTrainsOnlyTheAdaptersAndMergesForSampling) {
   for (const auto& info : model->parameters_with_roles()) {
     if (info.role == "lora") {
       ++adapters;
-      if (info.name.find("lora_B") != std::string::npos) EXPECT_FALSE(info.parameter.equal(before.at(info.name))) << info.name;
+      if (info.name.find("lora_B") != std::string::npos) {
+        EXPECT_FALSE(info.parameter.equal(before.at(info.name))) << info.name;
+      }
     } else {
       EXPECT_TRUE(info.parameter.equal(before.at(info.name))) << info.name;
     }

@@ -5,6 +5,9 @@
 #include <privdiff/plugin/export.hpp>
 
 #include <ATen/ATen.h>
+// stb is header-only here: the decoder is compiled into this plugin, private to it.
+#define STB_IMAGE_STATIC
+#define STB_IMAGE_IMPLEMENTATION
 #include <stb/stb_image.h>
 
 #include <algorithm>

@@ -9,6 +9,14 @@
 
 namespace privdiff::sdk::diffusion {
 
+namespace {
+// Standard normals shaped like x, drawn on the CPU generator and moved to x's device: a seed gives
+// the same samples on every device.
+at::Tensor cpu_normals(const at::Tensor& x, at::Generator& gen) {
+  return at::randn(x.sizes(), gen, at::TensorOptions().dtype(x.scalar_type())).to(x.options());
+}
+}  // namespace
+
 at::Tensor karras_sigmas(std::int64_t steps, double sigma_min, double sigma_max, double rho) {
   if (steps < 1) throw std::invalid_argument("sampling: steps must be >= 1");
   if (!(sigma_min > 0 && sigma_max > sigma_min)) throw std::invalid_argument("sampling: need 0 < sigma_min < sigma_max");
@@ -42,7 +50,7 @@ at::Tensor edm_sample(Model& model, const at::Tensor& noise, const at::Tensor& l
     const double gamma = (s_cur >= o.s_min && s_cur <= o.s_max) ? gamma_max : 0.0;
     const double s_hat = s_cur * (1 + gamma);
     if (gamma > 0) {
-      x = x + std::sqrt(s_hat * s_hat - s_cur * s_cur) * o.s_noise * at::randn(x.sizes(), gen, x.options());
+      x = x + std::sqrt(s_hat * s_hat - s_cur * s_cur) * o.s_noise * cpu_normals(x, gen);
     }
     const at::Tensor d = (x - guided_denoise(model, x, s_hat, labels, w)) / s_hat;
     at::Tensor x_next = x + (s_next - s_hat) * d;
@@ -66,7 +74,7 @@ at::Tensor ddim_sample(Model& model, const at::Tensor& noise, const at::Tensor& 
     const double up = std::min(s_next, eta * std::sqrt(s_next * s_next * (s * s - s_next * s_next) / (s * s)));
     const double down = std::sqrt(s_next * s_next - up * up);
     x = denoised + down * (x - denoised) / s;
-    if (up > 0) x = x + up * at::randn(x.sizes(), gen, x.options());
+    if (up > 0) x = x + up * cpu_normals(x, gen);
   }
   return x;
 }

@@ -60,6 +60,11 @@ Schema dp_sgd_schema(bool is_private, bool with_noise_multiplicity) {
       .add(Key::integer("seed").at_least(0).optional()
                .doc("seed of this stage's randomness; default: from [run] seed. Seeds the noise and batches only "
                     "with secure_noise = false"));
+  s.add(Key::integer("augment_ops").at_least(0).defaults(0)
+            .doc("RandAugment ops per training image (0 = none; DP-FETA's warm-up: 2); per example, so it keeps "
+                 "the privacy analysis"))
+      .add(Key::integer("augment_min_magnitude").at_least(0).at_most(30).defaults(1).doc("RandAugment level, lowest (of 30)"))
+      .add(Key::integer("augment_max_magnitude").at_least(0).at_most(30).defaults(3).doc("RandAugment level, highest"));
   add_parameter_selection_keys(s);
   return s;
 }
@@ -89,6 +94,12 @@ DpSgdOptions dp_sgd_options(const Config& c, bool is_private) {
   o.weight_decay = c.get_double("weight_decay");
   o.ema = c.get_double("ema");
   o.trainable = parameter_selection(c);
+  o.augment.ops_per_image = c.get_int("augment_ops");
+  o.augment.min_magnitude = c.get_int("augment_min_magnitude");
+  o.augment.max_magnitude = c.get_int("augment_max_magnitude");
+  if (o.augment.min_magnitude > o.augment.max_magnitude) {
+    throw std::invalid_argument(c.path() + ".augment_min_magnitude: larger than augment_max_magnitude");
+  }
   if (c.has("seed")) {
     if (o.secure_noise) {
       throw std::invalid_argument(c.path() + ".seed: a stage seed would make the noise reproducible, but "
@@ -222,7 +233,7 @@ void DpSgdMechanism::run(StageContext& context) {
       state.read("loss_state", loss_state);
       sampler.set_state(sampler_state);
       noise.set_state(noise_state);
-      loss_generator.set_state(loss_state);
+      loss_generator.set_state(loss_state.to(at::kCPU));  // checkpoints load onto the run's device
     }
     first_step = context.resume_step;
   }
@@ -252,7 +263,12 @@ void DpSgdMechanism::run(StageContext& context) {
     for (std::int64_t start = 0; start < b; start += (chunk_size > 0 ? chunk_size : b)) {
       const std::int64_t len = std::min(b - start, chunk_size > 0 ? chunk_size : b);
       const at::Tensor indices = batch.narrow(0, start, len);
-      const at::Tensor images = data.images(indices).to(device);
+      // Augmentation (per example, from the loss's generator: no effect on the privacy analysis).
+      at::Tensor batch_images = data.images(indices);
+      if (options_.augment.ops_per_image > 0) {
+        batch_images = data::rand_augment(batch_images, options_.augment, loss_generator);
+      }
+      const at::Tensor images = batch_images.to(device);
       const at::Tensor labels = data.labels(indices).to(device);
       const RowLoss loss = [&](const at::Tensor& examples) {
         const at::Tensor e = examples.to(device);

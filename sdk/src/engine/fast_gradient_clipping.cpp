@@ -42,8 +42,10 @@ ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, s
   // 1. Per-example squared norms, one slice of examples at a time, layer by layer: slices keep the
   //    working set (patches, per-example gradients) cache-sized, which matters more on CPUs than
   //    the size of the matrix products. Only a shared parameter's slice is held across layers.
-  constexpr std::int64_t slice = 16;
-  at::Tensor squared = at::zeros({n, static_cast<std::int64_t>(params.size())}, at::kDouble);
+  //    On a GPU, wide slices keep it busy (its memory holds slice x #params floats easily).
+  const auto device = params.front().device();
+  const std::int64_t slice = device.is_cuda() ? 256 : 16;
+  at::Tensor squared = at::zeros({n, static_cast<std::int64_t>(params.size())}, at::TensorOptions(device).dtype(at::kDouble));
   for (std::int64_t start = 0; start < n; start += slice) {
     const std::int64_t len = std::min(slice, n - start);
     std::map<std::int64_t, at::Tensor> shared;  // parameter index -> summed per-example slice

@@ -133,7 +133,7 @@ void RandomStream::set_state(const at::Tensor& state) {
   if (state.scalar_type() != at::kLong || state.numel() != 11 || state[10].item<std::int64_t>() != 0x50445253) {
     throw std::invalid_argument("not a RandomStream state");
   }
-  const at::Tensor s = state.contiguous();
+  const at::Tensor s = state.to(at::kCPU).contiguous();  // a checkpoint may be mapped to a GPU
   const auto* p = s.data_ptr<std::int64_t>();
   for (std::size_t i = 0; i < 8; ++i) key_[i] = static_cast<std::uint32_t>(p[i]);
   stream_id_ = static_cast<std::uint64_t>(p[8]);

@@ -99,7 +99,8 @@ PrivacyLedger privacy_ledger_from_json(const std::string& text) {
     throw std::invalid_argument("not a privdiff ledger (missing \"format\": \"privdiff-ledger\")");
   }
   if (doc.value("version", 0) != 1) throw std::invalid_argument("unsupported ledger version");
-  const json& entries = field(doc, "entries", "$");
+  const std::string root = "$";  // named: a temporary argument makes GCC 13 warn of a dangling reference
+  const json& entries = field(doc, "entries", root);
   if (!entries.is_array()) throw std::invalid_argument("$.entries: expected an array");
   PrivacyLedger ledger;
   for (std::size_t i = 0; i < entries.size(); ++i) {

@@ -5,6 +5,8 @@
 #include <privdiff/components/component.hpp>
 #include <privdiff/privacy/event.hpp>
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -51,6 +53,11 @@ struct StageContext {
   /// The stage's position in the recipe: reproducible random streams are keyed by (seed, stage),
   /// so two stages never share a noise stream, even when given the same seed.
   std::int64_t stage_index = 0;
+  /// For a stage that releases data (Mechanism::released_examples > 0): hands the host the
+  /// released labelled images (float [N, C, H, W] in [-1, 1], int64 labels), once, after every
+  /// privacy event of the release is recorded. The host saves them in the run directory as a
+  /// dataset named after the stage, which later stages may train on.
+  std::function<void(const at::Tensor& images, const at::Tensor& labels)> release = nullptr;
 };
 
 class PRIVDIFF_SDK_API Mechanism : public Component {
@@ -73,6 +80,10 @@ class PRIVDIFF_SDK_API Mechanism : public Component {
   /// Marks the parameters this stage trains (requires_grad true) and freezes the rest. Called by
   /// the host before run() (and by `privdiff params`). Default: every parameter trains.
   virtual void select_trainable(Model& model) const;
+  /// How many labelled images the stage releases from a dataset of `dataset_size` examples in
+  /// `num_classes` classes (0: it trains, releases nothing). A release is differentially private
+  /// (its events are in planned_events), so non-private stages may train on it at no further cost.
+  virtual std::int64_t released_examples(std::int64_t dataset_size, std::int64_t num_classes) const { return 0; }
   /// Trains the model for this stage (or its remainder, when context.resume is set; a mechanism
   /// that cannot resume throws std::runtime_error saying so).
   virtual void run(StageContext& context) = 0;

@@ -14,6 +14,7 @@
 /// reproducible_noise_caveat().
 
 #include <privdiff/components/mechanism.hpp>
+#include <privdiff/data/augment.hpp>
 #include <privdiff/config/config.hpp>
 #include <privdiff/config/schema.hpp>
 #include <privdiff/engine/clipping.hpp>
@@ -42,6 +43,7 @@ struct DpSgdOptions {
   std::optional<std::uint64_t> seed;       ///< default: the run's seed (per stage)
   std::int64_t noise_multiplicity = 1;     ///< K
   ParameterSelection trainable;            ///< which parameters the stage trains (the rest stay frozen)
+  data::RandAugmentOptions augment;        ///< RandAugment on each batch (ops_per_image 0: none)
 };
 
 /// The caveat a private stage with secure_noise = false adds to the ledger.

@@ -1,0 +1,100 @@
+// central_images: DP-FETA's first stage (Li et al., S&P 2025). Releases `queries` noisy central
+// images per class (mean or mode of a Poisson subsample, engine/central_images.hpp) instead of
+// training; the host saves them as a dataset named after the stage, for a non-private warm-up.
+#include <privdiff/components/mechanism.hpp>
+#include <privdiff/data/dataset.hpp>
+#include <privdiff/engine/central_images.hpp>
+#include <privdiff/engine/dp_sgd_mechanism.hpp>
+#include <privdiff/plugin/export.hpp>
+#include <privdiff/privacy/ledger.hpp>
+
+#include <ATen/ATen.h>
+
+#include <optional>
+
+namespace privdiff::plugins::central_images {
+
+using namespace privdiff::sdk;
+
+class CentralImages : public Mechanism {
+ public:
+  explicit CentralImages(const Config& c) {
+    o_.statistic = engine::central_statistic_from_string(c.get_string("statistic"));
+    o_.queries = c.get_int("queries");
+    o_.sampling_rate = c.get_double("sampling_rate");
+    o_.noise_multiplier = c.get_double("noise_multiplier");
+    o_.resolution = c.get_int("resolution");
+    o_.bins = c.get_int("bins");
+    secure_ = c.get_bool("secure_noise");
+    if (c.has("seed")) {
+      if (secure_) throw std::invalid_argument(c.path() + ".seed: only with secure_noise = false (reproducible noise)");
+      seed_ = static_cast<std::uint64_t>(c.get_int("seed"));
+    }
+    engine::central_images_event(o_);  // checks the options
+  }
+
+  bool is_private() const override { return true; }
+  PrivacyEvent planned_events(std::int64_t) const override { return engine::central_images_event(o_); }
+  // sigma_c is fixed (never "auto"): the host's size checks ask with any sigma, the answer is the plan.
+  PrivacyEvent planned_events_with(double, std::int64_t n) const override { return planned_events(n); }
+  std::int64_t released_examples(std::int64_t, std::int64_t classes) const override { return o_.queries * classes; }
+
+  void run(StageContext& context) override {
+    if (!context.release) throw std::logic_error("central_images: the host gave the stage nowhere to release to");
+    if (context.resume) {
+      throw std::runtime_error("central_images cannot resume mid-stage: its queries are spent; start a new run");
+    }
+    const Dataset& data = context.data;
+    const at::Tensor all = at::arange(data.size(), at::kLong);
+    const std::uint64_t seed = seed_.value_or(context.seed);
+    const auto stage = static_cast<std::uint64_t>(context.stage_index);
+    auto stream = [&](engine::StreamPurpose purpose) {
+      return secure_ ? engine::RandomStream::secret(purpose) : engine::RandomStream::reproducible(seed, stage, purpose);
+    };
+    if (!secure_) context.ledger.add_caveat(engine::reproducible_noise_caveat());
+    engine::PoissonSampler sampler(data.size(), o_.sampling_rate, stream(engine::StreamPurpose::sampling));
+    engine::GaussianNoise noise(stream(engine::StreamPurpose::noise));
+    engine::CentralImageOptions one = o_;
+    one.queries = 1;
+    std::vector<at::Tensor> images, labels;
+    const at::Tensor pixels = data.images(all), targets = data.labels(all);
+    for (std::int64_t q = 0; q < o_.queries; ++q) {
+      const auto release = engine::release_central_images(pixels, targets, data.num_classes(), one, sampler, noise);
+      context.ledger.record(engine::central_query_event(one));  // released: spent
+      images.push_back(release.images);
+      labels.push_back(release.labels);
+    }
+    context.release(at::cat(images), at::cat(labels));
+    if (context.step_done) context.step_done(StepReport{1, 1, 0.0, 0}, [](torch::serialize::OutputArchive&) {});
+  }
+
+ private:
+  engine::CentralImageOptions o_;
+  bool secure_ = true;
+  std::optional<std::uint64_t> seed_;
+};
+
+namespace {
+Schema schema() {
+  return Schema{}
+      .add(Key::string("statistic").one_of({"mean", "mode"}).defaults("mean")
+               .doc("mean: noisy class sums over the expected class count; mode: noisy per-pixel histograms"))
+      .add(Key::integer("queries").at_least(1).defaults(5).doc("Poisson subsamples; each releases one image per class"))
+      .add(Key::number("sampling_rate").greater_than(0).at_most(1).defaults(0.1).doc("q_c of each query"))
+      .add(Key::number("noise_multiplier").greater_than(0).defaults(5.0).doc("sigma_c: noise std / sensitivity"))
+      .add(Key::integer("resolution").at_least(1).defaults(14).doc("images are downsampled to this size first"))
+      .add(Key::integer("bins").at_least(2).defaults(16).doc("mode: histogram bins over the pixel range"))
+      .add(Key::boolean("secure_noise").defaults(true).doc("noise and subsamples from the OS CSPRNG (false: from the seed)"))
+      .add(Key::integer("seed").at_least(0).optional().doc("only with secure_noise = false"));
+}
+
+void register_components(Registrar* registrar) {
+  registrar->add<CentralImages>("central_images",
+                                "DP-FETA central images: releases noisy per-class mean or mode images for a warm-up",
+                                schema());
+}
+}  // namespace
+
+}  // namespace privdiff::plugins::central_images
+
+PRIVDIFF_PLUGIN("central_images", "0.1.0", "DP-FETA's central images", privdiff::plugins::central_images::register_components)

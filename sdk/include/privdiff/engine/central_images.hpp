@@ -1,0 +1,78 @@
+#pragma once
+/// @file
+/// DP-FETA's central images (Li et al., S&P 2025, Algs. 1-2): a few noisy per-class images released
+/// under DP from a Poisson subsample of the private data, for a non-private warm-up.
+///
+/// One query draws a Poisson subsample with rate q_c and releases one image per class:
+///  - mean: per class, the sum of the subsampled images (downsampled to `resolution`, pixels
+///    p = (x + 1) / 2 in [0, 1]) plus N(0, (sigma_c Delta)^2) per pixel, divided by the *expected*
+///    class count q_c N_class, never the realised one (which would depend on who was sampled).
+///    Delta = sqrt(C r^2) is the largest L2 norm a downsampled image can have: no clipping needed,
+///    and images outside [-1, 1] are refused (they would break the bound).
+///  - mode: per class and pixel, a histogram of p over `bins` equal bins plus N(0, sigma_c^2 d)
+///    per count (one image moves one count in each of the d pixel histograms: L2 sensitivity
+///    sqrt(d)); the noisy argmax's bin midpoint.
+/// Privacy of one query: adding or removing one record changes one class's statistic only, so the
+/// per-class releases compose in parallel and the query is one Poisson-subsampled Gaussian
+/// (q_c, sigma_c) — central_images_event. The class sizes N_class (like N in DP-SGD) are treated as
+/// public: they fix the divisor.
+/// The authors' code divides by the realised count and scales the noise by the expected one; that
+/// mixes the two and has no proof. Dividing by the expected count is the provable version.
+
+#include <privdiff/engine/gaussian_noise.hpp>
+#include <privdiff/engine/poisson_sampler.hpp>
+#include <privdiff/privacy/event.hpp>
+#include <privdiff/sdk_api.hpp>
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace privdiff::sdk::engine {
+
+enum class CentralStatistic { mean, mode };
+
+struct CentralImageOptions {
+  CentralStatistic statistic = CentralStatistic::mean;
+  std::int64_t queries = 5;       ///< N_c / classes: each query releases one image per class
+  double sampling_rate = 0.1;     ///< q_c
+  double noise_multiplier = 5.0;  ///< sigma_c (noise std / sensitivity)
+  std::int64_t resolution = 14;   ///< images are area-downsampled to resolution x resolution first
+  std::int64_t bins = 16;         ///< mode: bins over [0, 1]
+};
+
+/// The privacy spent by one query: a Poisson-subsampled Gaussian (q_c, sigma_c).
+PRIVDIFF_SDK_API PrivacyEvent central_query_event(const CentralImageOptions& options);
+/// The privacy spent by `options.queries` queries.
+PRIVDIFF_SDK_API PrivacyEvent central_images_event(const CentralImageOptions& options);
+
+/// Delta of the mean query: the largest L2 norm of a [C, r, r] image in [0, 1].
+PRIVDIFF_SDK_API double central_mean_sensitivity(std::int64_t channels, std::int64_t resolution);
+
+/// One mean query's release from a given subsample: `sampled` [B, C, r, r] in [0, 1] with `labels`
+/// [B]; `class_counts` the full data's N_class. Returns [classes, C, r, r] (not clamped: clamping is
+/// left to post-processing). An empty subsample gives pure noise over q_c N_class.
+PRIVDIFF_SDK_API at::Tensor central_mean(const at::Tensor& sampled, const at::Tensor& labels,
+                                         const std::vector<std::int64_t>& class_counts,
+                                         const CentralImageOptions& options, GaussianNoise& noise);
+
+/// One mode query's release: per-class, per-pixel noisy histograms -> bin midpoints [classes, C, r, r].
+PRIVDIFF_SDK_API at::Tensor central_mode(const at::Tensor& sampled, const at::Tensor& labels, std::int64_t classes,
+                                         const CentralImageOptions& options, GaussianNoise& noise);
+
+/// Every query: images float [N, C, H, W] in [-1, 1] with labels [N] in [0, classes). Returns the
+/// central images upsampled (bilinear) back to H x W in [-1, 1], [queries * classes, C, H, W], and
+/// their labels (query-major). Throws std::invalid_argument for images outside [-1, 1] or a class
+/// without examples.
+struct CentralImages {
+  at::Tensor images, labels;
+};
+PRIVDIFF_SDK_API CentralImages release_central_images(const at::Tensor& images, const at::Tensor& labels,
+                                                      std::int64_t classes, const CentralImageOptions& options,
+                                                      PoissonSampler& sampler, GaussianNoise& noise);
+
+PRIVDIFF_SDK_API CentralStatistic central_statistic_from_string(const std::string& name);
+
+}  // namespace privdiff::sdk::engine

@@ -1,0 +1,114 @@
+#include <privdiff/engine/central_images.hpp>
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace privdiff::sdk::engine {
+
+CentralStatistic central_statistic_from_string(const std::string& name) {
+  if (name == "mean") return CentralStatistic::mean;
+  if (name == "mode") return CentralStatistic::mode;
+  throw std::invalid_argument("central image statistic must be \"mean\" or \"mode\", got \"" + name + "\"");
+}
+
+namespace {
+
+void check_options(const CentralImageOptions& o) {
+  if (o.queries < 1) throw std::invalid_argument("central images: queries must be >= 1");
+  if (!(o.sampling_rate > 0 && o.sampling_rate <= 1)) throw std::invalid_argument("central images: q_c must be in (0, 1]");
+  if (!(o.noise_multiplier > 0)) throw std::invalid_argument("central images: the noise multiplier must be > 0");
+  if (o.resolution < 1) throw std::invalid_argument("central images: resolution must be >= 1");
+  if (o.bins < 2) throw std::invalid_argument("central images: bins must be >= 2");
+}
+
+}  // namespace
+
+PrivacyEvent central_query_event(const CentralImageOptions& o) {
+  check_options(o);
+  return PrivacyEvent::poisson_sampled(o.sampling_rate, PrivacyEvent::gaussian(o.noise_multiplier));
+}
+
+PrivacyEvent central_images_event(const CentralImageOptions& o) {
+  return PrivacyEvent::self_composed(central_query_event(o), o.queries);
+}
+
+double central_mean_sensitivity(std::int64_t channels, std::int64_t resolution) {
+  return std::sqrt(static_cast<double>(channels * resolution * resolution));
+}
+
+at::Tensor central_mean(const at::Tensor& sampled, const at::Tensor& labels,
+                        const std::vector<std::int64_t>& class_counts, const CentralImageOptions& o,
+                        GaussianNoise& noise) {
+  check_options(o);
+  const auto classes = static_cast<std::int64_t>(class_counts.size());
+  const at::Tensor p = sampled.to(at::kDouble);
+  const std::vector<std::int64_t> shape{classes, p.size(1), p.size(2), p.size(3)};
+  // Class sums: one record moves one class's sum by at most Delta (its L2 norm).
+  at::Tensor sums = at::zeros(shape, p.options());
+  if (p.size(0) > 0) sums.index_add_(0, labels.to(at::kLong), p);
+  const double delta = central_mean_sensitivity(p.size(1), p.size(2));
+  const at::Tensor noisy = sums + noise.sample(sums, o.noise_multiplier * delta);
+  at::Tensor expected = at::empty({classes}, at::kDouble);
+  for (std::int64_t c = 0; c < classes; ++c) {
+    expected[c] = o.sampling_rate * static_cast<double>(class_counts[static_cast<std::size_t>(c)]);
+  }
+  return noisy / expected.view({classes, 1, 1, 1});
+}
+
+at::Tensor central_mode(const at::Tensor& sampled, const at::Tensor& labels, std::int64_t classes,
+                        const CentralImageOptions& o, GaussianNoise& noise) {
+  check_options(o);
+  const at::Tensor p = sampled.to(at::kDouble);
+  const std::int64_t dims = p.size(1) * p.size(2) * p.size(3);
+  // counts[class, pixel, bin]: each record adds one count to each of its `dims` pixel histograms.
+  at::Tensor counts = at::zeros({classes * dims * o.bins}, at::kDouble);
+  if (p.size(0) > 0) {
+    const at::Tensor bin = (p.flatten(1) * static_cast<double>(o.bins)).floor().clamp(0, o.bins - 1).to(at::kLong);
+    const at::Tensor pixel = at::arange(dims, at::kLong).unsqueeze(0);
+    const at::Tensor flat = (labels.to(at::kLong).unsqueeze(1) * dims + pixel) * o.bins + bin;
+    counts.index_add_(0, flat.flatten(), at::ones({flat.numel()}, at::kDouble));
+  }
+  const double sensitivity = std::sqrt(static_cast<double>(dims));
+  const at::Tensor noisy = counts + noise.sample(counts, o.noise_multiplier * sensitivity);
+  const at::Tensor winner = noisy.view({classes, dims, o.bins}).argmax(2).to(at::kDouble);
+  return ((winner + 0.5) / static_cast<double>(o.bins)).view({classes, p.size(1), p.size(2), p.size(3)});
+}
+
+CentralImages release_central_images(const at::Tensor& images, const at::Tensor& labels, std::int64_t classes,
+                                     const CentralImageOptions& o, PoissonSampler& sampler, GaussianNoise& noise) {
+  check_options(o);
+  if (images.dim() != 4 || labels.dim() != 1 || labels.size(0) != images.size(0)) {
+    throw std::invalid_argument("central images: expected images [N, C, H, W] and labels [N]");
+  }
+  if (images.numel() > 0 && (images.min().item<double>() < -1 || images.max().item<double>() > 1)) {
+    throw std::invalid_argument("central images: pixel values outside [-1, 1] (the sensitivity assumes that range)");
+  }
+  const at::Tensor label_counts = at::bincount(labels.to(at::kLong), {}, classes);
+  if (label_counts.size(0) > classes) throw std::invalid_argument("central images: a label is >= the class count");
+  std::vector<std::int64_t> class_counts;
+  for (std::int64_t c = 0; c < classes; ++c) {
+    class_counts.push_back(label_counts[c].item<std::int64_t>());
+    if (class_counts.back() == 0) {
+      throw std::invalid_argument("central images: class " + std::to_string(c) + " has no examples");
+    }
+  }
+  const auto h = images.size(2), w = images.size(3);
+  std::vector<at::Tensor> out_images, out_labels;
+  for (std::int64_t q = 0; q < o.queries; ++q) {
+    const at::Tensor batch = sampler.next();
+    const at::Tensor picked = images.index_select(0, batch).to(at::kDouble);
+    const at::Tensor small = (at::adaptive_avg_pool2d(picked, {o.resolution, o.resolution}) + 1) / 2;  // [0, 1]
+    const at::Tensor y = labels.index_select(0, batch);
+    const at::Tensor release = o.statistic == CentralStatistic::mean ? central_mean(small, y, class_counts, o, noise)
+                                                                     : central_mode(small, y, classes, o, noise);
+    // Post-processing: back to the image size and the pixel range.
+    const at::Tensor full = at::upsample_bilinear2d(release, {h, w}, false);
+    out_images.push_back((full * 2 - 1).clamp(-1, 1).to(images.scalar_type()));
+    out_labels.push_back(at::arange(classes, at::kLong));
+  }
+  return {at::cat(out_images), at::cat(out_labels)};
+}
+
+}  // namespace privdiff::sdk::engine

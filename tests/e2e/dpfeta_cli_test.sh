@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# DP-FETA end to end and tiny: a central_images stage releases noisy per-class images (mean, then
+# mode), a non-private warm-up trains on them with RandAugment, and dpdm's noise is calibrated with
+# the central queries composed. Checks the released files, the ledger, the calibration and the
+# refusals (a private stage on released data; data naming a stage that releases nothing).
+# Usage: dpfeta_cli_test.sh PRIVDIFF FIXTURE_DIR
+set -u
+privdiff=$1 fixtures=$2
+source "$(dirname "$0")/common.sh"
+# 40 random 28 x 28 images, four of each class (the central images need every class present).
+python3 - "$tmp/data" <<'PY'
+import gzip, os, random, struct, sys
+d = sys.argv[1]; os.makedirs(d); random.seed(1)
+for split, n in (("train", 40), ("t10k", 20)):
+    with gzip.open(f"{d}/{split}-images-idx3-ubyte.gz", "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes(random.randrange(256) for _ in range(n * 784)))
+    with gzip.open(f"{d}/{split}-labels-idx1-ubyte.gz", "wb") as f:
+        f.write(struct.pack(">II", 0x801, n) + bytes(i % 10 for i in range(n)))
+PY
+recipe() {  # recipe FILE STATISTIC WITH_CENTRAL
+  {
+    cat <<TOML
+[run]
+seed = 2
+[privacy]
+epsilon = 4.0
+delta = 1e-5
+[data]
+path = "$tmp/data"
+$tiny_model
+[sampler]
+type = "edm_heun"
+steps = 2
+TOML
+    if [ "$3" = 1 ]; then
+      cat <<TOML
+[[stage]]
+name = "central"
+mechanism = "central_images"
+statistic = "$2"
+queries = 2
+sampling_rate = 0.5
+noise_multiplier = 5.0
+[[stage]]
+name = "warmup"
+mechanism = "nonprivate"
+data = "central"
+batch_size = 20
+steps = 3
+augment_ops = 2
+ema = 0.5
+TOML
+    fi
+    cat <<TOML
+[[stage]]
+name = "train"
+mechanism = "dpdm"
+noise_multiplicity = 2
+batch_size = 4
+steps = 3
+ema = 0.5
+TOML
+  } > "$1"
+}
+sigma_of() { python3 -c 'import json,sys; print([s for s in json.load(open(sys.argv[1]))["stages"] if s["name"] == "train"][0]["noise_multiplier"])' "$1/summary.json"; }
+
+recipe "$tmp/plain.toml" mean 0
+"$privdiff" run "$tmp/plain.toml" --out "$tmp/plain" > /dev/null 2>&1 || fail "plain run"
+for statistic in mean mode; do
+  recipe "$tmp/$statistic.toml" $statistic 1
+  out=$("$privdiff" run "$tmp/$statistic.toml" --out "$tmp/$statistic" 2>&1) || fail "$statistic run: $out"
+  echo "$out" | head -12
+  grep -q "released 20 images as data 'central'" <<<"$out" || fail "no release line: $out"
+  for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz train-grid.png; do
+    [ -s "$tmp/$statistic/released-central/$f" ] || fail "missing released-central/$f"
+  done
+  python3 - "$tmp/$statistic" "$(sigma_of "$tmp/plain")" "$(sigma_of "$tmp/$statistic")" <<'PY' || fail "$statistic ledger/calibration"
+import json, sys
+run, plain, feta = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+ledger = json.load(open(f"{run}/ledger.json"))
+def gaussians(e):  # (sampling_rate, noise_multiplier, count) of each ledger entry
+    count = e.get("count", 1)
+    e = e["event"] if e["type"] == "self_composed" else e
+    return (e["sampling_rate"], e["event"]["noise_multiplier"], count)
+central = [g for g in map(gaussians, ledger["entries"]) if g[1] == 5.0]
+assert sum(g[2] for g in central) == 2 and all(g[0] == 0.5 for g in central), ledger  # two queries
+assert sum(g[2] for g in map(gaussians, ledger["entries"]) if g[1] != 5.0) == 3, ledger  # three DP-SGD steps
+summary = json.load(open(f"{run}/summary.json"))
+rdp = [r for r in summary["privacy"] if r["accountant"] == "rdp"][0]
+assert rdp["epsilon"] <= 4.0 + 1e-9, rdp
+assert feta > plain, (feta, plain)  # the central queries leave less budget for DP-SGD
+warm = [s for s in summary["stages"] if s["name"] == "warmup"][0]
+assert not warm["private"] and warm["data"] == "central", warm
+central_stage = [s for s in summary["stages"] if s["name"] == "central"][0]
+assert central_stage["private"] and central_stage["noise_multiplier"] == 5.0, central_stage
+PY
+done
+out=$("$privdiff" account "$tmp/mean" 2>&1) || fail "account of a DP-FETA run: $out"
+
+# Refusals: training privately on released data; data naming a stage that releases nothing.
+recipe "$tmp/bad1.toml" mean 1
+printf '[[stage]]\nname = "again"\nmechanism = "dpdm"\ndata = "central"\nbatch_size = 4\nsteps = 1\n' >> "$tmp/bad1.toml"
+out=$("$privdiff" run "$tmp/bad1.toml" --out "$tmp/bad1" 2>&1); code=$?
+[ $code -eq 2 ] && grep -q "trains privately on 'central', data released by an earlier stage" <<<"$out" || fail "bad1: exit $code: $out"
+recipe "$tmp/bad2.toml" mean 1
+printf '[[stage]]\nname = "again"\nmechanism = "nonprivate"\ndata = "warmup"\nbatch_size = 4\nsteps = 1\n' >> "$tmp/bad2.toml"
+out=$("$privdiff" run "$tmp/bad2.toml" --out "$tmp/bad2" 2>&1); code=$?
+[ $code -eq 2 ] && grep -q "names stage 'warmup', whose mechanism 'nonprivate' releases no data" <<<"$out" || fail "bad2: exit $code: $out"
+# The shipped DP-FETA recipes validate (pre-flight: data, the release's size, calibration after the queries).
+examples="$fixtures/../../examples/recipes"
+for r in "$examples"/dpfeta_*.toml; do
+  out=$("$privdiff" validate "$r" 2>&1) || fail "validate $r: $out"
+  grep -q "calibrated stage 'train' noise multiplier" <<<"$out" || fail "no calibration in validate $r: $out"
+done
+echo "1 passed, 0 failed"

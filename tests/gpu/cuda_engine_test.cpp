@@ -1,0 +1,136 @@
+// GPU tests (ctest label `gpu`): the private engine on CUDA against the per-example oracle, CPU vs
+// CUDA agreement of a private step's clipped sum and noise, and the device rules. Each test skips
+// with its reason where LibTorch sees no GPU (CI, the Debian CPU build); the end-to-end CUDA run
+// (train, sample, eval) is tests/e2e/device_test.sh.
+#include <privdiff/diffusion/unet.hpp>
+#include <privdiff/engine/clipping.hpp>
+#include <privdiff/engine/device.hpp>
+#include <privdiff/engine/fast_gradient_clipping.hpp>
+#include <privdiff/engine/gaussian_noise.hpp>
+#include <privdiff/engine/per_example_gradients.hpp>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+#include <torch/cuda.h>
+
+using namespace privdiff::sdk;
+using namespace privdiff::sdk::engine;
+
+namespace {
+
+#define REQUIRE_CUDA()                                                                                       \
+  if (!cuda_usable()) {                                                                                      \
+    GTEST_SKIP() << (at::hasCUDA() ? "LibTorch has CUDA but sees no GPU" : "CPU-only LibTorch") << ": no CUDA " \
+                 << "device here, so this GPU test does not apply";                                          \
+  }
+
+const c10::Device cuda(c10::kCUDA, 0);
+
+std::shared_ptr<diffusion::Unet> tiny_unet(at::ScalarType dtype, c10::Device device) {
+  at::manual_seed(11);  // the same weights for every call
+  diffusion::UnetConfig c;
+  c.image_size = 8;
+  c.channels = 8;
+  c.channel_mult = {1, 2};
+  c.num_res_blocks = 1;
+  c.attention_resolutions = {4};
+  c.num_classes = 3;
+  auto net = std::make_shared<diffusion::Unet>(c);
+  net->to(dtype);
+  net->to(device);
+  return net;
+}
+
+// Per-row loss of a UNet on fixed inputs: a random projection of its output plus its squared norm.
+// Inputs are made on the CPU (the same numbers for every device) and moved.
+RowLoss unet_loss(diffusion::Unet& net, std::int64_t rows, at::ScalarType dtype, c10::Device device) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
+  const auto opts = at::TensorOptions().dtype(dtype);
+  const at::Tensor x = at::randn({rows, 1, 8, 8}, gen, opts).to(device);
+  const at::Tensor noise = at::rand({rows}, gen, opts).to(device);
+  const at::Tensor labels = at::randint(4, {rows}, gen, at::kLong).to(device);
+  const at::Tensor target = at::randn({rows, 1, 8, 8}, gen, opts).to(device);
+  return [&net, x, noise, labels, target, device](const at::Tensor& examples) {
+    const std::int64_t group = x.size(0) / 4;  // 4 examples
+    const at::Tensor rows = (examples.to(device).unsqueeze(1) * group + at::arange(group, at::TensorOptions(device).dtype(at::kLong))).flatten();
+    const at::Tensor out = net.forward(x.index_select(0, rows), noise.index_select(0, rows), labels.index_select(0, rows));
+    return (out * target.index_select(0, rows)).flatten(1).sum(1) + 0.1 * out.pow(2).flatten(1).sum(1);
+  };
+}
+
+double max_relative_error(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  double worst = 0;
+  for (std::size_t j = 0; j < a.size(); ++j) {
+    const at::Tensor bj = b[j].to(a[j].device()).to(a[j].scalar_type());
+    worst = std::max(worst, ((a[j] - bj).abs().max() / (bj.abs().max() + 1e-30)).item<double>());
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST(Cuda, PerExampleGradientsMatchTheOracle) {
+  REQUIRE_CUDA();
+  for (std::int64_t group : {1, 3}) {  // K = 1 and K = 3 rows per example
+    auto net = tiny_unet(at::kDouble, cuda);
+    const RowLoss loss = unet_loss(*net, 4 * group, at::kDouble, cuda);
+    const auto fast = per_example_gradients(*net, loss, 4, group);
+    const auto oracle = micro_batch_per_example_gradients(*net, loss, 4, group);
+    ASSERT_FALSE(fast.grads.empty());
+    EXPECT_TRUE(fast.grads.front().is_cuda());
+    EXPECT_LT(max_relative_error(fast.grads, oracle.grads), 1e-6) << "K = " << group;
+    // Fast clipping (norms, then the clipped sum) equals clipping the oracle's gradients.
+    const auto clipped = clipped_gradient_sum(*net, loss, 4, group, 0.05, ClipMode::flat);
+    const auto reference = clip_and_sum(oracle, 0.05, ClipMode::flat);
+    EXPECT_TRUE(at::allclose(clipped.norms, reference.norms, 1e-9, 0));
+    EXPECT_LT(max_relative_error(clipped.sums, reference.sums), 1e-6);
+  }
+}
+
+TEST(Cuda, ClippedSumsAgreeWithTheCpu) {
+  REQUIRE_CUDA();
+  const c10::Device cpu(c10::kCPU);
+  // Strict float32 on the GPU: cuDNN may use TF32 for convolutions by default (10-bit mantissa).
+  const bool tf32 = at::globalContext().allowTF32CuDNN();
+  at::globalContext().setAllowTF32CuDNN(false);
+  auto on_cpu = tiny_unet(at::kFloat, cpu);
+  auto on_gpu = tiny_unet(at::kFloat, cuda);
+  const auto a = clipped_gradient_sum(*on_cpu, unet_loss(*on_cpu, 8, at::kFloat, cpu), 4, 2, 1.0, ClipMode::flat);
+  const auto b = clipped_gradient_sum(*on_gpu, unet_loss(*on_gpu, 8, at::kFloat, cuda), 4, 2, 1.0, ClipMode::flat);
+  EXPECT_TRUE(at::allclose(a.norms, b.norms.cpu(), 1e-4, 1e-6)) << a.norms << b.norms;
+  EXPECT_LT(max_relative_error(a.sums, b.sums), 1e-4);
+  at::globalContext().setAllowTF32CuDNN(tf32);
+}
+
+TEST(Cuda, NoiseIsTheSameOnEveryDevice) {
+  REQUIRE_CUDA();
+  // Reproducible streams: the same seed gives the same noise on the CPU and on the GPU, so the
+  // noise is drawn from the audited ChaCha20 stream whatever the device.
+  const at::Tensor like_cpu = at::zeros({3, 1000});
+  auto a = GaussianNoise::seeded(3).sample(like_cpu, 2.0);
+  auto b = GaussianNoise::seeded(3).sample(like_cpu.to(cuda), 2.0);
+  EXPECT_TRUE(b.is_cuda());
+  EXPECT_TRUE(at::equal(a, b.cpu()));
+  EXPECT_NEAR(b.std().item<double>(), 2.0, 0.1);
+}
+
+TEST(Cuda, AutoPicksTheGpuAndCudaIndicesAreChecked) {
+  REQUIRE_CUDA();
+  EXPECT_TRUE(resolve_device("auto").is_cuda());
+  EXPECT_EQ(resolve_device("cuda"), cuda);
+  EXPECT_THROW(resolve_device("cuda:" + std::to_string(torch::cuda::device_count())), DeviceUnavailable);
+}
+
+TEST(Device, CudaWithoutAGpuIsAnErrorNeverACpuRun) {
+  EXPECT_EQ(resolve_device("cpu"), c10::Device(c10::kCPU));
+  EXPECT_THROW(resolve_device("gpu"), std::invalid_argument);
+  if (cuda_usable()) GTEST_SKIP() << "this machine has a GPU: the refusal does not apply";
+  EXPECT_EQ(resolve_device("auto"), c10::Device(c10::kCPU));
+  try {
+    resolve_device("cuda");
+    FAIL() << "cuda resolved on a machine without one";
+  } catch (const DeviceUnavailable& e) {
+    EXPECT_NE(std::string(e.what()).find("device \"cuda\""), std::string::npos) << e.what();
+  }
+}
