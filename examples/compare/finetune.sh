@@ -8,20 +8,9 @@
 # EPOCHS (classifier epochs, default 10). Finished runs are kept; interrupted ones are resumed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-privdiff=${PRIVDIFF:-build/bin/privdiff}
 out=${1:-runs/finetune}
-samples=${SAMPLES:-1000}
-epochs=${EPOCHS:-10}
 recipes=examples/compare/finetune
-mkdir -p "$out"
-
-train() {  # NAME RECIPE [--set ...]
-  local run="$out/$1" recipe=$2
-  shift 2
-  if [ -s "$run/summary.json" ]; then return; fi
-  if [ -s "$run/checkpoint.pt" ]; then "$privdiff" run --resume "$run"
-  else "$privdiff" run "$recipe" --out "$run" --set "run.name=\"$(basename "$run")\"" "$@"; fi
-}
+source examples/compare/runs.sh
 
 train pretrain "$recipes/pretrain_glyphs.toml"
 init=(--set "run.init_from=\"$out/pretrain\"")
@@ -33,11 +22,7 @@ train e-no-pretraining "$recipes/finetune_fmnist.toml" --set 'stage.0.train="all
 
 runs=()
 for name in a-all b-attention c-resblocks d-lora-r4 e-no-pretraining; do
-  run="$out/$name"
-  if [ ! -s "$run/eval.json" ]; then
-    "$privdiff" sample "$run" --count "$samples" --out "$run/samples/heun-$samples"
-    "$privdiff" eval "$run/samples/heun-$samples-images-idx3-ubyte.gz" --epochs "$epochs" --run "$run"
-  fi
-  runs+=("$run")
+  evaluate "$out/$name"
+  runs+=("$out/$name")
 done
 "$privdiff" compare "${runs[@]}" --out "$out/report"

@@ -1,0 +1,21 @@
+# Sourced by the comparison scripts (after setting $out): the binary and sample/epoch counts from
+# the environment (PRIVDIFF, SAMPLES, EPOCHS), and train a run (kept when finished, resumed when
+# interrupted), sample and evaluate it once.
+privdiff=${PRIVDIFF:-build/bin/privdiff}
+samples=${SAMPLES:-1000}
+epochs=${EPOCHS:-10}
+mkdir -p "$out"
+train() {  # NAME RECIPE [--set ...]
+  local run="$out/$1" recipe=$2
+  shift 2
+  if [ -s "$run/summary.json" ]; then return; fi
+  if [ -s "$run/checkpoint.pt" ]; then "$privdiff" run --resume "$run"
+  else "$privdiff" run "$recipe" --out "$run" --set "run.name=\"$(basename "$run")\"" "$@"; fi
+}
+evaluate() {  # RUN_DIR
+  local run=$1
+  if [ ! -s "$run/eval.json" ]; then
+    "$privdiff" sample "$run" --count "$samples" --out "$run/samples/heun-$samples"
+    "$privdiff" eval "$run/samples/heun-$samples-images-idx3-ubyte.gz" --epochs "$epochs" --run "$run"
+  fi
+}
