@@ -301,11 +301,14 @@ void RunOrchestrator::open_datasets(Session& s) {
     // The data an earlier stage releases (the validator allows only earlier stages' names).
     std::size_t j = 0;
     while (j < i && recipe_.stages[j].name != stage.data) ++j;
-    const auto& source = *components_.mechanisms.at(j);
+    if (j == i) {
+      throw std::runtime_error("stage[" + std::to_string(i) + "] '" + stage.name + "': no dataset or earlier stage is "
+                               "named '" + stage.data + "'");
+    }
     const std::int64_t classes =
         released_classes.count(recipe_.stages[j].data) ? released_classes.at(recipe_.stages[j].data)
                                                         : s.stage_data(recipe_, j).num_classes();
-    const std::int64_t count = j < i ? source.released_examples(s.stage_sizes.at(j), classes) : 0;
+    const std::int64_t count = components_.mechanisms.at(j)->released_examples(s.stage_sizes.at(j), classes);
     if (count < 1) {
       throw std::runtime_error("stage[" + std::to_string(i) + "] '" + stage.name + "': data = '" + stage.data +
                                "' names stage '" + stage.data + "', whose mechanism '" +
