@@ -96,6 +96,12 @@ assert central_stage["private"] and central_stage["noise_multiplier"] == 5.0, ce
 PY
 done
 out=$("$privdiff" account "$tmp/mean" 2>&1) || fail "account of a DP-FETA run: $out"
+# Stopped right after the release and resumed: the released images are read back from the run.
+"$privdiff" run "$tmp/mean.toml" --out "$tmp/stopped" --stop-after-steps 1 > /dev/null 2>&1; code=$?
+[ $code -eq 3 ] || fail "stop after the release: exit $code"
+out=$("$privdiff" run --resume "$tmp/stopped" 2>&1) || fail "resume after the release: $out"
+grep -q "stage 'warmup' (nonprivate, data 'central': data released by stage 'central'" <<<"$out" || fail "resumed warm-up: $out"
+grep -q "released 20 images" <<<"$out" && fail "the resumed run released again: $out"
 
 # Refusals: training privately on released data; data naming a stage that releases nothing.
 recipe "$tmp/bad1.toml" mean 1
