@@ -54,17 +54,11 @@ class CentralImages : public Mechanism {
     if (!secure_) context.ledger.add_caveat(engine::reproducible_noise_caveat());
     engine::PoissonSampler sampler(data.size(), o_.sampling_rate, stream(engine::StreamPurpose::sampling));
     engine::GaussianNoise noise(stream(engine::StreamPurpose::noise));
-    engine::CentralImageOptions one = o_;
-    one.queries = 1;
-    std::vector<at::Tensor> images, labels;
-    const at::Tensor pixels = data.images(all), targets = data.labels(all);
-    for (std::int64_t q = 0; q < o_.queries; ++q) {
-      const auto release = engine::release_central_images(pixels, targets, data.num_classes(), one, sampler, noise);
-      context.ledger.record(engine::central_query_event(one));  // released: spent
-      images.push_back(release.images);
-      labels.push_back(release.labels);
-    }
-    context.release(at::cat(images), at::cat(labels));
+    const auto release =
+        engine::release_central_images(data.images(all), data.labels(all), data.num_classes(), o_, sampler, noise);
+    // Nothing leaves the stage before the release below: its queries are spent from here on.
+    for (std::int64_t q = 0; q < o_.queries; ++q) context.ledger.record(engine::central_query_event(o_));
+    context.release(release.images, release.labels);
     if (context.step_done) context.step_done(StepReport{1, 1, 0.0, 0}, [](torch::serialize::OutputArchive&) {});
   }
 

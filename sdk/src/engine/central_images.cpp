@@ -50,10 +50,7 @@ at::Tensor central_mean(const at::Tensor& sampled, const at::Tensor& labels,
   if (p.size(0) > 0) sums.index_add_(0, labels.to(at::kLong), p);
   const double delta = central_mean_sensitivity(p.size(1), p.size(2));
   const at::Tensor noisy = sums + noise.sample(sums, o.noise_multiplier * delta);
-  at::Tensor expected = at::empty({classes}, at::kDouble);
-  for (std::int64_t c = 0; c < classes; ++c) {
-    expected[c] = o.sampling_rate * static_cast<double>(class_counts[static_cast<std::size_t>(c)]);
-  }
+  const at::Tensor expected = at::tensor(class_counts, at::kLong).to(at::kDouble) * o.sampling_rate;
   return noisy / expected.view({classes, 1, 1, 1});
 }
 
