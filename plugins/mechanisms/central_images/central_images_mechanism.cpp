@@ -25,6 +25,7 @@ class CentralImages : public Mechanism {
     o_.noise_multiplier = c.get_double("noise_multiplier");
     o_.resolution = c.get_int("resolution");
     o_.bins = c.get_int("bins");
+    o_.post_process = c.get_bool("post_process");
     secure_ = c.get_bool("secure_noise");
     if (c.has("seed")) {
       if (secure_) throw std::invalid_argument(c.path() + ".seed: only with secure_noise = false (reproducible noise)");
@@ -78,6 +79,8 @@ Schema schema() {
       .add(Key::number("noise_multiplier").greater_than(0).defaults(5.0).doc("sigma_c: noise std / sensitivity"))
       .add(Key::integer("resolution").at_least(1).defaults(14).doc("images are downsampled to this size first"))
       .add(Key::integer("bins").at_least(2).defaults(16).doc("mode: histogram bins over the pixel range"))
+      .add(Key::boolean("post_process").defaults(true)
+               .doc("3x3 median blur, then sharpening for grey images (the authors' filters; no privacy cost)"))
       .add(Key::boolean("secure_noise").defaults(true).doc("noise and subsamples from the OS CSPRNG (false: from the seed)"))
       .add(Key::integer("seed").at_least(0).optional().doc("only with secure_noise = false"));
 }

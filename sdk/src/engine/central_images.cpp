@@ -1,5 +1,7 @@
 #include <privdiff/engine/central_images.hpp>
 
+#include <privdiff/data/image_filters.hpp>
+
 #include <ATen/ATen.h>
 
 #include <cmath>
@@ -100,9 +102,13 @@ CentralImages release_central_images(const at::Tensor& images, const at::Tensor&
     const at::Tensor y = labels.index_select(0, batch);
     const at::Tensor release = o.statistic == CentralStatistic::mean ? central_mean(small, y, class_counts, o, noise)
                                                                      : central_mode(small, y, classes, o, noise);
-    // Post-processing: back to the image size and the pixel range.
-    const at::Tensor full = at::upsample_bilinear2d(release, {h, w}, false);
-    out_images.push_back((full * 2 - 1).clamp(-1, 1).to(images.scalar_type()));
+    // Post-processing: back to the image size and the pixel range, then the authors' filters.
+    at::Tensor full = (at::upsample_bilinear2d(release, {h, w}, false) * 2 - 1).clamp(-1, 1);
+    if (o.post_process) {
+      full = data::median_blur3(full);
+      if (full.size(1) == 1) full = data::sharpen(full);
+    }
+    out_images.push_back(full.to(images.scalar_type()));
     out_labels.push_back(at::arange(classes, at::kLong));
   }
   return {at::cat(out_images), at::cat(out_labels)};

@@ -1,5 +1,6 @@
 // DP-FETA central images: the mean query's noise scale and divisor, the mode query's histograms,
 // noise and midpoints, the privacy event, and the refusals.
+#include <privdiff/data/image_filters.hpp>
 #include <privdiff/engine/central_images.hpp>
 
 #include <ATen/ATen.h>
@@ -92,4 +93,20 @@ TEST(CentralImages, ReleasesOneImagePerClassPerQueryAndRefusesBadInput) {
   outside[0][0][0][0] = 1.5;
   EXPECT_THROW(release_central_images(outside, labels, 4, o, sampler, noise), std::invalid_argument);
   EXPECT_THROW(release_central_images(images, labels, 5, o, sampler, noise), std::invalid_argument);  // class 4 empty
+}
+
+TEST(CentralImages, PostProcessingIsTheMedianBlurThenSharpeningOfTheRawRelease) {
+  auto o = options(CentralStatistic::mean, 5.0);
+  o.queries = 2;
+  const at::Tensor images = at::rand({200, 1, 28, 28}, at::kFloat) * 2 - 1;
+  const at::Tensor labels = at::arange(200, at::kLong).remainder(4);
+  auto release = [&](bool post) {
+    o.post_process = post;
+    PoissonSampler sampler(200, 0.1, RandomStream::reproducible(1, 0, StreamPurpose::sampling));
+    auto noise = GaussianNoise::seeded(4);
+    return release_central_images(images, labels, 4, o, sampler, noise).images;
+  };
+  const at::Tensor raw = release(false), processed = release(true);
+  EXPECT_TRUE(at::allclose(processed, data::sharpen(data::median_blur3(raw)), 1e-5, 1e-5));
+  EXPECT_FALSE(at::allclose(processed, raw, 1e-3, 1e-3));
 }

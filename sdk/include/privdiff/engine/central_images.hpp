@@ -41,6 +41,9 @@ struct CentralImageOptions {
   double noise_multiplier = 5.0;  ///< sigma_c (noise std / sensitivity)
   std::int64_t resolution = 14;   ///< images are area-downsampled to resolution x resolution first
   std::int64_t bins = 16;         ///< mode: bins over [0, 1]
+  /// After upsampling: the authors' 3x3 median blur, then sharpening for grey images
+  /// (data/image_filters.hpp). Post-processing of the release: no privacy cost.
+  bool post_process = true;
 };
 
 /// The privacy spent by one query: a Poisson-subsampled Gaussian (q_c, sigma_c).
@@ -63,7 +66,8 @@ PRIVDIFF_SDK_API at::Tensor central_mode(const at::Tensor& sampled, const at::Te
                                          const CentralImageOptions& options, GaussianNoise& noise);
 
 /// Every query: images float [N, C, H, W] in [-1, 1] with labels [N] in [0, classes). Returns the
-/// central images upsampled (bilinear) back to H x W in [-1, 1], [queries * classes, C, H, W], and
+/// central images upsampled (bilinear) back to H x W in [-1, 1] and post-processed (see
+/// CentralImageOptions::post_process), [queries * classes, C, H, W], and
 /// their labels (query-major). Throws std::invalid_argument for images outside [-1, 1] or a class
 /// without examples.
 struct CentralImages {
