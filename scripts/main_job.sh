@@ -5,8 +5,8 @@
 # recipes, and answer the question every DP diffusion run starts with: how much noise does DPDM's
 # Fashion-MNIST schedule (batch 4096 of 60,000, 300 epochs) need for epsilon = 10 at delta = 1e-5,
 # under every accountant, and what does that schedule spend at other noise levels? Then the
-# quickstart: DPDM trained privately on Fashion-MNIST at epsilon = 10 with a 10x10 sample grid
-# (about 8.5 minutes on 2 cores).
+# quickstart: DP-FETA (noisy central images, a warm-up on them, then DP-SGD) trained privately on
+# Fashion-MNIST at epsilon = 10 with a 10x10 sample grid (3.5 to 9 minutes on 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_dependencies.sh
