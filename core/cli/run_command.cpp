@@ -56,7 +56,9 @@ CLI::App* add_run_command(CLI::App& app, const GlobalOptions& global, int& exit_
     }
     const std::string recipe_file = resume ? (std::filesystem::path(args->resume) / "recipe.toml").string() : args->recipe;
     if (resume && !std::filesystem::is_regular_file(recipe_file)) {
-      throw UsageError("run --resume " + args->resume + ": no recipe.toml there; is it a privdiff run directory?");
+      throw UsageError("run --resume " + args->resume + ": no recipe.toml there; is it a privdiff run directory? (A "
+                       "run killed before writing it spent nothing: start it again with privdiff run RECIPE --out " +
+                       args->resume + ")");
     }
     ComponentRegistry registry;
     const Recipe recipe = load_recipe(recipe_file, args->overrides, global, registry);

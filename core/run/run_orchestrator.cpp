@@ -88,9 +88,17 @@ std::string format_duration(double seconds) {
   return os.str();
 }
 
-// Refuses a run directory that cannot be used, before anything is computed or written.
-void check_run_dir(const fs::path& run_dir, bool resume) {
+// A run killed after writing its recipe.toml but before its first checkpoint: --resume starts it
+// over in place, keeping what its ledger.json says was spent.
+bool killed_before_first_checkpoint(const fs::path& run_dir) {
   std::error_code ec;
+  return fs::is_regular_file(run_dir / "recipe.toml", ec) && !fs::exists(run_dir / "checkpoint.pt", ec);
+}
+
+// Refuses a run directory that cannot be used, before anything is computed or written.
+void check_run_dir(const fs::path& run_dir, bool resume, bool restart) {
+  std::error_code ec;
+  if (restart) return;
   if (resume) {
     if (!fs::is_regular_file(run_dir / "checkpoint.pt", ec)) {
       throw std::runtime_error("cannot resume " + run_dir.string() + ": it has no checkpoint.pt (was it started by "
@@ -141,6 +149,7 @@ struct RunOrchestrator::Session {
   std::vector<std::string> private_use, public_use;  // fingerprints, with the ancestry's
   std::string recipe_sha;
   std::optional<LoadedCheckpoint> resumed;
+  bool restart = false;  // --resume of a run killed before its first checkpoint: a fresh start in place
   std::ofstream metrics;
   double earlier_seconds = 0;  // training time of earlier sessions of this run
   std::chrono::steady_clock::time_point session_start = std::chrono::steady_clock::now();
@@ -236,10 +245,14 @@ sdk::PrivacyEvent RunOrchestrator::plan_privacy(Session& s) {
 }
 
 RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, const RunOptions& options) {
-  Session s(run_dir, log, options);
+  const bool restart = options.resume && killed_before_first_checkpoint(run_dir);
+  RunOptions effective = options;
+  if (restart) effective.resume = false;  // nothing to resume from: the run starts over
+  Session s(run_dir, log, effective);
+  s.restart = restart;
   s.summary.run_dir = run_dir;
   try {
-    check_run_dir(run_dir, options.resume);
+    check_run_dir(run_dir, effective.resume, restart);
     use_cpu_threads(recipe_.run.get_int("threads"));
     s.device = resolve_run_device();
     preflight(s);
@@ -572,6 +585,15 @@ void RunOrchestrator::open_run_directory(Session& s) {
     fs::create_directories(s.run_dir, ec);
     if (ec) throw std::runtime_error("cannot create run directory " + s.run_dir.string() + ": " + ec.message());
     write_file_atomically(s.run_dir / "recipe.toml", recipe_text);
+    if (s.restart) {
+      // Killed before its first checkpoint: the steps it took are redone and spent again; what it
+      // spent stays (its ledger.json, carried entries included), its metrics start over.
+      std::error_code ec;
+      if (fs::is_regular_file(s.run_dir / "ledger.json", ec)) s.summary.ledger = read_run_ledger(s.run_dir).ledger;
+      remove_stale_temporary_files(s.run_dir);
+      fs::resize_file(s.metrics_path(), 0, ec);
+      s.log << "no checkpoint yet: the run starts over in place; the privacy it spent stays in the ledger\n";
+    }
     if (s.init) initialise_from_source(s);
   } else {
     if (!components_.model) throw std::runtime_error("cannot resume: the recipe has no [model]");
@@ -625,7 +647,7 @@ void RunOrchestrator::open_run_directory(Session& s) {
 
 void RunOrchestrator::initialise_from_source(Session& s) {
   const InitSource& src = *s.init;  // its weights were loaded in pre-flight
-  if (s.carry) {
+  if (s.carry && s.summary.ledger.entries().empty()) {  // a restart's ledger already holds them
     for (const auto& entry : src.ledger.entries()) s.summary.ledger.record(entry);
     for (const auto& caveat : src.ledger.caveats()) s.summary.ledger.add_caveat("init_from: " + caveat);
   }
@@ -733,8 +755,8 @@ void RunOrchestrator::run_stage(Session& s, std::size_t i) {
     s.metrics << line.dump() << "\n";
     if (print) {  // also what makes the run watchable from its directory, every 2 s at most
       last_print = now;
+      s.write_ledger();  // first: never behind the checkpoint or any metrics line on disk
       s.metrics.flush();
-      s.write_ledger();  // ahead of the last checkpoint, never behind it
       const double done = static_cast<double>(r.step - context.resume_step);
       const double eta = done > 0 ? elapsed / done * static_cast<double>(r.total_steps - r.step) : 0;
       s.log << "  step " << r.step << "/" << r.total_steps << "  loss " << std::setprecision(4) << r.loss;

@@ -148,14 +148,16 @@ python3 -c "import json,sys; a,b=(json.loads(x)['results'] for x in sys.argv[1:3
 grep -q "checkpoint.pt records 6 step(s) more than ledger.json" "$tmp/note" || fail "no torn-ledger note: $(cat "$tmp/note")"
 out=$("$privdiff" sample "$tmp/torn" --count 10 --out "$tmp/torn/s" 2>&1) || fail "sample of the torn run: $out"
 grep -q "note: checkpoint.pt records 6 step(s)" <<<"$out" || fail "sample did not note the torn ledger: $out"
-# A resumed run is the run that was started: an edited recipe, or no checkpoint, is refused.
+# A resumed run is the run that was started: an edited recipe is refused; a run without a checkpoint
+# yet (killed before its first one) starts over in place.
 "$privdiff" run "$tmp/r.toml" --out "$tmp/edited" --stop-after-steps 1 >/dev/null 2>&1
 sed -i 's/^steps = 3$/steps = 4/' "$tmp/edited/recipe.toml"
 out=$("$privdiff" run --resume "$tmp/edited" 2>&1) && fail "resumed an edited recipe"
 grep -q "recipe.toml changed since the checkpoint" <<<"$out" || fail "no edited-recipe message: $out"
 mkdir -p "$tmp/empty" && cp "$tmp/r.toml" "$tmp/empty/recipe.toml"
-out=$("$privdiff" run --resume "$tmp/empty" 2>&1) && fail "resumed without a checkpoint"
-grep -q "has no checkpoint.pt" <<<"$out" || fail "no missing-checkpoint message: $out"
+out=$("$privdiff" run --resume "$tmp/empty" 2>&1) || fail "a run without a checkpoint did not start over: $out"
+grep -q "no checkpoint yet: the run starts over in place" <<<"$out" || fail "no start-over message: $out"
+[ -s "$tmp/empty/summary.json" ] || fail "the restarted run did not finish"
 head -c 1000 "$tmp/parts/checkpoint.pt" > "$tmp/edited/checkpoint.pt"
 cp "$tmp/parts/recipe.toml" "$tmp/edited/recipe.toml"
 out=$("$privdiff" run --resume "$tmp/edited" 2>&1) && fail "resumed from a truncated checkpoint"
