@@ -6,8 +6,19 @@
 # the LibTorch inside the pip PyTorch of `python3` (CUDA when that PyTorch has it: PRIVDIFF_CUDA is
 # switched on); PRIVDIFF_TORCH=/path/to/libtorch against an unpacked LibTorch archive.
 # PRIVDIFF_BUILD_DIR changes the build directory.
+#
+# --sanitize: an AddressSanitizer + UndefinedBehaviorSanitizer build (RelWithDebInfo) into
+# build-sanitize/ (or PRIVDIFF_BUILD_DIR); run its tests with scripts/test_sanitized.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+build_type=Release
+sanitize=()
+if [ "${1:-}" = --sanitize ]; then
+  shift
+  build_type=RelWithDebInfo
+  sanitize=(-DPRIVDIFF_SANITIZE=ON)
+  : "${PRIVDIFF_BUILD_DIR:=build-sanitize}"
+fi
 build=${PRIVDIFF_BUILD_DIR:-build}
 torch_args=()
 case "${PRIVDIFF_TORCH:-system}" in
@@ -27,5 +38,5 @@ case "${PRIVDIFF_TORCH:-system}" in
 esac
 generator=()
 command -v ninja > /dev/null && [ ! -f "$build/Makefile" ] && generator=(-G Ninja)
-cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "${torch_args[@]}" "$@"
+cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=$build_type "${torch_args[@]}" "${sanitize[@]}" "$@"
 cmake --build "$build" --parallel "$(nproc)"

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   add_eval_command(app, global, exit_code);
   add_compare_command(app, global, exit_code);
   add_account_command(app, global, exit_code);
+  add_audit_command(app, global, exit_code);
 
   try {
     app.parse(argc, argv);

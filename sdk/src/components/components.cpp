@@ -1,6 +1,7 @@
 // Out-of-line destructors (one vtable and typeinfo per interface, exported from the SDK) and the
 // default behaviours of the component interfaces.
 #include <privdiff/components/accountant.hpp>
+#include <privdiff/components/auditor.hpp>
 #include <privdiff/components/component.hpp>
 #include <privdiff/components/mechanism.hpp>
 #include <privdiff/components/model.hpp>
@@ -18,6 +19,7 @@ std::string to_string(ComponentKind kind) {
     case ComponentKind::accountant: return "accountant";
     case ComponentKind::sampler: return "sampler";
     case ComponentKind::dataset: return "dataset";
+    case ComponentKind::auditor: return "auditor";
   }
   return "?";
 }
@@ -30,6 +32,7 @@ Mechanism::~Mechanism() = default;
 Accountant::~Accountant() = default;
 Sampler::~Sampler() = default;
 Dataset::~Dataset() = default;
+Auditor::~Auditor() = default;
 
 PrivacyEvent Mechanism::planned_events_with(double, std::int64_t) const {
   throw std::logic_error("this mechanism has no tunable noise multiplier");

@@ -161,6 +161,15 @@ void DpSgdMechanism::set_noise_multiplier(double sigma) {
 
 void DpSgdMechanism::select_trainable(Model& model) const { apply_parameter_selection(model, options_.trainable); }
 
+ClippedSum DpSgdMechanism::clipped_chunk_sum(torch::nn::Module& module, const RowLoss& loss, std::int64_t examples) {
+  return clipped_gradient_sum(module, loss, examples, options_.noise_multiplicity, options_.max_grad_norm,
+                              options_.clipping);
+}
+
+void DpSgdMechanism::noise_step_gradient(PrivateGradient& gradient, double expected_batch_size, GaussianNoise& noise) {
+  gradient.finish_into_grads(*options_.noise_multiplier, expected_batch_size, noise);
+}
+
 void DpSgdMechanism::run(StageContext& context) {
   const Dataset& data = context.data;
   const std::int64_t n = data.size();
@@ -278,14 +287,14 @@ void DpSgdMechanism::run(StageContext& context) {
         return rows;
       };
       if (options_.is_private) {
-        gradient.add_clipped(clipped_gradient_sum(module, loss, len, k, options_.max_grad_norm, options_.clipping), len);
+        gradient.add_clipped(clipped_chunk_sum(module, loss, len), len);
       } else {
         const at::Tensor rows = loss(at::arange(len, at::kLong));
         (rows.reshape({len, k}).mean(1).sum() / (q * static_cast<double>(n))).backward();
       }
     }
     if (options_.is_private) {
-      gradient.finish_into_grads(*options_.noise_multiplier, q * static_cast<double>(n), noise);
+      noise_step_gradient(gradient, q * static_cast<double>(n), noise);
     }
     if (options_.is_private || b > 0) {  // a non-private empty batch has nothing to learn from
       optimizer->step();

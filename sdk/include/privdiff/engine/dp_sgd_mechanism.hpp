@@ -19,6 +19,7 @@
 #include <privdiff/config/schema.hpp>
 #include <privdiff/engine/clipping.hpp>
 #include <privdiff/engine/parameter_selection.hpp>
+#include <privdiff/engine/per_example_gradients.hpp>
 #include <privdiff/sdk_api.hpp>
 
 #include <cstdint>
@@ -26,6 +27,9 @@
 #include <string>
 
 namespace privdiff::sdk::engine {
+
+class GaussianNoise;
+class PrivateGradient;
 
 struct DpSgdOptions {
   bool is_private = true;
@@ -71,6 +75,16 @@ class PRIVDIFF_SDK_API DpSgdMechanism : public Mechanism {
   const DpSgdOptions& options() const { return options_; }
   /// Logical steps for a dataset of n examples.
   std::int64_t steps_for(std::int64_t dataset_size) const;
+
+ protected:
+  /// The two privacy-critical pieces of a private step, for mechanisms that change how gradients
+  /// are clipped or noised (and for the planted-bug engines that audits are tested against).
+  /// One physical chunk: the sum of its `examples` clipped per-example gradients (fast gradient
+  /// clipping with the options' C and clip mode; `loss` gives K rows per example).
+  virtual ClippedSum clipped_chunk_sum(torch::nn::Module& module, const RowLoss& loss, std::int64_t examples);
+  /// Once per logical step: Gaussian noise of std sigma * C on the sum, division by the expected
+  /// batch size q N, the result in each parameter's .grad.
+  virtual void noise_step_gradient(PrivateGradient& gradient, double expected_batch_size, GaussianNoise& noise);
 
  private:
   /// Throws std::invalid_argument for an empty dataset or a batch_size larger than it (q > 1).

@@ -33,7 +33,7 @@ class PRIVDIFF_SDK_API Registrar {
   /// no factory, or an id this registrar already holds for the same kind.
   void add(ComponentRegistration registration);
 
-  /// Adds `Impl` (a class deriving from Model, Mechanism, Accountant, Sampler or Dataset, constructible
+  /// Adds `Impl` (a class deriving from Model, Mechanism, Accountant, Sampler, Dataset or Auditor, constructible
   /// from `const Config&`) under `id`.
   template <class Impl>
   void add(std::string id, std::string description, Schema schema) {
