@@ -12,4 +12,4 @@ scripts/build.sh --sanitize
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 cd "${PRIVDIFF_BUILD_DIR:-build-sanitize}"
-ctest --output-on-failure --parallel "$(nproc)" --timeout 1800 --exclude-regex '^e2e\.' --label-exclude gpu
+ctest --output-on-failure --parallel "$(nproc)" --timeout 1800 --exclude-regex '^(e2e|fuzz)\.' --label-exclude gpu

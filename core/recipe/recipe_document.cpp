@@ -1,6 +1,9 @@
 #include "recipe/recipe_document.hpp"
 
+#include "recipe/recipe_text_guard.hpp"
+
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace privdiff::core {
@@ -17,6 +20,7 @@ std::string child_path(const std::string& parent, std::size_t index) {
 RecipeDocument RecipeDocument::parse(const std::string& text, const std::string& display_name) {
   RecipeDocument doc;
   doc.file_ = display_name;
+  if (auto unsafe = unsafe_toml_text(text, display_name)) throw RecipeError({*unsafe});
   try {
     doc.root_ = toml::parse(text, display_name);
   } catch (const toml::parse_error& e) {
@@ -67,7 +71,11 @@ bool split_key_path(const std::string& path, std::vector<Segment>& out) {
     const bool numeric = part.find_first_not_of("0123456789") == std::string::npos;
     if (numeric) {
       if (out.empty()) return false;  // a path cannot start with an index
-      out.push_back(Segment{"", static_cast<std::size_t>(std::stoull(part))});
+      // More digits than any index (found by fuzz/recipe_fuzzer: stoull threw out_of_range): the
+      // largest index, which the caller reports as out of range.
+      const std::size_t index = part.size() > 18 ? std::numeric_limits<std::size_t>::max()
+                                                  : static_cast<std::size_t>(std::stoull(part));
+      out.push_back(Segment{"", index});
     } else {
       for (char c : part) {
         if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
@@ -79,12 +87,17 @@ bool split_key_path(const std::string& path, std::vector<Segment>& out) {
 }
 
 toml::table parse_value_table(const std::string& raw) {
-  try {
-    return toml::parse("value = " + raw);
-  } catch (const toml::parse_error&) {
+  const auto as_string = [&] {
     toml::table t;
     t.insert("value", raw);
     return t;
+  };
+  // Text toml++ 3.3 must not see (recipe_text_guard.hpp) is not a TOML value either: a string.
+  if (unsafe_toml_text("value = " + raw, "--set")) return as_string();
+  try {
+    return toml::parse("value = " + raw);
+  } catch (const toml::parse_error&) {
+    return as_string();
   }
 }
 

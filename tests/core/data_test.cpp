@@ -68,3 +68,14 @@ TEST(IdxFile, CorruptFilesGiveClearErrors) {
   EXPECT_EQ(msg.rfind(temp_file("t1").string(), 0), 0u) << msg;  // names the file
   for (const char* n : {"t1", "t2", "t3", "t4", "t5"}) fs::remove(temp_file(n));
 }
+
+// Found by fuzz/idx_fuzzer: a 20-byte file whose header promises 2^32 values made the reader
+// allocate 4 GiB before noticing the data was missing. It is refused having read what is there.
+TEST(IdxFile, AHeaderThatPromisesMoreThanTheFileHoldsIsRefusedWithoutAllocatingIt) {
+  // Rank 3, 65536 x 65536 x 1 unsigned bytes.
+  const std::string header = std::string("\0\0\x08\x03" "\0\x01\0\0" "\0\x01\0\0" "\0\0\0\x01", 16);
+  std::ofstream(temp_file("promise"), std::ios::binary) << header << "tiny";
+  const std::string msg = error_of([&] { sdk::read_idx(temp_file("promise")); });
+  EXPECT_NE(msg.find("truncated: the header promises 4294967296 values"), std::string::npos) << msg;
+  fs::remove(temp_file("promise"));
+}

@@ -136,3 +136,40 @@ TEST(RecipeOverrides, AllErrorsAtOnceWithFileErrorsFirst) {
               "--set 'bad': expected KEY=VALUE with a dotted key path, e.g. stage.0.epochs=3");
   }
 }
+
+// Found by fuzz/recipe_fuzzer: Debian's toml++ 3.3 reaches __builtin_unreachable on some non-ASCII
+// characters where it looks for whitespace (marzer/tomlplusplus#190, #295). TOML allows non-ASCII
+// text only in strings and comments; anything else is refused before toml++ sees it.
+TEST(RecipeText, NonAsciiOutsideStringsAndCommentsIsRefusedWithItsPosition) {
+  auto error_of = [](const std::string& text) {
+    try {
+      RecipeDocument::parse(text, "r.toml");
+    } catch (const RecipeError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(error_of("[run]\nname = \"caf\xc3\xa9\" # \xc2\xb5s\ns = '''\xc3\xa9\n\xc3\xa9'''\nt = \"\"\"\xc3\xa9\"\"\"\n"), "");
+  const std::string micro = error_of("[run]\nseed = 1\xc2\xb5\n");
+  EXPECT_NE(micro.find("r.toml:2:9"), std::string::npos) << micro;
+  EXPECT_NE(micro.find("non-ASCII character outside a string or comment"), std::string::npos) << micro;
+  EXPECT_NE(error_of("\xcc\xaa").find("r.toml:1:1"), std::string::npos);                      // toml++ #295
+  EXPECT_NE(error_of("s = \"\"\"\\\n\xc2\xa7\"\"\"\n").find("line-ending backslash"), std::string::npos);  // #190
+  EXPECT_NE(error_of("[run]\nname = \"a\xff\"\n").find("malformed UTF-8"), std::string::npos);
+  EXPECT_EQ(error_of("s = \"\"\"a\\\"\xc3\xa9\"\"\"\n"), "");  // an escaped quote, then text: still in the string
+  // An invalid escape of a non-ASCII character is toml++'s to report (malformed TOML), not UTF-8.
+  EXPECT_NE(error_of("s = \"\\\xc3\xa9\"\n").find("malformed TOML"), std::string::npos);
+}
+
+TEST(RecipeText, ASetValueWithNonAsciiTextIsAString) {
+  auto doc = RecipeDocument::parse(base_recipe, "r.toml");
+  EXPECT_TRUE(doc.apply_overrides({"run.name=caf\xc3\xa9"}).empty());
+  EXPECT_EQ(doc.root()["run"]["name"].value<std::string>(), std::string("caf\xc3\xa9"));
+}
+
+// Found by fuzz/recipe_fuzzer: an index with more digits than fit in 64 bits threw std::out_of_range
+// out of apply_overrides; it is an index out of range like any other.
+TEST(RecipeText, AHugeListIndexIsOutOfRange) {
+  const std::string e = errors_of({"stage.99999999999999999999999.batch_size=1"});
+  EXPECT_NE(e.find("is out of range"), std::string::npos) << e;
+}

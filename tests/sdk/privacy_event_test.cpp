@@ -57,6 +57,15 @@ TEST(PrivacyEventJson, MalformedInputSaysWhere) {
   EXPECT_THROW(privacy_event_from_json(R"({"type":"laplace"})"), std::invalid_argument);
   EXPECT_THROW(privacy_event_from_json("{"), std::invalid_argument);
   EXPECT_THROW(privacy_ledger_from_json(R"({"entries":[]})"), std::invalid_argument);
+  // Found by fuzz/ledger_json_fuzzer: JSON library errors other than syntax errors escaped as their
+  // own exception types (a number too large for a double; a value of the wrong type).
+  EXPECT_THROW(privacy_ledger_from_json("790e6111111"), std::invalid_argument);
+  EXPECT_THROW(privacy_ledger_from_json(R"({"format": 7, "entries": []})"), std::invalid_argument);
+  EXPECT_THROW(privacy_ledger_from_json(R"({"format": "privdiff-ledger", "version": 6e40, "entries": []})"),
+               std::invalid_argument);  // was an out-of-range double-to-int conversion (UBSan)
+  EXPECT_THROW(privacy_ledger_from_json(R"({"format": "privdiff-ledger", "version": 1.5, "entries": []})"),
+               std::invalid_argument);
+  EXPECT_THROW(privacy_event_from_json(R"({"type": "gaussian", "noise_multiplier": 1e999})"), std::invalid_argument);
 }
 
 TEST(GaussianSteps, MergesEqualStepsAndDropsWhatSpendsNothing) {

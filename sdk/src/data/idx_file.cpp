@@ -57,9 +57,16 @@ IdxArray read_idx(const fs::path& file) {
     count *= size;
     if (count > (std::int64_t{1} << 33)) throw fail("IDX array too large");
   }
-  out.data.resize(static_cast<std::size_t>(count));
-  if (!read_exact(f.get(), out.data.data(), out.data.size())) {
-    throw fail("truncated: the header promises " + std::to_string(count) + " values");
+  // Grown as the data arrives: a header that promises more than the file holds is refused after
+  // reading what is there, never by first allocating what it promises (found by fuzz/idx_fuzzer).
+  const auto want = static_cast<std::size_t>(count);
+  constexpr std::size_t chunk = std::size_t{1} << 24;
+  while (out.data.size() < want) {
+    const std::size_t have = out.data.size(), n = std::min(chunk, want - have);
+    out.data.resize(have + n);
+    if (!read_exact(f.get(), out.data.data() + have, n)) {
+      throw fail("truncated: the header promises " + std::to_string(count) + " values");
+    }
   }
   unsigned char extra;
   if (gzread(f.get(), &extra, 1) > 0) throw fail("corrupt: data after the last value");

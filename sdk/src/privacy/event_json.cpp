@@ -80,11 +80,25 @@ json parse(const std::string& text) {
   }
 }
 
+// Any JSON library error while reading (a number out of range, a value of the wrong type where a
+// default was looked up, ...) is bad input like the rest: std::invalid_argument, never another
+// exception type (found by fuzz/ledger_json_fuzzer: "790e6111111" escaped as out_of_range).
+template <class Read>
+auto refusing_json_errors(const Read& read) {
+  try {
+    return read();
+  } catch (const json::exception& e) {
+    throw std::invalid_argument(std::string("malformed JSON: ") + e.what());
+  }
+}
+
 }  // namespace
 
 std::string to_json(const PrivacyEvent& event) { return event_to_json(event).dump(); }
 
-PrivacyEvent privacy_event_from_json(const std::string& text) { return event_from(parse(text), "$"); }
+PrivacyEvent privacy_event_from_json(const std::string& text) {
+  return refusing_json_errors([&] { return event_from(parse(text), "$"); });
+}
 
 std::string to_json(const PrivacyLedger& ledger) {
   json entries = json::array();
@@ -93,12 +107,14 @@ std::string to_json(const PrivacyLedger& ledger) {
          "\n";
 }
 
-PrivacyLedger privacy_ledger_from_json(const std::string& text) {
-  const json doc = parse(text);
+namespace {
+
+PrivacyLedger ledger_from(const json& doc) {
   if (!doc.is_object() || doc.value("format", "") != "privdiff-ledger") {
     throw std::invalid_argument("not a privdiff ledger (missing \"format\": \"privdiff-ledger\")");
   }
-  if (doc.value("version", 0) != 1) throw std::invalid_argument("unsupported ledger version");
+  // Compared as JSON: reading a huge or fractional number into an int is undefined behaviour.
+  if (!doc.contains("version") || doc["version"] != json(1)) throw std::invalid_argument("unsupported ledger version");
   const std::string root = "$";  // named: a temporary argument makes GCC 13 warn of a dangling reference
   const json& entries = field(doc, "entries", root);
   if (!entries.is_array()) throw std::invalid_argument("$.entries: expected an array");
@@ -121,6 +137,11 @@ PrivacyLedger privacy_ledger_from_json(const std::string& text) {
     }
   }
   return ledger;
+}
+}  // namespace
+
+PrivacyLedger privacy_ledger_from_json(const std::string& text) {
+  return refusing_json_errors([&] { return ledger_from(parse(text)); });
 }
 
 }  // namespace privdiff::sdk

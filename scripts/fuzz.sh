@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# libFuzzer runs of the readers privdiff takes files through (fuzz/: ledger.json, IDX, recipes with
+# --set overrides): builds build-fuzz/ with clang (ASan + UBSan + libFuzzer), then runs each target
+# for SECONDS (default 10) from its seeds in tests/fixtures/fuzz/<name>/. New inputs collect in
+# build-fuzz/corpus/<target>/; a crash, leak, sanitizer report or out-of-memory is saved to
+# build-fuzz/findings/ and fails the script (turn it into a regression seed and fix it).
+#   scripts/fuzz.sh [SECONDS] [TARGET...]      e.g. scripts/fuzz.sh 3600 idx_fuzzer
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-10}
+[ $# -gt 0 ] && shift
+# 77 (the test suite's "skipped") without clang.
+command -v clang++ > /dev/null || { echo "scripts/fuzz.sh: needs clang++ (apt-get install clang libclang-rt-14-dev)" >&2; exit 77; }
+build=${PRIVDIFF_FUZZ_BUILD_DIR:-build-fuzz}
+generator=()
+command -v ninja > /dev/null && [ ! -f "$build/Makefile" ] && generator=(-G Ninja)
+CXX=clang++ cmake -S fuzz -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
+cmake --build "$build" --parallel "$(nproc)"
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(ledger_json_fuzzer idx_fuzzer recipe_fuzzer)
+mkdir -p "$build/findings"
+for t in "${targets[@]}"; do
+  mkdir -p "$build/corpus/$t"
+  echo "== $t: $seconds s"
+  "$build/$t" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+    -artifact_prefix="$build/findings/$t-" "$build/corpus/$t" "tests/fixtures/fuzz/${t%_fuzzer}" 2>&1 | tail -n 8
+done
