@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # libFuzzer runs of the readers privdiff takes files through (fuzz/: ledger.json, IDX, recipes with
-# --set overrides): builds build-fuzz/ with clang (ASan + UBSan + libFuzzer), then runs each target
+# --set overrides and validation): builds build-fuzz/ with clang (ASan + UBSan + libFuzzer), then runs each target
 # for SECONDS (default 10) from its seeds in tests/fixtures/fuzz/<name>/. New inputs collect in
 # build-fuzz/corpus/<target>/; a crash, leak, sanitizer report or out-of-memory is saved to
 # build-fuzz/findings/ and fails the script (turn it into a regression seed and fix it).
@@ -12,9 +12,14 @@ seconds=${1:-10}
 # 77 (the test suite's "skipped") without clang.
 command -v clang++ > /dev/null || { echo "scripts/fuzz.sh: needs clang++ (apt-get install clang libclang-rt-14-dev)" >&2; exit 77; }
 build=${PRIVDIFF_FUZZ_BUILD_DIR:-build-fuzz}
+# The recipe fuzzer links the main build's libprivdiff_sdk.so (PRIVDIFF_BUILD_DIR, default build/).
+main_build=${PRIVDIFF_BUILD_DIR:-build}
+[ -e "$main_build/lib/libprivdiff_sdk.so" ] \
+  || { echo "scripts/fuzz.sh: no $main_build/lib/libprivdiff_sdk.so; build privdiff first (scripts/build.sh)" >&2; exit 2; }
 generator=()
 command -v ninja > /dev/null && [ ! -f "$build/Makefile" ] && generator=(-G Ninja)
-CXX=clang++ cmake -S fuzz -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
+CXX=clang++ cmake -S fuzz -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DPRIVDIFF_BUILD_DIR="$(cd "$main_build" && pwd)" > /dev/null
 cmake --build "$build" --parallel "$(nproc)"
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(ledger_json_fuzzer idx_fuzzer recipe_fuzzer)

@@ -17,7 +17,20 @@ const LoadedPlugin& ComponentRegistry::add_library(const fs::path& path) {
     if (p->path == canonical) return *p;
   }
 
-  auto plugin = std::make_unique<LoadedPlugin>(load_plugin(canonical));
+  return add_checked(std::make_unique<LoadedPlugin>(load_plugin(canonical)));
+}
+
+const LoadedPlugin& ComponentRegistry::add_builtin(const std::string& name,
+                                                   std::vector<sdk::ComponentRegistration> components) {
+  auto plugin = std::make_unique<LoadedPlugin>();
+  plugin->path = name;
+  plugin->loaded = true;
+  plugin->plugin_id = name;
+  plugin->components = std::move(components);
+  return add_checked(std::move(plugin));
+}
+
+const LoadedPlugin& ComponentRegistry::add_checked(std::unique_ptr<LoadedPlugin> plugin) {
   if (plugin->loaded) {
     for (const auto& reg : plugin->components) {
       if (auto existing = find(reg.kind, reg.id)) {

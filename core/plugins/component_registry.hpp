@@ -30,6 +30,9 @@ class ComponentRegistry {
   /// Loads one library (see load_plugin). A library already tried (same canonical path) is
   /// skipped. A plugin whose component ids clash with already registered ones is refused whole.
   const LoadedPlugin& add_library(const std::filesystem::path& path);
+  /// Registers components compiled into the host itself (no library; `name` stands for the path),
+  /// with the same duplicate-id rule. For embedding hosts and tools such as the recipe fuzzer.
+  const LoadedPlugin& add_builtin(const std::string& name, std::vector<sdk::ComponentRegistration> components);
   /// Loads every plugin library (lib*.so) directly inside `dir`, in name order.
   /// A missing directory is not an error.
   void add_directory(const std::filesystem::path& dir);
@@ -49,6 +52,8 @@ class ComponentRegistry {
                                          const sdk::Config& config) const;
 
  private:
+  /// Appends `plugin`, refusing it whole when one of its ids is already registered.
+  const LoadedPlugin& add_checked(std::unique_ptr<LoadedPlugin> plugin);
   std::vector<std::unique_ptr<LoadedPlugin>> plugins_;
 };
 

@@ -155,3 +155,19 @@ TEST(ComponentRegistry, ConstructionErrorsNameTheComponentAndPlugin) {
                                          ": fixture asked to fail");
   }
 }
+
+TEST(ComponentRegistry, BuiltinComponentsAreFoundAndFollowTheDuplicateRule) {
+  ComponentRegistry registry;
+  auto entry = [](const char* id) {
+    return sdk::ComponentRegistration{sdk::ComponentKind::accountant, id, "built in", sdk::Schema{}, nullptr};
+  };
+  const LoadedPlugin& first = registry.add_builtin("host", {entry("a"), entry("b")});
+  EXPECT_TRUE(first.loaded);
+  ASSERT_TRUE(registry.find(sdk::ComponentKind::accountant, "b"));
+  EXPECT_EQ(registry.find(sdk::ComponentKind::accountant, "b")->plugin->path, "host");
+  const LoadedPlugin& clash = registry.add_builtin("other", {entry("c"), entry("a")});
+  EXPECT_FALSE(clash.loaded);
+  EXPECT_EQ(clash.refusal, "duplicate component id: accountant 'a' is already provided by host");
+  EXPECT_FALSE(registry.find(sdk::ComponentKind::accountant, "c"));  // refused whole
+  EXPECT_EQ(registry.ids(sdk::ComponentKind::accountant), (std::vector<std::string>{"a", "b"}));
+}
