@@ -129,7 +129,7 @@ CLI::App* add_audit_command(CLI::App& app, const GlobalOptions& global, int& exi
     const std::size_t index = audited_stage(recipe, run, *args);
     const std::string& stage = recipe.stages[index].name;
     const auto* engine = dynamic_cast<const sdk::engine::DpSgdMechanism*>(run.mechanisms[index].get());
-    if (!is_private_dp_sgd(*run.mechanisms[index])) {
+    if (!engine || !engine->is_private()) {
       throw UsageError(args->recipe + ": stage '" + stage + "' (" + recipe.stages[index].mechanism.id +
                        ") is not a private DP-SGD stage; the gradient-canary audit needs one");
     }

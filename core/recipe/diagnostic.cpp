@@ -8,6 +8,12 @@ std::string Diagnostic::to_string() const {
   return location + ": " + (key_path.empty() ? "" : key_path + ": ") + message;
 }
 
+Diagnostic diagnostic_at_position(const std::string& file, std::size_t line, std::size_t column,
+                                  std::string key_path, std::string message) {
+  return Diagnostic{file + ":" + std::to_string(line) + ":" + std::to_string(column), std::move(key_path),
+                    std::move(message), line, column};
+}
+
 void sort_by_position(std::vector<Diagnostic>& diagnostics) {
   std::stable_sort(diagnostics.begin(), diagnostics.end(), [](const Diagnostic& a, const Diagnostic& b) {
     return a.line != b.line ? a.line < b.line : a.column < b.column;

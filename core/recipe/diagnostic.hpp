@@ -21,6 +21,10 @@ struct Diagnostic {
   std::string to_string() const;
 };
 
+/// A diagnostic at `file:line:column` (1-based), the form every position in a recipe is reported in.
+Diagnostic diagnostic_at_position(const std::string& file, std::size_t line, std::size_t column,
+                                  std::string key_path, std::string message);
+
 /// Sorts diagnostics by position (stable: equal positions keep the order they were found in).
 void sort_by_position(std::vector<Diagnostic>& diagnostics);
 

@@ -25,9 +25,8 @@ RecipeDocument RecipeDocument::parse(const std::string& text, const std::string&
     doc.root_ = toml::parse(text, display_name);
   } catch (const toml::parse_error& e) {
     const auto& begin = e.source().begin;
-    Diagnostic d{display_name + ":" + std::to_string(begin.line) + ":" + std::to_string(begin.column), "",
-                 "malformed TOML: " + std::string(e.description()), begin.line, begin.column};
-    throw RecipeError({d});
+    throw RecipeError({diagnostic_at_position(display_name, begin.line, begin.column, "",
+                                              "malformed TOML: " + std::string(e.description()))});
   }
   return doc;
 }
@@ -218,8 +217,7 @@ Diagnostic RecipeDocument::diagnostic_at(const toml::source_region& source, cons
   }
   const auto& begin = source.begin;
   if (!begin) return Diagnostic{file_, key_path, std::move(message)};
-  return Diagnostic{file_ + ":" + std::to_string(begin.line) + ":" + std::to_string(begin.column), key_path,
-                    std::move(message), begin.line, begin.column};
+  return diagnostic_at_position(file_, begin.line, begin.column, key_path, std::move(message));
 }
 
 std::optional<std::string> RecipeDocument::override_text(const std::string& key_path) const {

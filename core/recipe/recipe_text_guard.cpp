@@ -30,9 +30,7 @@ std::optional<Diagnostic> unsafe_toml_text(const std::string& text, const std::s
   enum class State { bare, comment, basic, literal, multiline_basic, multiline_literal } state = State::bare;
   bool trimming = false;  // in a multi-line basic string, after a line-ending backslash
   std::size_t line = 1, column = 1;
-  auto problem = [&](const std::string& what) {
-    return Diagnostic{display_name + ":" + std::to_string(line) + ":" + std::to_string(column), "", what, line, column};
-  };
+  auto problem = [&](std::string what) { return diagnostic_at_position(display_name, line, column, "", std::move(what)); };
   auto starts = [&](std::size_t i, const char* s) { return text.compare(i, std::char_traits<char>::length(s), s) == 0; };
   for (std::size_t i = 0; i < text.size();) {
     const std::size_t n = utf8_length(text, i);

@@ -72,21 +72,13 @@ PrivacyEvent event_from(const json& j, const std::string& path) {
   throw std::invalid_argument(path + ".type: unknown privacy event type \"" + t + "\"");
 }
 
-json parse(const std::string& text) {
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw std::invalid_argument(std::string("malformed JSON: ") + e.what());
-  }
-}
-
-// Any JSON library error while reading (a number out of range, a value of the wrong type where a
-// default was looked up, ...) is bad input like the rest: std::invalid_argument, never another
-// exception type (found by fuzz/ledger_json_fuzzer: "790e6111111" escaped as out_of_range).
+// Parses `text` and reads it with `read`. Every JSON library error — a syntax error, a number out
+// of range, a value of the wrong type — is bad input like the rest: std::invalid_argument, never
+// another exception type (found by fuzz/ledger_json_fuzzer: "790e6111111" escaped as out_of_range).
 template <class Read>
-auto refusing_json_errors(const Read& read) {
+auto read_json(const std::string& text, const Read& read) {
   try {
-    return read();
+    return read(json::parse(text));
   } catch (const json::exception& e) {
     throw std::invalid_argument(std::string("malformed JSON: ") + e.what());
   }
@@ -97,7 +89,7 @@ auto refusing_json_errors(const Read& read) {
 std::string to_json(const PrivacyEvent& event) { return event_to_json(event).dump(); }
 
 PrivacyEvent privacy_event_from_json(const std::string& text) {
-  return refusing_json_errors([&] { return event_from(parse(text), "$"); });
+  return read_json(text, [](const json& doc) { return event_from(doc, "$"); });
 }
 
 std::string to_json(const PrivacyLedger& ledger) {
@@ -141,7 +133,7 @@ PrivacyLedger ledger_from(const json& doc) {
 }  // namespace
 
 PrivacyLedger privacy_ledger_from_json(const std::string& text) {
-  return refusing_json_errors([&] { return ledger_from(parse(text)); });
+  return read_json(text, ledger_from);
 }
 
 }  // namespace privdiff::sdk
