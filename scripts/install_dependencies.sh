@@ -9,6 +9,7 @@ packages=(
   libboost-dev                                   # Boost.DLL (header-only)
   libtomlplusplus-dev libcli11-dev               # recipes (toml++ headers), command line
   libeigen3-dev libfftw3-dev nlohmann-json3-dev  # numerics (Eigen FFT on FFTW), JSON
+  libgloo-dev                                    # headers of Gloo, the CPU backend of LibTorch's c10d (run --nproc)
   zlib1g-dev libstb-dev                          # gzip-compressed IDX data, PNG sample grids and image folders
   libfreetype-dev                                # the glyphs dataset's renderer, and its fonts (print + handwriting-like):
   fonts-dejavu-core fonts-liberation2 fonts-freefont-ttf fonts-humor-sans fonts-comic-neue fonts-dancingscript fonts-breip

@@ -13,6 +13,7 @@ namespace privdiff::core::cli {
 struct GlobalOptions {
   std::vector<std::string> plugin_paths;  ///< --plugin-path, searched before everything else
   std::string command_line;               ///< how privdiff was invoked (for run provenance)
+  std::vector<std::string> arguments;     ///< argv as given (what `run --nproc` starts its ranks with)
 };
 
 /// Exit codes: 0 success, 1 the work failed, 2 bad input (arguments, recipe, unknown id),

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   GlobalOptions global;
   for (int i = 0; i < argc; ++i) {
     const std::string arg = argv[i];
+    global.arguments.push_back(arg);
     const bool plain = !arg.empty() && arg.find_first_of(" \t\n'\"\\$`;&|<>*?()[]{}") == std::string::npos;
     global.command_line += (i ? " " : "") + (plain ? arg : "'" + arg + "'");
   }

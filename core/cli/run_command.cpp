@@ -1,10 +1,15 @@
-// privdiff run RECIPE [--set key=value]... [--out DIR] [--stop-after-steps N]
-// privdiff run --resume DIR [--stop-after-steps N]
+// privdiff run RECIPE [--set key=value]... [--out DIR] [--stop-after-steps N] [--nproc N]
+// privdiff run --resume DIR [--stop-after-steps N] [--nproc N]
+// Under torchrun (RANK, WORLD_SIZE, ... set) each process is one rank of the run.
 #include "cli/command_setup.hpp"
 #include "cli/commands.hpp"
 #include "data/open_dataset.hpp"
+#include "parallel/local_launcher.hpp"
+#include "parallel/process_group.hpp"
 #include "run/provenance.hpp"
 #include "run/run_orchestrator.hpp"
+
+#include <privdiff/engine/device.hpp>
 
 #include <atomic>
 #include <csignal>
@@ -23,6 +28,28 @@ extern "C" void request_stop(int) {
   std::signal(SIGTERM, SIG_DFL);
 }
 
+// argv without `--nproc N` / `--nproc=N`: what each rank runs.
+std::vector<std::string> without_nproc(const std::vector<std::string>& arguments) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < arguments.size(); ++i) {
+    if (arguments[i] == "--nproc") {
+      ++i;
+      continue;
+    }
+    if (arguments[i].rfind("--nproc=", 0) == 0) continue;
+    out.push_back(arguments[i]);
+  }
+  return out;
+}
+
+// Joins this process to the run's other ranks when torchrun's variables say it is one of several.
+std::unique_ptr<sdk::Collective> join_other_ranks(const std::optional<ProcessPlace>& place, const Recipe& recipe) {
+  if (!place || place->world_size < 2) return nullptr;
+  const c10::Device device = sdk::engine::resolve_device(recipe.run.get_string("device"));
+  return connect_processes(*place, recipe.run.get_string("backend"), device,
+                           std::chrono::seconds(recipe.run.get_int("collective_timeout")));
+}
+
 }  // namespace
 
 CLI::App* add_run_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
@@ -33,6 +60,7 @@ CLI::App* add_run_command(CLI::App& app, const GlobalOptions& global, int& exit_
     std::string out;
     std::string resume;
     std::int64_t stop_after = 0;
+    int nproc = 1;
   };
   auto args = std::make_shared<Args>();
   run->add_option("RECIPE", args->recipe, "recipe file (.toml)");
@@ -43,6 +71,10 @@ CLI::App* add_run_command(CLI::App& app, const GlobalOptions& global, int& exit_
                   "continue the interrupted run in this directory from its checkpoint.pt, with its recipe.toml");
   run->add_option("--stop-after-steps", args->stop_after,
                   "checkpoint and stop (exit code 3) after N logical steps; continue later with --resume")
+      ->check(at_least(1));
+  run->add_option("--nproc", args->nproc,
+                  "train as N processes on this machine (data parallel, one run directory written by rank 0); for "
+                  "several machines start privdiff under torchrun instead")
       ->check(at_least(1));
   run->footer("Ctrl-C (or SIGTERM) stops at the end of the current step, after writing a checkpoint; a second one "
               "stops at once.");
@@ -60,6 +92,12 @@ CLI::App* add_run_command(CLI::App& app, const GlobalOptions& global, int& exit_
                        "run killed before writing it spent nothing: start it again with privdiff run RECIPE --out " +
                        args->resume + ")");
     }
+    const std::optional<ProcessPlace> place = process_place_from_environment();
+    if (args->nproc > 1) {
+      if (place) throw UsageError("run --nproc: WORLD_SIZE is set, so a launcher (torchrun) already started the ranks");
+      exit_code = run_local_processes(args->nproc, without_nproc(global.arguments), std::cerr);
+      return;
+    }
     ComponentRegistry registry;
     const Recipe recipe = load_recipe(recipe_file, args->overrides, global, registry);
     const std::filesystem::path run_dir =
@@ -75,15 +113,24 @@ CLI::App* add_run_command(CLI::App& app, const GlobalOptions& global, int& exit_
     options.stop_requested = [] { return stop_signal.load(); };
     std::signal(SIGINT, request_stop);
     std::signal(SIGTERM, request_stop);
+    const std::unique_ptr<sdk::Collective> ranks = join_other_ranks(place, recipe);
+    options.collective = ranks.get();
+    if (place) options.local_processes = place->local_world_size;
+    if (place) options.local_rank = place->local_rank;
+    const bool reporter = !ranks || ranks->rank() == 0;  // rank 0 speaks for the run
     try {
       const RunSummary summary = orchestrator.run(run_dir, std::cout, options);
-      std::cout << "run directory: " << summary.run_dir.string() << "\n";
+      if (reporter) std::cout << "run directory: " << summary.run_dir.string() << "\n";
       exit_code = exit_ok;
     } catch (const RunRefused& refused) {
+      if (!reporter) std::exit(exit_bad_input);  // rank 0 says why
       throw UsageError(refused.what());  // exit code 2: nothing was written
     } catch (const RunStopped& stopped) {
-      std::cout << stopped.what() << "\ncontinue with: privdiff run --resume " << run_dir.string() << "\n";
+      if (reporter) std::cout << stopped.what() << "\ncontinue with: privdiff run --resume " << run_dir.string() << "\n";
       exit_code = exit_stopped;
+    } catch (const std::exception& e) {
+      if (!ranks || std::string(e.what()).rfind("rank ", 0) == 0) throw;
+      throw std::runtime_error("rank " + std::to_string(ranks->rank()) + ": " + e.what());
     }
     std::signal(SIGINT, SIG_DFL);
     std::signal(SIGTERM, SIG_DFL);

@@ -13,7 +13,14 @@ const Schema& run_schema() {
                     "follow it only where a stage sets secure_noise = false"))
       .add(Key::string("device").one_of({"auto", "cpu", "cuda"}).defaults("auto")
                .doc("where to train and sample; auto = CUDA when available"))
-      .add(Key::integer("threads").at_least(0).defaults(0).doc("CPU threads; 0 = all cores"))
+      .add(Key::integer("threads").at_least(0).defaults(0)
+               .doc("CPU threads (per process); 0 = all cores, shared out among a machine's processes"))
+      .add(Key::string("backend").one_of({"auto", "gloo", "nccl"}).defaults("auto")
+               .doc("collectives of a multi-process run (privdiff run --nproc, torchrun): gloo (CPU), nccl (CUDA); "
+                    "auto = nccl on CUDA where built in, else gloo"))
+      .add(Key::integer("collective_timeout").at_least(1).defaults(600)
+               .doc("seconds a rank waits for the others in a multi-process run before the run ends with an "
+                    "error (a rank died or hangs)"))
       .add(Key::string("init_from").optional()
                .doc("start from this run directory's (or checkpoint.pt's) trained model; relative to the working "
                     "directory. Its privacy ledger is carried in when it trained on this run's private data"))

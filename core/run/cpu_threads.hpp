@@ -15,4 +15,10 @@ inline void use_cpu_threads(std::int64_t threads) {
                                   : std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
 }
 
+/// [run] threads = 0 for one of `processes` processes on this machine: the cores shared out.
+inline std::int64_t cores_per_process(int processes) {
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, processes));
+}
+
 }  // namespace privdiff::core

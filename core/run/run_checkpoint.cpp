@@ -23,6 +23,30 @@ namespace fs = std::filesystem;
 namespace {
 constexpr std::int64_t format_version = 1;
 
+// The file is LibTorch's archive (a zip) followed by a trailer: this magic and the FNV-1a 64 hash
+// of the archive's bytes. LibTorch's reader checks no CRCs and its TorchScript type parser crashes
+// on some damaged archives (found by fuzz/checkpoint_fuzzer.cpp), so a checkpoint is verified
+// before LibTorch sees it. Damage is what this catches; it is no defence against a crafted file
+// (like any LibTorch archive, load checkpoints only from sources you trust).
+constexpr char trailer_magic[8] = {'p', 'r', 'i', 'v', 'd', 'i', 'f', '1'};
+constexpr std::size_t trailer_size = sizeof trailer_magic + 8;
+
+std::uint64_t fnv1a64(const char* data, std::size_t size) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (std::size_t i = 0; i < size; ++i) {
+    h ^= static_cast<unsigned char>(data[i]);
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+std::string trailer_for(const std::string& archive) {
+  std::string trailer(trailer_magic, sizeof trailer_magic);
+  const std::uint64_t h = fnv1a64(archive.data(), archive.size());
+  for (int byte = 0; byte < 8; ++byte) trailer.push_back(static_cast<char>((h >> (8 * byte)) & 0xFF));
+  return trailer;
+}
+
 std::string what_of(const std::exception& e) {
   // LibTorch errors carry a C++ backtrace after the first line; keep the message only.
   std::string what = e.what();
@@ -32,14 +56,38 @@ std::string what_of(const std::exception& e) {
 }  // namespace
 
 std::string content_hash(const std::string& text) {
-  std::uint64_t h = 1469598103934665603ULL;
-  for (const unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
+  const std::uint64_t h = fnv1a64(text.data(), text.size());
   std::ostringstream os;
   os << std::hex << std::setw(16) << std::setfill('0') << h;
   return os.str();
+}
+
+// Tensors land on `device` whatever device wrote them: a checkpoint written on a GPU loads on a
+// CPU-only machine, and one written on the CPU resumes a GPU run with its optimizer state there.
+torch::serialize::InputArchive open_checkpoint_archive(const fs::path& path, const c10::Device& device) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) throw std::runtime_error("no checkpoint at " + path.string());
+  const std::string contents = read_file(path);
+  // LibTorch's archives are zip files: anything else is refused with a plain message.
+  if (contents.compare(0, 4, std::string("PK\x03\x04", 4)) != 0) {
+    throw std::runtime_error(path.string() + ": not a privdiff checkpoint (not a zip archive)");
+  }
+  const std::size_t archive_size = contents.size() >= trailer_size ? contents.size() - trailer_size : 0;
+  if (contents.compare(archive_size, sizeof trailer_magic, trailer_magic, sizeof trailer_magic) != 0) {
+    throw std::runtime_error(path.string() + ": not a readable privdiff checkpoint (truncated, or written by "
+                             "privdiff < 0.6: no checksum at its end)");
+  }
+  if (contents.compare(archive_size, trailer_size, trailer_for(contents.substr(0, archive_size))) != 0) {
+    throw std::runtime_error(path.string() + ": not a readable privdiff checkpoint (damaged: its checksum does not "
+                             "match)");
+  }
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(contents.data(), archive_size, device);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(path.string() + ": not a readable privdiff checkpoint (" + what_of(e) + ")");
+  }
+  return archive;
 }
 
 void save_checkpoint(const fs::path& path, const CheckpointPosition& position, sdk::Model& model,
@@ -64,41 +112,52 @@ void save_checkpoint(const fs::path& path, const CheckpointPosition& position, s
     mechanism_state(state);
     archive.write("mechanism", state);
   }
+  save_checkpoint_archive(path, archive);
+}
+
+void save_checkpoint_archive(const fs::path& path, torch::serialize::OutputArchive& archive) {
   std::ostringstream bytes;
   try {
     archive.save_to(bytes);
   } catch (const std::exception& e) {
     throw std::runtime_error("cannot serialise checkpoint " + path.string() + ": " + what_of(e));
   }
-  write_file_atomically(path, bytes.str());
+  std::string contents = bytes.str();
+  contents += trailer_for(contents);
+  write_file_atomically(path, contents);
 }
 
 namespace {
 
-// Tensors land on `device` whatever device wrote them: a checkpoint written on a GPU loads on a
-// CPU-only machine, and one written on the CPU resumes a GPU run with its optimizer state there.
-torch::serialize::InputArchive open_archive(const fs::path& path, const c10::Device& device) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) throw std::runtime_error("no checkpoint at " + path.string());
-  torch::serialize::InputArchive archive;
+
+// Runs `read` (which reads from an archive); LibTorch's own errors about what it finds there
+// (a wrong type, a malformed tensor or generator state) become std::runtime_error naming the file,
+// like every other refusal of a damaged checkpoint.
+template <typename Read>
+auto reading(const fs::path& path, Read&& read) -> decltype(read()) {
   try {
-    archive.load_from(path.string(), device);
+    return read();
+  } catch (const std::runtime_error&) {
+    throw;
   } catch (const std::exception& e) {
-    throw std::runtime_error(path.string() + ": not a readable privdiff checkpoint (" + what_of(e) + ")");
+    throw std::runtime_error(path.string() + ": damaged privdiff checkpoint (" + what_of(e) + ")");
   }
-  return archive;
 }
 
 template <typename T>
 T read_value(torch::serialize::InputArchive& archive, const std::string& key, const fs::path& path) {
   c10::IValue value;
-  if (!archive.try_read(key, value)) throw std::runtime_error(path.string() + ": checkpoint has no '" + key + "'");
-  return value.to<T>();
+  if (!reading(path, [&] { return archive.try_read(key, value); })) {
+    throw std::runtime_error(path.string() + ": checkpoint has no '" + key + "'");
+  }
+  return reading(path, [&] { return value.to<T>(); });
 }
 
 void load_model(torch::serialize::InputArchive& archive, sdk::Model& model, const fs::path& path) {
   torch::serialize::InputArchive model_archive;
-  if (!archive.try_read("model", model_archive)) throw std::runtime_error(path.string() + ": checkpoint has no model");
+  if (!reading(path, [&] { return archive.try_read("model", model_archive); })) {
+    throw std::runtime_error(path.string() + ": checkpoint has no model");
+  }
   try {
     model.module().load(model_archive);
   } catch (const std::exception& e) {
@@ -159,14 +218,16 @@ void copy_weights(torch::serialize::InputArchive& archive, torch::nn::Module& mo
 }  // namespace
 
 void load_initial_weights(const fs::path& path, sdk::Model& model) {
-  torch::serialize::InputArchive archive = open_archive(path, sdk::engine::module_device(model.module()));
+  torch::serialize::InputArchive archive = open_checkpoint_archive(path, sdk::engine::module_device(model.module()));
   torch::serialize::InputArchive model_archive;
-  if (!archive.try_read("model", model_archive)) throw std::runtime_error(path.string() + ": checkpoint has no model");
-  copy_weights(model_archive, model.module(), "", path);
+  if (!reading(path, [&] { return archive.try_read("model", model_archive); })) {
+    throw std::runtime_error(path.string() + ": checkpoint has no model");
+  }
+  reading(path, [&] { copy_weights(model_archive, model.module(), "", path); });
 }
 
 LoadedCheckpoint load_checkpoint(const fs::path& path, sdk::Model& model) {
-  torch::serialize::InputArchive archive = open_archive(path, sdk::engine::module_device(model.module()));
+  torch::serialize::InputArchive archive = open_checkpoint_archive(path, sdk::engine::module_device(model.module()));
   if (read_value<std::int64_t>(archive, "format_version", path) != format_version) {
     throw std::runtime_error(path.string() + ": checkpoint format version is not " + std::to_string(format_version));
   }
@@ -179,26 +240,35 @@ LoadedCheckpoint load_checkpoint(const fs::path& path, sdk::Model& model) {
   p.recipe_sha = read_value<std::string>(archive, "recipe_sha", path);
   p.ledger_json = read_value<std::string>(archive, "ledger", path);
   p.noise_multipliers = read_value<std::vector<double>>(archive, "noise_multipliers", path);
-  if (c10::IValue v; archive.try_read("data_fingerprint", v)) p.data_fingerprint = v.toStringRef();
-  at::Tensor generator_state;
-  archive.read("global_generator", generator_state);
-  load_model(archive, model, path);
-  at::Generator global_generator = at::detail::getDefaultCPUGenerator();  // shares the global one
-  global_generator.set_state(generator_state.to(at::kCPU));
+  reading(path, [&] {
+    if (c10::IValue v; archive.try_read("data_fingerprint", v)) p.data_fingerprint = v.toStringRef();
+  });
+  // Everything is read and checked before the model or the global generator changes: a damaged
+  // checkpoint is refused without leaving either half-restored.
+  const at::Tensor generator_state = reading(path, [&] {
+    at::Tensor state;
+    archive.read("global_generator", state);
+    state = state.to(at::kCPU);
+    at::detail::createCPUGenerator().set_state(state);  // throws on a malformed state
+    return state;
+  });
   if (read_value<bool>(archive, "has_mechanism_state", path)) {
     loaded.mechanism_state = std::make_unique<torch::serialize::InputArchive>();
-    archive.read("mechanism", *loaded.mechanism_state);
+    reading(path, [&] { archive.read("mechanism", *loaded.mechanism_state); });
   }
+  load_model(archive, model, path);
+  at::Generator global_generator = at::detail::getDefaultCPUGenerator();  // shares the global one
+  global_generator.set_state(generator_state);
   return loaded;
 }
 
 std::string read_checkpoint_ledger(const fs::path& path) {
-  torch::serialize::InputArchive archive = open_archive(path, c10::Device(c10::kCPU));
+  torch::serialize::InputArchive archive = open_checkpoint_archive(path, c10::Device(c10::kCPU));
   return read_value<std::string>(archive, "ledger", path);
 }
 
 void load_model_weights(const fs::path& path, sdk::Model& model) {
-  torch::serialize::InputArchive archive = open_archive(path, sdk::engine::module_device(model.module()));
+  torch::serialize::InputArchive archive = open_checkpoint_archive(path, sdk::engine::module_device(model.module()));
   load_model(archive, model, path);
 }
 

@@ -2,12 +2,14 @@
 // checkpoint.pt: everything a run needs to continue exactly where it stopped — the model's
 // parameters and buffers, the mechanism's mid-stage state (optimizer, EMA, generator states),
 // LibTorch's global generator (dropout), the privacy ledger, and where in the recipe it was.
-// Written to a temporary file and renamed, so a crash leaves the previous checkpoint intact.
+// Written to a temporary file and renamed, so a crash leaves the previous checkpoint intact; a
+// checksum at its end is verified before LibTorch parses it, so a damaged file is refused.
 
 #include <privdiff/components/mechanism.hpp>
 #include <privdiff/components/model.hpp>
 
 #include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -34,6 +36,14 @@ struct CheckpointPosition {
 /// stopped mid-way.
 void save_checkpoint(const std::filesystem::path& path, const CheckpointPosition& position, sdk::Model& model,
                      const sdk::StateWriter& mechanism_state);
+
+/// Writes `archive` as save_checkpoint writes its own: atomically, followed by a checksum that the
+/// loaders verify before LibTorch parses the file.
+void save_checkpoint_archive(const std::filesystem::path& path, torch::serialize::OutputArchive& archive);
+
+/// A checkpoint file as LibTorch's archive, after its checksum is verified; tensors land on
+/// `device`. Throws std::runtime_error naming the file when it is missing, damaged or not one.
+torch::serialize::InputArchive open_checkpoint_archive(const std::filesystem::path& path, const c10::Device& device);
 
 struct LoadedCheckpoint {
   CheckpointPosition position;

@@ -164,11 +164,18 @@ struct RunOrchestrator::Session {
   double wall_now() const {
     return earlier_seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - session_start).count();
   }
+  /// Rank 0 of a multi-process run (or the only process): the one that writes the run directory.
+  bool writes() const { return !options.collective || options.collective->rank() == 0; }
+  /// Whether to stop here; in a multi-process run rank 0 decides for all (every rank calls this at
+  /// the same points), so they stop at the same step.
   bool stop_wanted() const {
-    return (options.stop_after_steps > 0 && session_steps >= options.stop_after_steps) ||
-           (options.stop_requested && options.stop_requested());
+    const bool wanted = (options.stop_after_steps > 0 && session_steps >= options.stop_after_steps) ||
+                        (options.stop_requested && options.stop_requested());
+    return options.collective ? sdk::agree_with_rank0(*options.collective, wanted) : wanted;
   }
-  void write_ledger() const { write_file_atomically(run_dir / "ledger.json", sdk::to_json(summary.ledger)); }
+  void write_ledger() const {
+    if (writes()) write_file_atomically(run_dir / "ledger.json", sdk::to_json(summary.ledger));
+  }
 };
 
 sdk::PrivacyEvent RunOrchestrator::plan_privacy(Session& s) {
@@ -248,13 +255,17 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, cons
   const bool restart = options.resume && killed_before_first_checkpoint(run_dir);
   RunOptions effective = options;
   if (restart) effective.resume = false;  // nothing to resume from: the run starts over
-  Session s(run_dir, log, effective);
+  std::ostream quiet(nullptr);  // the ranks other than 0 log nothing (rank 0 speaks for the run)
+  const bool writer = !options.collective || options.collective->rank() == 0;
+  Session s(run_dir, writer ? log : quiet, effective);
   s.restart = restart;
   s.summary.run_dir = run_dir;
   try {
-    check_run_dir(run_dir, effective.resume, restart);
-    use_cpu_threads(recipe_.run.get_int("threads"));
+    if (writer) check_run_dir(run_dir, effective.resume, restart);
+    const std::int64_t threads = recipe_.run.get_int("threads");
+    use_cpu_threads(threads > 0 ? threads : cores_per_process(options.local_processes));
     s.device = resolve_run_device();
+    if (s.device.is_cuda() && options.collective) s.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(options.local_rank));
     preflight(s);
   } catch (const std::exception& e) {
     throw RunRefused(e.what());
@@ -265,6 +276,7 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, cons
   }
   open_run_directory(s);
   run_stages(s);
+  if (!writer) return std::move(s.summary);  // samples, evaluations and reports: rank 0's
   s.training_seconds = s.wall_now();
   sample_grid(s);
   run_evals(s);
@@ -522,6 +534,15 @@ void RunOrchestrator::preflight(Session& s) {
     return;
   }
   if (!components_.model) throw std::runtime_error("stage: the recipe has stages but no [model]");
+  if (s.options.collective && s.options.collective->world_size() > 1) {
+    for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {
+      if (!components_.mechanisms[i]->supports_several_processes()) {
+        throw std::runtime_error("stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "': mechanism '" +
+                                 recipe_.stages[i].mechanism.id + "' runs in one process only; run this recipe "
+                                 "without --nproc (or with --nproc 1)");
+      }
+    }
+  }
   open_datasets(s);
   check_data_use(s);
   check_eval_reference(s);
@@ -580,7 +601,9 @@ void RunOrchestrator::open_run_directory(Session& s) {
     auto& use = components_.mechanisms[i]->is_private() ? s.private_use : s.public_use;
     if (std::find(use.begin(), use.end(), fp) == use.end()) use.push_back(fp);
   }
-  if (!s.options.resume) {
+  if (!s.options.resume && !s.writes()) {
+    // Another rank of a multi-process run: rank 0 writes the directory; this one only trains.
+  } else if (!s.options.resume) {
     std::error_code ec;
     fs::create_directories(s.run_dir, ec);
     if (ec) throw std::runtime_error("cannot create run directory " + s.run_dir.string() + ": " + ec.message());
@@ -627,13 +650,15 @@ void RunOrchestrator::open_run_directory(Session& s) {
     const RunLedger spent = read_run_ledger(s.run_dir);
     s.summary.ledger = spent.ledger;
     if (!spent.note.empty()) s.log << spent.note << "; the steps redone from the checkpoint are spent again\n";
-    if (const int stale = remove_stale_temporary_files(s.run_dir); stale > 0) {
-      s.log << "removed " << stale << " temporary file(s) left by the interrupted run\n";
+    if (s.writes()) {
+      if (const int stale = remove_stale_temporary_files(s.run_dir); stale > 0) {
+        s.log << "removed " << stale << " temporary file(s) left by the interrupted run\n";
+      }
+      // Lines written after the checkpoint belong to steps that are about to be redone.
+      std::error_code ec;
+      fs::resize_file(s.metrics_path(), position.metrics_bytes, ec);
+      if (ec) throw std::runtime_error("cannot rewind " + s.metrics_path().string() + ": " + ec.message());
     }
-    // Lines written after the checkpoint belong to steps that are about to be redone.
-    std::error_code ec;
-    fs::resize_file(s.metrics_path(), position.metrics_bytes, ec);
-    if (ec) throw std::runtime_error("cannot rewind " + s.metrics_path().string() + ": " + ec.message());
     s.earlier_seconds = position.wall_seconds;
     s.log << "resuming at stage " << position.stage << ", step " << position.step
           << " (privacy spent so far is kept in the ledger)\n";
@@ -642,7 +667,7 @@ void RunOrchestrator::open_run_directory(Session& s) {
     s.summary.ledger.add_caveat(private_diagnostics_caveat);
   }
   s.write_ledger();
-  s.metrics.open(s.metrics_path(), std::ios::app);
+  if (s.writes()) s.metrics.open(s.metrics_path(), std::ios::app);
 }
 
 void RunOrchestrator::initialise_from_source(Session& s) {
@@ -665,6 +690,7 @@ void RunOrchestrator::initialise_from_source(Session& s) {
 
 void RunOrchestrator::write_checkpoint(Session& s, std::int64_t stage, std::int64_t step,
                                        const sdk::StateWriter& mechanism_state) {
+  if (!s.writes()) return;  // one checkpoint per run, rank 0's (every rank holds the same state)
   s.metrics.flush();
   CheckpointPosition p;
   p.stage = stage;
@@ -706,6 +732,7 @@ void RunOrchestrator::run_stage(Session& s, std::size_t i) {
   sdk::StageContext context{*components_.model, s.stage_data(recipe_, i), s.summary.ledger,
                             static_cast<std::uint64_t>(recipe_.run.get_int("seed")) + i, {}};
   context.stage_index = static_cast<std::int64_t>(i);
+  if (s.options.collective && s.options.collective->world_size() > 1) context.collective = s.options.collective;
   if (mechanism.released_examples(s.stage_size(i), context.data.num_classes()) > 0) {
     const std::int64_t classes = context.data.num_classes();
     context.release = [this, &s, name, classes](const at::Tensor& images, const at::Tensor& labels) {
@@ -752,7 +779,7 @@ void RunOrchestrator::run_stage(Session& s, std::size_t i) {
       line["examples"] = r.examples;
     }
     if (!std::isnan(epsilon)) line["epsilon"] = epsilon;
-    s.metrics << line.dump() << "\n";
+    if (s.writes()) s.metrics << line.dump() << "\n";
     if (print) {  // also what makes the run watchable from its directory, every 2 s at most
       last_print = now;
       s.write_ledger();  // first: never behind the checkpoint or any metrics line on disk

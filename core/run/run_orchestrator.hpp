@@ -18,6 +18,7 @@
 
 #include <privdiff/config/config.hpp>
 #include <privdiff/data/dataset.hpp>
+#include <privdiff/parallel/collective.hpp>
 #include <privdiff/privacy/ledger.hpp>
 
 #include <c10/core/Device.h>
@@ -55,6 +56,11 @@ struct RunOptions {
   std::function<bool()> stop_requested;
   /// What made the run (see run_provenance), recorded in summary.json; null = not recorded.
   nlohmann::json provenance;
+  /// The ranks of a multi-process run (null: one process). Every rank trains; rank 0 alone writes
+  /// the run directory, logs and samples.
+  sdk::Collective* collective = nullptr;
+  int local_processes = 1;  ///< ranks on this machine: [run] threads = 0 shares the cores among them
+  int local_rank = 0;       ///< this rank's place on the machine: its GPU on CUDA
 };
 
 /// Thrown when a run stopped early on request, after writing its checkpoint.

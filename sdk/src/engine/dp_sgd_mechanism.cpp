@@ -7,6 +7,7 @@
 #include <privdiff/engine/poisson_sampler.hpp>
 #include <privdiff/engine/private_gradient.hpp>
 #include <privdiff/engine/seeds.hpp>
+#include <privdiff/parallel/collective.hpp>
 #include <privdiff/privacy/ledger.hpp>
 
 #include <ATen/ATen.h>
@@ -196,15 +197,21 @@ void DpSgdMechanism::run(StageContext& context) {
   PoissonSampler sampler(n, q, stream(StreamPurpose::sampling));
   GaussianNoise noise(stream(StreamPurpose::noise));
   if (options_.is_private && !secret) context.ledger.add_caveat(reproducible_noise_caveat());
-  // The loss's own randomness (diffusion noise levels) is not part of the privacy argument (the
-  // guarantee holds for every fixed value of it), but its position counts the rows drawn so far,
-  // i.e. the realised batch sizes: in secret mode it is freshly seeded and never saved either.
+  // The loss's own randomness (diffusion noise levels, augmentation) is not part of the privacy
+  // argument (the guarantee holds for every fixed value of it); it is seeded afresh for each
+  // physical chunk from (loss seed, step, chunk), so it does not depend on which rank trains the
+  // chunk. In secret mode the loss seed is fresh OS randomness (never saved: the chunks' sizes
+  // follow the secret batches).
   std::uint64_t loss_seed = derive_seed(seed + stage * 0x9E3779B97F4A7C15ULL, SeedStream::loss);
   if (secret) {
     os_random_bytes(&loss_seed, sizeof loss_seed);
     loss_seed >>= 1;  // < 2^63, as derive_seed's: torch handles seeds as signed
   }
   at::Generator loss_generator = at::make_generator<at::CPUGeneratorImpl>(loss_seed);
+  // A data-parallel run: rank 0 samples and noises, every rank trains its share of the chunks.
+  Collective* ranks = context.collective && context.collective->world_size() > 1 ? context.collective : nullptr;
+  const int rank = ranks ? ranks->rank() : 0;
+  const int world = ranks ? ranks->world_size() : 1;
 
   Model& model = context.model;
   torch::nn::Module& module = model.module();
@@ -212,6 +219,14 @@ void DpSgdMechanism::run(StageContext& context) {
   module.train();
   const std::vector<at::Tensor> params = trainable_parameters(module);
   if (params.empty()) throw std::runtime_error("the model has no trainable parameters");
+  if (ranks) {  // every rank starts from rank 0's weights, whatever initialised them
+    torch::NoGradGuard no_grad;
+    for (auto& p : module.parameters()) {
+      at::Tensor t = p.detach();
+      ranks->broadcast(t, 0);
+    }
+    for (auto& b : module.buffers()) ranks->broadcast(b, 0);
+  }
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   if (options_.optimizer == "sgd") {
     optimizer = std::make_unique<torch::optim::SGD>(
@@ -236,13 +251,11 @@ void DpSgdMechanism::run(StageContext& context) {
       ema[j].copy_(saved);
     }
     if (!secret) {
-      at::Tensor sampler_state, noise_state, loss_state;
+      at::Tensor sampler_state, noise_state;
       state.read("sampler_state", sampler_state);
       state.read("noise_state", noise_state);
-      state.read("loss_state", loss_state);
       sampler.set_state(sampler_state);
       noise.set_state(noise_state);
-      loss_generator.set_state(loss_state.to(at::kCPU));  // checkpoints load onto the run's device
     }
     first_step = context.resume_step;
   }
@@ -254,7 +267,6 @@ void DpSgdMechanism::run(StageContext& context) {
     if (!secret) {  // secret streams never reach the disk
       state.write("sampler_state", sampler.state());
       state.write("noise_state", noise.state());
-      state.write("loss_state", loss_generator.get_state());
     }
   };
   const auto device = params.front().device();
@@ -264,14 +276,23 @@ void DpSgdMechanism::run(StageContext& context) {
                           : PrivacyEvent::no_op();
 
   for (std::int64_t step = first_step; step < total_steps; ++step) {
-    const at::Tensor batch = sampler.next();
+    // One Poisson draw per logical step for the whole run (rank 0's, shared): every example is in
+    // the batch with probability q exactly once, as the accountant assumes.
+    const at::Tensor batch = ranks ? broadcast_from_rank0(*ranks, rank == 0 ? sampler.next() : at::Tensor())
+                                   : sampler.next();
     const std::int64_t b = batch.numel();
     optimizer->zero_grad();
     double loss_sum = 0;
-    PrivateGradient gradient(params, options_.max_grad_norm, options_.clipping);
-    for (std::int64_t start = 0; start < b; start += (chunk_size > 0 ? chunk_size : b)) {
-      const std::int64_t len = std::min(b - start, chunk_size > 0 ? chunk_size : b);
+    PrivateGradient gradient(params, options_.max_grad_norm, options_.clipping, ranks);
+    // Physical chunks, numbered; chunk c is trained by rank c mod world. Without a physical batch
+    // size, one chunk per rank.
+    const std::int64_t chunk_len = chunk_size > 0 ? chunk_size : std::max<std::int64_t>(1, (b + world - 1) / world);
+    std::int64_t chunk = -1;
+    for (std::int64_t start = 0; start < b; start += chunk_len) {
+      if (++chunk % world != rank) continue;
+      const std::int64_t len = std::min(b - start, chunk_len);
       const at::Tensor indices = batch.narrow(0, start, len);
+      loss_generator.set_current_seed(chunk_seed(loss_seed, step, chunk));
       // Augmentation (per example, from the loss's generator: no effect on the privacy analysis).
       at::Tensor batch_images = data.images(indices);
       if (options_.augment.ops_per_image > 0) {
@@ -295,6 +316,16 @@ void DpSgdMechanism::run(StageContext& context) {
     }
     if (options_.is_private) {
       noise_step_gradient(gradient, q * static_cast<double>(n), noise);
+    } else if (ranks) {
+      std::vector<at::Tensor> grads;
+      for (const auto& p : params) grads.push_back(p.grad().defined() ? p.grad() : at::zeros_like(p));
+      ranks->all_reduce_sum(grads);
+      for (std::size_t j = 0; j < params.size(); ++j) params[j].mutable_grad() = grads[j];
+    }
+    if (ranks) {  // the step's loss over every rank's chunks (progress and metrics only)
+      std::vector<at::Tensor> total{at::full({1}, loss_sum, at::TensorOptions(at::kDouble).device(device))};
+      ranks->all_reduce_sum(total);
+      loss_sum = total[0].item<double>();
     }
     if (options_.is_private || b > 0) {  // a non-private empty batch has nothing to learn from
       optimizer->step();

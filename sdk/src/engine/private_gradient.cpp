@@ -6,8 +6,9 @@
 
 namespace privdiff::sdk::engine {
 
-PrivateGradient::PrivateGradient(std::vector<at::Tensor> params, double max_grad_norm, ClipMode mode)
-    : params_(std::move(params)), max_grad_norm_(max_grad_norm), mode_(mode) {
+PrivateGradient::PrivateGradient(std::vector<at::Tensor> params, double max_grad_norm, ClipMode mode,
+                                 Collective* ranks)
+    : params_(std::move(params)), max_grad_norm_(max_grad_norm), mode_(mode), ranks_(ranks) {
   if (!(max_grad_norm > 0)) throw std::invalid_argument("max_grad_norm must be > 0");
   for (const auto& p : params_) sums_.push_back(at::zeros_like(p, p.options().requires_grad(false)));
 }
@@ -34,6 +35,16 @@ std::vector<at::Tensor> PrivateGradient::finish(double noise_multiplier, double 
   if (!(expected_batch_size > 0)) throw std::invalid_argument("the expected batch size must be > 0");
   finished_ = true;
   std::vector<at::Tensor> out;
+  if (ranks_ && ranks_->world_size() > 1) {
+    // Noise once per logical step, not once per rank: rank 0 adds it to its part of the sum before
+    // the all-reduce (one collective), the others add none.
+    if (ranks_->rank() == 0) {
+      for (auto& s : sums_) s.add_(noise.sample(s, noise_multiplier * max_grad_norm_));
+    }
+    ranks_->all_reduce_sum(sums_);
+    for (auto& s : sums_) out.push_back(s / expected_batch_size);
+    return out;
+  }
   for (auto& s : sums_) out.push_back((s + noise.sample(s, noise_multiplier * max_grad_norm_)) / expected_batch_size);
   return out;
 }

@@ -18,6 +18,7 @@ class OutputArchive;
 
 namespace privdiff::sdk {
 
+class Collective;
 class Model;
 class Dataset;
 class PrivacyLedger;
@@ -58,6 +59,10 @@ struct StageContext {
   /// privacy event of the release is recorded. The host saves them in the run directory as a
   /// dataset named after the stage, which later stages may train on.
   std::function<void(const at::Tensor& images, const at::Tensor& labels)> release = nullptr;
+  /// The processes of a data-parallel run (null: one process). Only given to mechanisms whose
+  /// supports_several_processes() is true. Every rank runs the stage with the same model, data and
+  /// ledger; step_done is called on every rank (the host writes from rank 0 only).
+  Collective* collective = nullptr;
 };
 
 class PRIVDIFF_SDK_API Mechanism : public Component {
@@ -84,6 +89,10 @@ class PRIVDIFF_SDK_API Mechanism : public Component {
   /// `num_classes` classes (0: it trains, releases nothing). A release is differentially private
   /// (its events are in planned_events), so non-private stages may train on it at no further cost.
   virtual std::int64_t released_examples(std::int64_t dataset_size, std::int64_t num_classes) const { return 0; }
+  /// True when run() can train as one rank of several processes (StageContext::collective): the
+  /// privacy events of a logical step are then spent once across all ranks, not once per rank.
+  /// Default false: the host refuses `privdiff run --nproc N` (N > 1) for such a stage.
+  virtual bool supports_several_processes() const { return false; }
   /// Trains the model for this stage (or its remainder, when context.resume is set; a mechanism
   /// that cannot resume throws std::runtime_error saying so).
   virtual void run(StageContext& context) = 0;

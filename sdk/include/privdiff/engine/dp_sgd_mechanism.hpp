@@ -4,7 +4,7 @@
 /// `dpdm` plugins are this class with different schemas; out-of-tree mechanisms can derive from it.
 ///
 /// One logical step: Poisson-sample a batch with rate q = batch_size / N; split it into physical
-/// chunks; per chunk, per-example gradients of the model's K-averaged training loss (vectorised),
+/// chunks (shared out among the ranks of a data-parallel run); per chunk, per-example gradients of the model's K-averaged training loss (vectorised),
 /// clipped and summed; once per logical step, Gaussian noise of std sigma * C and division by the
 /// expected batch size q N; the optimizer step; the EMA update; one PoissonSampled(q, Gaussian(sigma))
 /// entry in the ledger. Non-private mode trains on the plain mean loss and records nothing.
@@ -71,6 +71,10 @@ class PRIVDIFF_SDK_API DpSgdMechanism : public Mechanism {
   void set_noise_multiplier(double noise_multiplier) override;
   void select_trainable(Model& model) const override;
   void run(StageContext& context) override;
+  /// Data parallel (StageContext::collective): rank 0 samples the logical batch and shares it; its
+  /// physical chunks go round robin to the ranks; the clipped sums meet in one all-reduce, with the
+  /// noise added once, by rank 0.
+  bool supports_several_processes() const override { return true; }
 
   const DpSgdOptions& options() const { return options_; }
   /// Logical steps for a dataset of n examples.

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# privdiff run --nproc 2 (and the torchrun form), end to end on loopback Gloo: the same model
+# (within float tolerance) and exactly the same ledger as one process for K = 1 and K > 1; resume
+# on another number of ranks; a killed rank ends the run (exit 1, the rank named) and --resume
+# completes it; a single-process mechanism is refused.
+# Usage: multi_process_test.sh PRIVDIFF CHECKPOINT_DIFF FIXTURE_DIR
+set -u
+privdiff=$1 checkpoint_diff=$2 fixtures=$3
+source "$(dirname "$0")/common.sh"
+recipe() {  # recipe MECHANISM K STEPS
+  cat <<TOML
+[run]
+seed = 1
+threads = 1
+checkpoint_every = 2
+[privacy]
+epsilon = 8.0
+delta = 1e-5
+[data]
+path = "$fixtures/data/tiny-fashion-mnist"
+$tiny_model
+[[stage]]
+mechanism = "$1"
+$( [ "$2" -gt 1 ] && echo "noise_multiplicity = $2" )
+batch_size = 8
+physical_batch_size = 3
+steps = $3
+ema = 0.9
+secure_noise = false
+[sampler]
+type = "edm_heun"
+steps = 2
+TOML
+}
+same_run() {  # same_run DIR_A DIR_B WHAT
+  cmp -s "$1/ledger.json" "$2/ledger.json" || fail "$3: the ledgers differ: $(diff "$1/ledger.json" "$2/ledger.json")"
+  local d
+  d=$("$checkpoint_diff" "$1/checkpoint.pt" "$2/checkpoint.pt") || fail "$3: checkpoints not comparable"
+  awk -v d="$d" 'BEGIN { exit !(d < 1e-5) }' || fail "$3: the models differ by $d"
+  echo "$3: same ledger, models within $d"
+}
+
+# 1 process vs 2 processes, K = 1 (dpsgd) and K = 2 (dpdm).
+for case in "dpsgd 1" "dpdm 2"; do
+  set -- $case
+  recipe "$1" "$2" 4 > "$tmp/$1.toml"
+  "$privdiff" run "$tmp/$1.toml" --out "$tmp/$1-1" > "$tmp/log" 2>&1 || fail "$1 on 1 process: $(cat "$tmp/log")"
+  out=$("$privdiff" run "$tmp/$1.toml" --out "$tmp/$1-2" --nproc 2 2>&1) || fail "$1 on 2 processes: $out"
+  [ "$(grep -c "run directory:" <<<"$out")" = 1 ] || fail "not one report (rank 0's): $out"
+  same_run "$tmp/$1-1" "$tmp/$1-2" "$1, K = $2, 1 vs 2 processes"
+done
+
+# A non-private stage (public data): the gradients meet in the same all-reduce, without noise.
+recipe dpsgd 1 4 | sed -e 's/^\[data\]$/[data]\npublic = true/' -e 's/"dpsgd"/"nonprivate"/' -e '/^secure_noise/d' \
+  > "$tmp/public.toml"
+"$privdiff" run "$tmp/public.toml" --out "$tmp/public-1" > "$tmp/log" 2>&1 || fail "public, 1 process: $(cat "$tmp/log")"
+"$privdiff" run "$tmp/public.toml" --out "$tmp/public-2" --nproc 2 > "$tmp/log" 2>&1 || fail "public, 2: $(cat "$tmp/log")"
+same_run "$tmp/public-1" "$tmp/public-2" "nonprivate, 1 vs 2 processes"
+
+# The torchrun form: the ranks started by someone else, with torchrun's variables.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+for rank in 0 1; do
+  RANK=$rank LOCAL_RANK=$rank WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    "$privdiff" run "$tmp/dpdm.toml" --out "$tmp/torchrun" > "$tmp/rank$rank.log" 2>&1 &
+done
+wait %1 || fail "torchrun form, rank 0: $(cat "$tmp/rank0.log")"
+wait %2 || fail "torchrun form, rank 1: $(cat "$tmp/rank1.log")"
+same_run "$tmp/dpdm-1" "$tmp/torchrun" "torchrun variables"
+
+# Stopped on 2 processes, resumed on 1: the run it would have been.
+code=0
+"$privdiff" run "$tmp/dpdm.toml" --out "$tmp/parts" --nproc 2 --stop-after-steps 2 > "$tmp/log" 2>&1 || code=$?
+[ "$code" = 3 ] || fail "stop on 2 processes: exit $code: $(cat "$tmp/log")"
+"$privdiff" run --resume "$tmp/parts" > "$tmp/log" 2>&1 || fail "resume on 1 process: $(cat "$tmp/log")"
+same_run "$tmp/dpdm-1" "$tmp/parts" "2 processes, then resumed on 1"
+
+# A rank killed mid-run: the run ends (exit 1, naming it), the checkpoint stays good, --resume
+# (on 2 processes again) completes the run with every step in the ledger.
+recipe dpdm 2 150 > "$tmp/long.toml"
+"$privdiff" run "$tmp/long.toml" --out "$tmp/killed" --nproc 2 > "$tmp/killed.log" 2>&1 &
+launcher=$!
+for _ in $(seq 600); do [ -s "$tmp/killed/checkpoint.pt" ] && break; sleep 0.1; done
+[ -s "$tmp/killed/checkpoint.pt" ] || fail "no checkpoint within 60 s: $(cat "$tmp/killed.log")"
+victim=""
+for pid in $(pgrep -P "$launcher"); do
+  tr '\0' '\n' < "/proc/$pid/environ" | grep -qx "RANK=1" && victim=$pid
+done
+[ -n "$victim" ] || fail "no rank 1 among the launcher's children"
+kill -9 "$victim"
+code=0
+wait "$launcher" || code=$?
+[ "$code" = 1 ] || fail "a killed rank: exit $code, not 1: $(cat "$tmp/killed.log")"
+grep -q "rank 1 of 2 was killed by signal 9" "$tmp/killed.log" || fail "the killed rank is not named: $(cat "$tmp/killed.log")"
+out=$("$privdiff" run --resume "$tmp/killed" --nproc 2 2>&1) || fail "resume after the kill: $out"
+[ -s "$tmp/killed/summary.json" ] || fail "the resumed run did not finish"
+python3 - "$tmp/killed/ledger.json" <<'PY' || fail "the resumed run's ledger does not cover its 150 steps"
+import json, sys
+ledger = json.load(open(sys.argv[1]))
+steps = sum(e.get("count", 1) for e in ledger["entries"])
+sys.exit(0 if steps >= 150 else 1)
+PY
+echo "killed rank: exit 1, named; resumed to the end"
+
+# A mechanism that runs in one process only is refused up front (exit 2, nothing written).
+cat > "$tmp/feta.toml" <<TOML
+$(recipe dpsgd 1 2 | sed '/^\[\[stage\]\]/,$d')
+[[stage]]
+mechanism = "central_images"
+statistic = "mean"
+queries = 1
+TOML
+code=0
+out=$("$privdiff" run "$tmp/feta.toml" --out "$tmp/feta" --nproc 2 2>&1) || code=$?
+[ "$code" = 2 ] || fail "central_images on 2 processes: exit $code: $out"
+grep -q "runs in one process only" <<<"$out" || fail "no one-process message: $out"
+[ ! -e "$tmp/feta/ledger.json" ] || fail "a refused run wrote a ledger"
+echo "1 passed, 0 failed"
