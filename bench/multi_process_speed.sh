@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Throughput of one process with T threads vs T processes with one thread each (privdiff run
 # --nproc, Gloo over loopback), on the DPDM quickstart model (examples/recipes/dpdm_quickstart.toml:
-# 1.0M-parameter UNet, B = 256, physical batch 128), one after another in one session. Prints a
+# 281k-parameter UNet, B = 256, physical batch 128), one after another in one session. Prints a
 # markdown table of expected examples per second (batch_size x steps / stage seconds, from rank 0's
 # summary.json) and the ratio to the first line. Run it on a quiet machine.
 # Usage: bench/multi_process_speed.sh [STEPS] [K]   (default 20 steps, K = 1; PRIVDIFF = the binary)

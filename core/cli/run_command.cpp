@@ -92,14 +92,28 @@ CLI::App* add_run_command(CLI::App& app, const GlobalOptions& global, int& exit_
                        "run killed before writing it spent nothing: start it again with privdiff run RECIPE --out " +
                        args->resume + ")");
     }
-    const std::optional<ProcessPlace> place = process_place_from_environment();
-    if (args->nproc > 1) {
-      if (place) throw UsageError("run --nproc: WORLD_SIZE is set, so a launcher (torchrun) already started the ranks");
-      exit_code = run_local_processes(args->nproc, without_nproc(global.arguments), std::cerr);
-      return;
+    std::optional<ProcessPlace> place;
+    try {
+      place = process_place_from_environment();
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("run: ") + e.what());
+    }
+    if (args->nproc > 1 && place) {
+      throw UsageError("run --nproc: WORLD_SIZE is set, so a launcher (torchrun) already started the ranks");
     }
     ComponentRegistry registry;
     const Recipe recipe = load_recipe(recipe_file, args->overrides, global, registry);
+    if (args->nproc > 1 || (place && place->world_size > 1)) {
+      try {  // a recipe the ranks cannot run is refused once, here, not by every rank
+        choose_backend(recipe.run.get_string("backend"), sdk::engine::resolve_device(recipe.run.get_string("device")));
+      } catch (const std::exception& e) {
+        throw UsageError(recipe_file + ": " + e.what());
+      }
+    }
+    if (args->nproc > 1) {
+      exit_code = run_local_processes(args->nproc, without_nproc(global.arguments), std::cerr);
+      return;
+    }
     const std::filesystem::path run_dir =
         resume ? std::filesystem::path(args->resume)
                : args->out.empty() ? std::filesystem::path("runs") / recipe.run.get_string("name")
@@ -123,7 +137,8 @@ CLI::App* add_run_command(CLI::App& app, const GlobalOptions& global, int& exit_
       if (reporter) std::cout << "run directory: " << summary.run_dir.string() << "\n";
       exit_code = exit_ok;
     } catch (const RunRefused& refused) {
-      if (!reporter) std::exit(exit_bad_input);  // rank 0 says why
+      if (std::string(refused.what()).empty()) std::exit(exit_bad_input);  // another rank says why
+      if (!reporter) throw UsageError("rank " + std::to_string(ranks->rank()) + ": " + refused.what());
       throw UsageError(refused.what());  // exit code 2: nothing was written
     } catch (const RunStopped& stopped) {
       if (reporter) std::cout << stopped.what() << "\ncontinue with: privdiff run --resume " << run_dir.string() << "\n";

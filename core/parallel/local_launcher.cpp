@@ -123,9 +123,11 @@ int run_local_processes(int nproc, const std::vector<std::string>& argv, std::os
     if (!ok && !stop && failed_rank < 0 && !stopping_others) {
       failed_rank = rank;
       result = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-      err << "privdiff: rank " << rank << " of " << nproc << " " << describe(status);
-      if (running > 0) err << "; stopping the other rank(s)";
-      err << "\n";
+      if (result != 2) {  // 2: a refusal the rank has explained; nothing more to say
+        err << "privdiff: rank " << rank << " of " << nproc << " " << describe(status);
+        if (running > 0) err << "; stopping the other rank(s)";
+        err << "\n";
+      }
       stopping_others = true;
       stop_others(SIGTERM);
       deadline = std::chrono::steady_clock::now() + std::chrono::seconds(grace_seconds);

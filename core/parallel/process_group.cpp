@@ -159,18 +159,23 @@ bool has_backend(const std::string& backend) {
   return false;
 }
 
-std::unique_ptr<sdk::Collective> connect_processes(const ProcessPlace& place, const std::string& requested,
-                                                   const c10::Device& device, std::chrono::milliseconds timeout) {
+std::string choose_backend(const std::string& requested, const c10::Device& device) {
   std::string backend = requested;
   if (backend == "auto") backend = device.is_cuda() && has_backend("nccl") ? "nccl" : "gloo";
   if (!has_backend(backend)) {
-    throw std::runtime_error("[run] backend = \"" + backend + "\": this privdiff was built without it (" +
-                             (backend == "gloo" ? "install libgloo-dev and rebuild" : "needs a LibTorch with CUDA and NCCL") +
-                             ")");
+    throw std::invalid_argument("[run] backend = \"" + backend + "\": this privdiff was built without it (" +
+                                (backend == "gloo" ? "install libgloo-dev and rebuild"
+                                                   : "needs a LibTorch with CUDA and NCCL") + ")");
   }
   if (backend == "nccl" && !device.is_cuda()) {
-    throw std::runtime_error("[run] backend = \"nccl\" needs [run] device = \"cuda\"; use \"gloo\" on the CPU");
+    throw std::invalid_argument("[run] backend = \"nccl\" needs [run] device = \"cuda\"; use \"gloo\" on the CPU");
   }
+  return backend;
+}
+
+std::unique_ptr<sdk::Collective> connect_processes(const ProcessPlace& place, const std::string& requested,
+                                                   const c10::Device& device, std::chrono::milliseconds timeout) {
+  const std::string backend = choose_backend(requested, device);
   c10::intrusive_ptr<c10d::Store> store;
   try {
     c10d::TCPStoreOptions options;

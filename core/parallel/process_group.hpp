@@ -31,6 +31,10 @@ std::optional<ProcessPlace> process_place_from_environment();
 /// True when this LibTorch build has the backend ("gloo" or "nccl").
 bool has_backend(const std::string& backend);
 
+/// The backend [run] backend = `requested` means for a run on `device` ("auto" resolved). Throws
+/// std::invalid_argument when this build lacks it or it does not fit the device.
+std::string choose_backend(const std::string& requested, const c10::Device& device);
+
 /// Meets the other ranks at master_addr:master_port (rank 0 serves the store) and returns the
 /// process group. `backend`: "gloo", "nccl", or "auto" (NCCL for a CUDA device where built in,
 /// else Gloo). A collective that waits longer than `timeout` (a rank died or hangs) throws

@@ -251,10 +251,29 @@ sdk::PrivacyEvent RunOrchestrator::plan_privacy(Session& s) {
   return total;
 }
 
+namespace {
+
+// The ranks of a multi-process run start training together or not at all: a refusal on any rank
+// (rank 0's run directory check, a device) refuses the run on every rank, said once — by rank 0
+// when it refused, else by the ranks that did — instead of leaving the others waiting.
+void agree_to_start(sdk::Collective& ranks, const std::string& refused) {
+  std::vector<at::Tensor> count{at::full({1}, refused.empty() ? 0 : 1, at::kLong)};
+  ranks.all_reduce_sum(count);
+  if (count[0].item<std::int64_t>() == 0) return;
+  const bool rank0_refused = sdk::agree_with_rank0(ranks, !refused.empty());
+  if (refused.empty()) {
+    throw RunRefused(ranks.rank() == 0 ? "another rank refused the run (its message is above)" : "");
+  }
+  throw RunRefused(ranks.rank() == 0 || !rank0_refused ? refused : "");
+}
+
+}  // namespace
+
 RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, const RunOptions& options) {
   const bool restart = options.resume && killed_before_first_checkpoint(run_dir);
   RunOptions effective = options;
   if (restart) effective.resume = false;  // nothing to resume from: the run starts over
+  std::string refused;  // a multi-process run's ranks decide together (agree_to_start)
   std::ostream quiet(nullptr);  // the ranks other than 0 log nothing (rank 0 speaks for the run)
   const bool writer = !options.collective || options.collective->rank() == 0;
   Session s(run_dir, writer ? log : quiet, effective);
@@ -268,8 +287,10 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, cons
     if (s.device.is_cuda() && options.collective) s.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(options.local_rank));
     preflight(s);
   } catch (const std::exception& e) {
-    throw RunRefused(e.what());
+    if (!options.collective) throw RunRefused(e.what());
+    refused = e.what();
   }
+  if (options.collective) agree_to_start(*options.collective, refused);
   if (components_.model) {
     components_.model->module().to(s.device);  // after init_from's weights; a checkpoint loads onto it
     s.log << "device " << s.device.str() << "\n";

@@ -114,4 +114,12 @@ out=$("$privdiff" run "$tmp/feta.toml" --out "$tmp/feta" --nproc 2 2>&1) || code
 [ "$code" = 2 ] || fail "central_images on 2 processes: exit $code: $out"
 grep -q "runs in one process only" <<<"$out" || fail "no one-process message: $out"
 [ ! -e "$tmp/feta/ledger.json" ] || fail "a refused run wrote a ledger"
+# Refusals are said once, not by every rank: a used --out (rank 0's check), a backend this build lacks.
+code=0
+out=$("$privdiff" run "$tmp/dpdm.toml" --out "$tmp/dpdm-2" --nproc 2 2>&1) || code=$?
+[ "$code" = 2 ] || fail "a used --out on 2 processes: exit $code: $out"
+[ "$(grep -c . <<<"$out")" = 1 ] && grep -q "already exists and is not empty" <<<"$out" || fail "not one message: $out"
+code=0
+out=$("$privdiff" run "$tmp/dpdm.toml" --out "$tmp/nccl" --nproc 2 --set 'run.backend="nccl"' --set 'run.device="cpu"' 2>&1) || code=$?
+[ "$code" = 2 ] && [ "$(grep -c . <<<"$out")" = 1 ] && grep -q 'backend = "nccl"' <<<"$out" || fail "nccl on the CPU: exit $code: $out"
 echo "1 passed, 0 failed"
