@@ -2,6 +2,7 @@
 // autograd), in float64, for every layer type and the stride/padding/dilation/groups variants UNets
 // use, for a small UNet-shaped network with GroupNorm and self-attention, and for grouped rows
 // (noise multiplicity K > 1), where each example's gradient is that of its K-averaged loss.
+#include <privdiff/diffusion/spatial_transformer.hpp>
 #include <privdiff/engine/clipping.hpp>
 #include <privdiff/engine/fast_gradient_clipping.hpp>
 #include <privdiff/engine/per_example_gradients.hpp>
@@ -187,6 +188,41 @@ TEST(PerExampleGradients, UnetShapedNetworkWithGroupNormAndSelfAttention) {
   expect_matches_oracle(net, randn({4, 1, 8, 8}));
 }
 
+// LDM's transformer block (what DP-LDM fine-tunes): self- and cross-attention with two heads, GEGLU,
+// LayerNorms, GroupNorm; the context tokens are a function of each example. Random weights
+// everywhere (proj_out starts at zero, which would hide every gradient behind it).
+struct TransformerNet : Net {
+  std::shared_ptr<privdiff::sdk::diffusion::SpatialTransformer> block;
+  std::shared_ptr<Linear> context;
+  TransformerNet() {
+    block = register_module("block", std::make_shared<privdiff::sdk::diffusion::SpatialTransformer>(
+                                         privdiff::sdk::diffusion::SpatialTransformerConfig{8, 2, 3, 1, 5}));
+    context = register_module("context", std::make_shared<Linear>(8, 10));
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
+    torch::NoGradGuard no_grad;
+    for (auto& p : parameters()) p.copy_(at::randn(p.sizes(), gen, p.options()) * 0.4);
+    body = [this](const at::Tensor& x) {
+      const at::Tensor tokens = context->forward(x.mean({2, 3})).reshape({x.size(0), 2, 5});  // [N, 2, 5]
+      return block->forward(x, tokens);
+    };
+  }
+};
+
+TEST(PerExampleGradients, SpatialTransformerWithCrossAttentionAndGeglu) {
+  TransformerNet net;
+  expect_matches_oracle(net, randn({4, 8, 3, 3}));
+  expect_matches_oracle(net, randn({3 * 2, 8, 3, 3}), /*group=*/2);  // K = 2
+  EXPECT_EQ(net.block->forward(randn({2, 8, 3, 3}), randn({2, 2, 5})).sizes(),
+            (std::vector<std::int64_t>{2, 8, 3, 3}));
+}
+
+TEST(PerExampleGradients, ANewSpatialTransformerIsTheIdentity) {
+  privdiff::sdk::diffusion::SpatialTransformer block({8, 2, 4, 2, 6});
+  block.to(at::kDouble);
+  const at::Tensor x = randn({2, 8, 4, 4});
+  EXPECT_TRUE(at::equal(block.forward(x, randn({2, 3, 6})), x));
+}
+
 TEST(PerExampleGradients, GroupedRowsGiveTheGradientOfEachExamplesAveragedLoss) {
   TinyUnet net;
   expect_matches_oracle(net, randn({3 * 4, 1, 8, 8}), /*group=*/4);  // 3 examples x K = 4
@@ -245,12 +281,15 @@ TEST(PerExampleGradients, EmptyBatch) {
 
 // Fast gradient clipping gives the same clipped sum (and norms) as clipping the materialised
 // per-example gradients, flat and per layer, with and without grouping.
-TEST(FastGradientClipping, EqualsClippingTheOraclesPerExampleGradients) {
+void expect_fast_clipping_matches_oracle(const std::function<std::shared_ptr<Net>()>& make,
+                                         std::vector<std::int64_t> example_shape) {
   for (std::int64_t group : {1, 3}) {
     for (auto mode : {ClipMode::flat, ClipMode::per_layer}) {
-      TinyUnet net;
+      const std::shared_ptr<Net> made = make();
+      Net& net = *made;
       net.to(at::kDouble);
-      const at::Tensor x = randn({4 * group, 1, 8, 8});
+      example_shape[0] = 4 * group;
+      const at::Tensor x = randn(example_shape);
       const RowLoss loss = make_loss(net, x, group);
       const auto fast = clipped_gradient_sum(net, loss, 4, group, 0.05, mode);
       const auto reference = clip_and_sum(micro_batch_per_example_gradients(net, loss, 4, group), 0.05, mode);
@@ -263,6 +302,12 @@ TEST(FastGradientClipping, EqualsClippingTheOraclesPerExampleGradients) {
       }
     }
   }
+}
+
+TEST(FastGradientClipping, EqualsClippingTheOraclesPerExampleGradients) {
+  expect_fast_clipping_matches_oracle([] { return std::make_shared<TinyUnet>(); }, {0, 1, 8, 8});
+  // DP-LDM's fine-tuned block
+  expect_fast_clipping_matches_oracle([] { return std::make_shared<TransformerNet>(); }, {0, 8, 3, 3});
 }
 
 // A weight shared by two layers (tied weights, as LoRA, LDMs and plugin authors create): its
