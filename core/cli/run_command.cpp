@@ -44,7 +44,7 @@ std::vector<std::string> without_nproc(const std::vector<std::string>& arguments
 
 // Joins this process to the run's other ranks when torchrun's variables say it is one of several.
 std::unique_ptr<sdk::Collective> join_other_ranks(const std::optional<ProcessPlace>& place, const Recipe& recipe) {
-  if (!place || place->world_size < 2) return nullptr;
+  if (!place) return nullptr;  // WORLD_SIZE=1 too: a group of one (e.g. timing NCCL on one GPU)
   const c10::Device device = sdk::engine::resolve_device(recipe.run.get_string("device"));
   return connect_processes(*place, recipe.run.get_string("backend"), device,
                            std::chrono::seconds(recipe.run.get_int("collective_timeout")));
@@ -103,7 +103,7 @@ CLI::App* add_run_command(CLI::App& app, const GlobalOptions& global, int& exit_
     }
     ComponentRegistry registry;
     const Recipe recipe = load_recipe(recipe_file, args->overrides, global, registry);
-    if (args->nproc > 1 || (place && place->world_size > 1)) {
+    if (args->nproc > 1 || place) {
       try {  // a recipe the ranks cannot run is refused once, here, not by every rank
         choose_backend(recipe.run.get_string("backend"), sdk::engine::resolve_device(recipe.run.get_string("device")));
       } catch (const std::exception& e) {

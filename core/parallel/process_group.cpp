@@ -141,11 +141,9 @@ std::optional<ProcessPlace> process_place_from_environment() {
   }
   p.local_rank = integer_variable("LOCAL_RANK", 0, 0);
   p.local_world_size = integer_variable("LOCAL_WORLD_SIZE", 1, 1);
-  if (p.world_size > 1) {
-    p.master_addr = variable("MASTER_ADDR").value_or("");
-    if (p.master_addr.empty()) throw std::invalid_argument("MASTER_ADDR is not set (where rank 0 listens)");
-    p.master_port = integer_variable("MASTER_PORT", 1);
-  }
+  p.master_addr = variable("MASTER_ADDR").value_or("");
+  if (p.master_addr.empty()) throw std::invalid_argument("MASTER_ADDR is not set (where rank 0 listens)");
+  p.master_port = integer_variable("MASTER_PORT", 1);
   return p;
 }
 

@@ -753,7 +753,7 @@ void RunOrchestrator::run_stage(Session& s, std::size_t i) {
   sdk::StageContext context{*components_.model, s.stage_data(recipe_, i), s.summary.ledger,
                             static_cast<std::uint64_t>(recipe_.run.get_int("seed")) + i, {}};
   context.stage_index = static_cast<std::int64_t>(i);
-  if (s.options.collective && s.options.collective->world_size() > 1) context.collective = s.options.collective;
+  context.collective = s.options.collective;
   if (mechanism.released_examples(s.stage_size(i), context.data.num_classes()) > 0) {
     const std::int64_t classes = context.data.num_classes();
     context.release = [this, &s, name, classes](const at::Tensor& images, const at::Tensor& labels) {

@@ -66,6 +66,10 @@ done
 wait %1 || fail "torchrun form, rank 0: $(cat "$tmp/rank0.log")"
 wait %2 || fail "torchrun form, rank 1: $(cat "$tmp/rank1.log")"
 same_run "$tmp/dpdm-1" "$tmp/torchrun" "torchrun variables"
+# A group of one (torchrun --nproc-per-node 1): through the collectives, the same run.
+RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$privdiff" run "$tmp/dpdm.toml" --out "$tmp/one" \
+  > "$tmp/log" 2>&1 || fail "a group of one: $(cat "$tmp/log")"
+same_run "$tmp/dpdm-1" "$tmp/one" "a process group of one"
 
 # Stopped on 2 processes, resumed on 1: the run it would have been.
 code=0

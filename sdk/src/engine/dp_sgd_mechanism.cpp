@@ -209,7 +209,7 @@ void DpSgdMechanism::run(StageContext& context) {
   }
   at::Generator loss_generator = at::make_generator<at::CPUGeneratorImpl>(loss_seed);
   // A data-parallel run: rank 0 samples and noises, every rank trains its share of the chunks.
-  Collective* ranks = context.collective && context.collective->world_size() > 1 ? context.collective : nullptr;
+  Collective* ranks = context.collective;
   const int rank = ranks ? ranks->rank() : 0;
   const int world = ranks ? ranks->world_size() : 1;
 

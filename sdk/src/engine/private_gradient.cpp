@@ -35,7 +35,7 @@ std::vector<at::Tensor> PrivateGradient::finish(double noise_multiplier, double 
   if (!(expected_batch_size > 0)) throw std::invalid_argument("the expected batch size must be > 0");
   finished_ = true;
   std::vector<at::Tensor> out;
-  if (ranks_ && ranks_->world_size() > 1) {
+  if (ranks_) {
     // Noise once per logical step, not once per rank: rank 0 adds it to its part of the sum before
     // the all-reduce (one collective), the others add none.
     if (ranks_->rank() == 0) {
