@@ -1,5 +1,7 @@
 #include <privdiff/diffusion/unet.hpp>
 
+#include <privdiff/diffusion/spatial_transformer.hpp>
+
 #include <ATen/ATen.h>
 #include <torch/types.h>
 
@@ -77,7 +79,20 @@ Unet::Unet(UnetConfig config) : config_(std::move(config)) {
   const std::int64_t nf = c.channels, emb = 4 * nf;
   sigma_mlp1_ = register_module("sigma_mlp1", std::make_shared<Linear>(nf, emb));
   sigma_mlp2_ = register_module("sigma_mlp2", std::make_shared<Linear>(emb, emb));
-  if (c.num_classes > 0) class_embedding_ = register_module("class_embedding", std::make_shared<engine::Embedding>(c.num_classes + 1, emb));
+  const bool transformers = c.transformer_heads > 0;
+  if (transformers && c.num_classes <= 0) {
+    throw std::invalid_argument("transformer attention cross-attends to the class embedding: it needs num_classes > 0 "
+                                "(an unconditional model uses self-attention blocks)");
+  }
+  const std::int64_t context_dim = c.context_dim > 0 ? c.context_dim : emb;
+  if (c.num_classes > 0) {
+    class_embedding_ = register_module(
+        "class_embedding", std::make_shared<engine::Embedding>(c.num_classes + 1, transformers ? context_dim : emb));
+  }
+  auto transformer = [&](std::int64_t channels) {
+    return std::make_shared<SpatialTransformer>(SpatialTransformerConfig{
+        channels, c.transformer_heads, c.transformer_head_dim, c.transformer_depth, context_dim});
+  };
   conv_in_ = register_module("conv_in", conv3(c.image_channels, nf));
   roles_ = {{"sigma_mlp", {"embedding", -1}}, {"class_embedding", {"conditioning", -1}}, {"conv_in", {"io", -1}}};
 
@@ -95,12 +110,18 @@ Unet::Unet(UnetConfig config) : config_(std::move(config)) {
     stage.blocks.push_back(register_module(name, std::make_shared<ResidualBlock>(in, out, emb, c.dropout)));
     name_block(name, false);
     std::shared_ptr<AttentionBlock> attention;
+    std::shared_ptr<SpatialTransformer> spatial;
     if (has_attention(at_resolution)) {
       const std::string aname = prefix + "_attn" + std::to_string(b);
-      attention = register_module(aname, std::make_shared<AttentionBlock>(out));
+      if (transformers) {
+        spatial = register_module(aname, transformer(out));
+      } else {
+        attention = register_module(aname, std::make_shared<AttentionBlock>(out));
+      }
       name_block(aname, true);
     }
     stage.attention.push_back(attention);
+    stage.transformers.push_back(spatial);
   };
   std::vector<std::int64_t> skip_channels{nf};
   std::vector<std::int64_t> level_resolution;
@@ -125,7 +146,11 @@ Unet::Unet(UnetConfig config) : config_(std::move(config)) {
   }
   mid1_ = register_module("mid_res0", std::make_shared<ResidualBlock>(ch, ch, emb, c.dropout));
   name_block("mid_res0", false);
-  mid_attention_ = register_module("mid_attn", std::make_shared<AttentionBlock>(ch));
+  if (transformers) {
+    mid_transformer_ = register_module("mid_attn", transformer(ch));
+  } else {
+    mid_attention_ = register_module("mid_attn", std::make_shared<AttentionBlock>(ch));
+  }
   name_block("mid_attn", true);
   mid2_ = register_module("mid_res1", std::make_shared<ResidualBlock>(ch, ch, emb, c.dropout));
   name_block("mid_res1", false);
@@ -161,17 +186,27 @@ at::Tensor Unet::forward(const at::Tensor& x, const at::Tensor& c_noise, const a
   const at::Tensor args = c_noise.to(x.scalar_type()).unsqueeze(1) * freqs.unsqueeze(0);
   at::Tensor emb = at::cat({at::sin(args), at::cos(args)}, 1);
   emb = sigma_mlp2_->forward(at::silu(sigma_mlp1_->forward(emb)));
+  at::Tensor context;  // transformer mode: the class embedding as one context token [N, 1, context_dim]
   if (class_embedding_) {
     const at::Tensor l = labels.defined() ? labels : at::full({x.size(0)}, config_.num_classes, at::kLong);
-    emb = emb + class_embedding_->forward(l.to(at::kLong).to(x.device()));
+    const at::Tensor class_emb = class_embedding_->forward(l.to(at::kLong).to(x.device()));
+    if (config_.transformer_heads > 0) {
+      context = class_emb.unsqueeze(1);
+    } else {
+      emb = emb + class_emb;
+    }
   }
+  auto attend = [&](const Stage& stage, std::size_t b, const at::Tensor& h) {
+    if (stage.attention[b]) return stage.attention[b]->forward(h);
+    if (stage.transformers[b]) return stage.transformers[b]->forward(h, context);
+    return h;
+  };
   std::vector<at::Tensor> skips;
   at::Tensor h = conv_in_->forward(x);
   skips.push_back(h);
   for (auto& stage : down_) {
     for (std::size_t b = 0; b < stage.blocks.size(); ++b) {
-      h = stage.blocks[b]->forward(h, emb);
-      if (stage.attention[b]) h = stage.attention[b]->forward(h);
+      h = attend(stage, b, stage.blocks[b]->forward(h, emb));
       skips.push_back(h);
     }
     if (stage.resample) {
@@ -179,12 +214,14 @@ at::Tensor Unet::forward(const at::Tensor& x, const at::Tensor& c_noise, const a
       skips.push_back(h);
     }
   }
-  h = mid2_->forward(mid_attention_->forward(mid1_->forward(h, emb)), emb);
+  h = mid1_->forward(h, emb);
+  h = mid_attention_ ? mid_attention_->forward(h) : mid_transformer_->forward(h, context);
+  h = mid2_->forward(h, emb);
   for (auto& stage : up_) {
     for (std::size_t b = 0; b < stage.blocks.size(); ++b) {
       h = stage.blocks[b]->forward(at::cat({h, skips.back()}, 1), emb);
       skips.pop_back();
-      if (stage.attention[b]) h = stage.attention[b]->forward(h);
+      h = attend(stage, b, h);
     }
     if (stage.resample) {
       const auto& target = skips.back();  // the resolution of the next level up

@@ -3,6 +3,7 @@
 // use, for a small UNet-shaped network with GroupNorm and self-attention, and for grouped rows
 // (noise multiplicity K > 1), where each example's gradient is that of its K-averaged loss.
 #include <privdiff/diffusion/spatial_transformer.hpp>
+#include <privdiff/diffusion/unet.hpp>
 #include <privdiff/engine/clipping.hpp>
 #include <privdiff/engine/fast_gradient_clipping.hpp>
 #include <privdiff/engine/per_example_gradients.hpp>
@@ -64,7 +65,10 @@ void expect_matches_oracle(Net& net, const at::Tensor& inputs, std::int64_t grou
   ASSERT_FALSE(fast.params.empty());
   EXPECT_LT(max_relative_error(fast, oracle), 1e-6);
   // And every gradient is non-trivial (the test would otherwise prove nothing).
-  for (const auto& g : fast.grads) EXPECT_GT(g.abs().max().item<double>(), 1e-8);
+  for (std::size_t j = 0; j < fast.grads.size(); ++j) {
+    EXPECT_GT(fast.grads[j].abs().max().item<double>(), 1e-8) << "parameter " << j << " of shape "
+                                                               << fast.params[j].sizes();
+  }
 }
 
 at::Tensor randn(std::vector<std::int64_t> shape) {
@@ -214,6 +218,56 @@ TEST(PerExampleGradients, SpatialTransformerWithCrossAttentionAndGeglu) {
   expect_matches_oracle(net, randn({3 * 2, 8, 3, 3}), /*group=*/2);  // K = 2
   EXPECT_EQ(net.block->forward(randn({2, 8, 3, 3}), randn({2, 2, 5})).sizes(),
             (std::vector<std::int64_t>{2, 8, 3, 3}));
+}
+
+// DP-LDM's latent UNet: residual blocks and SpatialTransformers cross-attending to the class
+// embedding, at both levels and in the middle (random weights: the transformers' zero-initialised
+// output projections would hide every gradient behind them).
+struct TransformerUnetNet : Net {
+  std::shared_ptr<privdiff::sdk::diffusion::Unet> unet;
+  TransformerUnetNet() {
+    privdiff::sdk::diffusion::UnetConfig c{3, 4, 8, {1, 2}, 1, {4, 2}, 0.0, 3};
+    c.transformer_heads = 2;
+    c.transformer_head_dim = 4;
+    c.context_dim = 6;
+    unet = register_module("unet", std::make_shared<privdiff::sdk::diffusion::Unet>(c));
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(13);
+    torch::NoGradGuard no_grad;
+    for (auto& p : parameters()) p.copy_(at::randn(p.sizes(), gen, p.options()) * 0.3);
+    // One context token: the cross-attention weights are softmax over one key = 1, so its query and
+    // key projections, and the LayerNorm in front of it, get no gradient at all (in LDM's
+    // class-conditional models too). Frozen here so that the comparison covers what learns.
+    for (auto& p : named_parameters()) {
+      const auto& name = p.key();
+      if (name.find("attn2.to_q") != std::string::npos || name.find("attn2.to_k") != std::string::npos ||
+          (name.find("norm2.") != std::string::npos && name.find("_attn") != std::string::npos)) {
+        p.value().set_requires_grad(false);
+      }
+    }
+    body = [this](const at::Tensor& x) {
+      const at::Tensor labels = (x.flatten(1).sum(1).abs() * 3).floor().remainder(4).to(at::kLong);  // 3 = no label
+      return unet->forward(x, x.flatten(1).mean(1), labels);
+    };
+  }
+};
+
+TEST(PerExampleGradients, TransformerUnetOfLatentDiffusion) {
+  TransformerUnetNet net;
+  expect_matches_oracle(net, randn({3, 3, 4, 4}));
+  expect_matches_oracle(net, randn({2 * 2, 3, 4, 4}), /*group=*/2);
+  int attention = 0, conditioning = 0;
+  for (const auto& info : net.unet->parameters_with_roles()) {
+    if (info.name.find("attn2.to_k") != std::string::npos) {
+      EXPECT_EQ(info.role, "attention") << info.name;
+    }
+    attention += info.role == "attention";
+    conditioning += info.role == "conditioning";
+  }
+  EXPECT_GT(attention, 0);
+  EXPECT_EQ(conditioning, 1);  // the class embedder, which DP-LDM fine-tunes with the transformers
+  privdiff::sdk::diffusion::UnetConfig unconditional{3, 4, 8, {1, 2}, 1, {4}, 0.0, 0};
+  unconditional.transformer_heads = 2;
+  EXPECT_THROW(privdiff::sdk::diffusion::Unet{unconditional}, std::invalid_argument);
 }
 
 TEST(PerExampleGradients, ANewSpatialTransformerIsTheIdentity) {

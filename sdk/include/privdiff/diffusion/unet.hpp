@@ -29,10 +29,18 @@ struct UnetConfig {
   std::vector<std::int64_t> attention_resolutions{7};
   double dropout = 0.0;
   std::int64_t num_classes = 10;  ///< 0: unconditional; else labels in [0, num_classes), num_classes = null label
+  /// 0: self-attention blocks (DDPM++, as DPDM). > 0: LDM's SpatialTransformers with this many
+  /// heads at the attention resolutions (and in the middle), cross-attending to the class embedding
+  /// as a context token (which then is not added to the noise-level embedding) — DP-LDM's model.
+  std::int64_t transformer_heads = 0;
+  std::int64_t transformer_head_dim = 32;
+  std::int64_t transformer_depth = 1;
+  std::int64_t context_dim = 0;  ///< width of the class context token; 0: 4 * channels
 };
 
 class ResidualBlock;
 class AttentionBlock;
+class SpatialTransformer;
 
 class PRIVDIFF_SDK_API Unet : public torch::nn::Module {
  public:
@@ -57,11 +65,13 @@ class PRIVDIFF_SDK_API Unet : public torch::nn::Module {
   struct Stage {
     std::vector<std::shared_ptr<ResidualBlock>> blocks;
     std::vector<std::shared_ptr<AttentionBlock>> attention;  ///< parallel to blocks; null where none
+    std::vector<std::shared_ptr<SpatialTransformer>> transformers;  ///< the same, in transformer mode
     std::shared_ptr<engine::Conv2d> resample;                ///< down (stride 2) or up (after upsampling)
   };
   std::vector<Stage> down_, up_;
   std::shared_ptr<ResidualBlock> mid1_, mid2_;
   std::shared_ptr<AttentionBlock> mid_attention_;
+  std::shared_ptr<SpatialTransformer> mid_transformer_;
   std::vector<std::pair<std::string, std::pair<std::string, int>>> roles_;  // parameter-name prefix -> role, block
 };
 
