@@ -267,6 +267,29 @@ void agree_to_start(sdk::Collective& ranks, const std::string& refused) {
   throw RunRefused(ranks.rank() == 0 || !rank0_refused ? refused : "");
 }
 
+// Every rank must run rank 0's run: the same resolved recipe (a rank started with other --set
+// values would train another σ or schedule) and the same data (a node reading other files would
+// train on records rank 0's ledger is not about). Checked on a hash of both, before anything is
+// written; a rank that differs refuses the run on every rank.
+void same_run_as_rank0(sdk::Collective& ranks, const std::string& recipe_and_data) {
+  std::uint64_t h = 0;
+  std::istringstream(content_hash(recipe_and_data)) >> std::hex >> h;
+  at::Tensor rank0 = at::full({1}, static_cast<std::int64_t>(h), at::kLong);
+  ranks.broadcast(rank0, 0);
+  const bool differs = static_cast<std::uint64_t>(rank0.item<std::int64_t>()) != h;
+  std::vector<at::Tensor> count{at::full({1}, differs ? 1 : 0, at::kLong)};
+  ranks.all_reduce_sum(count);
+  const std::int64_t others = count[0].item<std::int64_t>();
+  if (others == 0) return;
+  if (differs) {
+    throw RunRefused("its recipe (with --set) or its data differ from rank 0's: every rank must run the same "
+                     "recipe on the same data");
+  }
+  throw RunRefused(ranks.rank() == 0 ? std::to_string(others) + " rank(s) run another recipe or other data than "
+                                       "rank 0 (their messages are above); nothing was written"
+                                     : "");
+}
+
 }  // namespace
 
 RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, const RunOptions& options) {
@@ -622,6 +645,7 @@ void RunOrchestrator::open_run_directory(Session& s) {
     auto& use = components_.mechanisms[i]->is_private() ? s.private_use : s.public_use;
     if (std::find(use.begin(), use.end(), fp) == use.end()) use.push_back(fp);
   }
+  if (s.options.collective) same_run_as_rank0(*s.options.collective, s.recipe_sha + "|" + s.data_fingerprint);
   if (!s.options.resume && !s.writes()) {
     // Another rank of a multi-process run: rank 0 writes the directory; this one only trains.
   } else if (!s.options.resume) {

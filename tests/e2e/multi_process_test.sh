@@ -66,6 +66,20 @@ done
 wait %1 || fail "torchrun form, rank 0: $(cat "$tmp/rank0.log")"
 wait %2 || fail "torchrun form, rank 1: $(cat "$tmp/rank1.log")"
 same_run "$tmp/dpdm-1" "$tmp/torchrun" "torchrun variables"
+# Every rank must run rank 0's run: a rank started with another --set is refused, on every rank,
+# before anything is written.
+for rank in 0 1; do
+  extra=(); [ $rank = 1 ] && extra=(--set stage.0.steps=5)
+  RANK=$rank LOCAL_RANK=$rank WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    "$privdiff" run "$tmp/dpdm.toml" --out "$tmp/mixed" "${extra[@]}" > "$tmp/mixed$rank.log" 2>&1 &
+done
+code0=0 code1=0
+wait %1 || code0=$?
+wait %2 || code1=$?
+[ "$code0" = 2 ] && [ "$code1" = 2 ] || fail "mixed recipes: exit $code0/$code1: $(cat "$tmp"/mixed*.log)"
+grep -q "rank 1: its recipe (with --set) or its data differ from rank 0's" "$tmp/mixed1.log" \
+  || fail "rank 1 does not say why: $(cat "$tmp/mixed1.log")"
+[ ! -e "$tmp/mixed" ] || fail "a refused multi-process run wrote its directory"
 # A group of one (torchrun --nproc-per-node 1): through the collectives, the same run.
 RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$privdiff" run "$tmp/dpdm.toml" --out "$tmp/one" \
   > "$tmp/log" 2>&1 || fail "a group of one: $(cat "$tmp/log")"
