@@ -277,17 +277,9 @@ void same_run_as_rank0(sdk::Collective& ranks, const std::string& recipe_and_dat
   at::Tensor rank0 = at::full({1}, static_cast<std::int64_t>(h), at::kLong);
   ranks.broadcast(rank0, 0);
   const bool differs = static_cast<std::uint64_t>(rank0.item<std::int64_t>()) != h;
-  std::vector<at::Tensor> count{at::full({1}, differs ? 1 : 0, at::kLong)};
-  ranks.all_reduce_sum(count);
-  const std::int64_t others = count[0].item<std::int64_t>();
-  if (others == 0) return;
-  if (differs) {
-    throw RunRefused("its recipe (with --set) or its data differ from rank 0's: every rank must run the same "
-                     "recipe on the same data");
-  }
-  throw RunRefused(ranks.rank() == 0 ? std::to_string(others) + " rank(s) run another recipe or other data than "
-                                       "rank 0 (their messages are above); nothing was written"
-                                     : "");
+  agree_to_start(ranks, differs ? "its recipe (with --set) or its data differ from rank 0's: every rank must run "
+                                  "the same recipe on the same data"
+                                : "");
 }
 
 }  // namespace
