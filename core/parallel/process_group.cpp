@@ -1,5 +1,7 @@
 #include "parallel/process_group.hpp"
 
+#include "run/error_text.hpp"
+
 #ifdef PRIVDIFF_WITH_GLOO
 #ifndef USE_C10D_GLOO
 #define USE_C10D_GLOO
@@ -49,12 +51,6 @@ int integer_variable(const char* name, int minimum, std::optional<int> fallback 
     throw std::invalid_argument(std::string(name) + "=" + *text + ": expected an integer >= " + std::to_string(minimum));
   }
   return static_cast<int>(value);
-}
-
-std::string first_line(const std::exception& e) {
-  std::string what = e.what();
-  if (const auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
-  return what;
 }
 
 // The process group as the engine needs it. Held through two closures: LibTorch 1.13's

@@ -1,6 +1,7 @@
 #include "run/run_checkpoint.hpp"
 
 #include "run/atomic_file.hpp"
+#include "run/error_text.hpp"
 
 #include <privdiff/engine/device.hpp>
 
@@ -46,13 +47,6 @@ std::string trailer_for(const std::string& archive) {
   for (int byte = 0; byte < 8; ++byte) trailer.push_back(static_cast<char>((h >> (8 * byte)) & 0xFF));
   return trailer;
 }
-
-std::string what_of(const std::exception& e) {
-  // LibTorch errors carry a C++ backtrace after the first line; keep the message only.
-  std::string what = e.what();
-  if (const auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
-  return what;
-}
 }  // namespace
 
 std::string content_hash(const std::string& text) {
@@ -85,7 +79,7 @@ torch::serialize::InputArchive open_checkpoint_archive(const fs::path& path, con
   try {
     archive.load_from(contents.data(), archive_size, device);
   } catch (const std::exception& e) {
-    throw std::runtime_error(path.string() + ": not a readable privdiff checkpoint (" + what_of(e) + ")");
+    throw std::runtime_error(path.string() + ": not a readable privdiff checkpoint (" + first_line(e) + ")");
   }
   return archive;
 }
@@ -120,7 +114,7 @@ void save_checkpoint_archive(const fs::path& path, torch::serialize::OutputArchi
   try {
     archive.save_to(bytes);
   } catch (const std::exception& e) {
-    throw std::runtime_error("cannot serialise checkpoint " + path.string() + ": " + what_of(e));
+    throw std::runtime_error("cannot serialise checkpoint " + path.string() + ": " + first_line(e));
   }
   std::string contents = bytes.str();
   contents += trailer_for(contents);
@@ -140,7 +134,7 @@ auto reading(const fs::path& path, Read&& read) -> decltype(read()) {
   } catch (const std::runtime_error&) {
     throw;
   } catch (const std::exception& e) {
-    throw std::runtime_error(path.string() + ": damaged privdiff checkpoint (" + what_of(e) + ")");
+    throw std::runtime_error(path.string() + ": damaged privdiff checkpoint (" + first_line(e) + ")");
   }
 }
 
@@ -162,7 +156,7 @@ void load_model(torch::serialize::InputArchive& archive, sdk::Model& model, cons
     model.module().load(model_archive);
   } catch (const std::exception& e) {
     throw std::runtime_error(path.string() + ": the checkpoint's weights do not fit this recipe's model (" +
-                             what_of(e) + ")");
+                             first_line(e) + ")");
   }
 }
 

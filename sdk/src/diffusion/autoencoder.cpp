@@ -1,5 +1,7 @@
 #include <privdiff/diffusion/autoencoder.hpp>
 
+#include "norm_groups.hpp"
+
 #include <ATen/ATen.h>
 #include <torch/types.h>
 
@@ -15,13 +17,6 @@ using engine::Conv2dOptions;
 using engine::GroupNorm;
 
 namespace {
-
-std::int64_t norm_groups(std::int64_t channels) {
-  for (std::int64_t g = std::min<std::int64_t>(32, channels); g > 1; --g) {
-    if (channels % g == 0) return g;
-  }
-  return 1;
-}
 
 std::shared_ptr<Conv2d> conv3(std::int64_t in, std::int64_t out, std::int64_t stride = 1) {
   return std::make_shared<Conv2d>(Conv2dOptions{in, out, {3, 3}, {stride, stride}, {1, 1}});

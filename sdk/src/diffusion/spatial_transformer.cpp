@@ -1,5 +1,7 @@
 #include <privdiff/diffusion/spatial_transformer.hpp>
 
+#include "norm_groups.hpp"
+
 #include <ATen/ATen.h>
 #include <torch/types.h>
 
@@ -64,15 +66,6 @@ at::Tensor TransformerBlock::forward(const at::Tensor& x, const at::Tensor& cont
   h = h + attn2_->forward(norm2_->forward(h), context);
   return h + ff_->forward(norm3_->forward(h));
 }
-
-namespace {
-std::int64_t norm_groups(std::int64_t channels) {
-  for (std::int64_t g = std::min<std::int64_t>(32, channels); g > 1; --g) {
-    if (channels % g == 0) return g;
-  }
-  return 1;
-}
-}  // namespace
 
 SpatialTransformer::SpatialTransformer(const SpatialTransformerConfig& c) {
   if (c.depth < 1) throw std::invalid_argument("spatial transformer: depth must be >= 1");
