@@ -1,9 +1,12 @@
 // privdiff params RECIPE [--set key=value]...: which parameters each stage trains, grouped by role
-// and block, as the stage's parameter selection (train, train_roles, train_blocks, train_pattern)
+// and block (with DP-LDM's attention numbers), as the stage's parameter selection (train, train_roles,
+// train_blocks, train_attention_from, train_pattern)
 // and the model's LoRA adapters make them.
 #include "cli/command_setup.hpp"
 #include "cli/commands.hpp"
 #include "run/composed_run.hpp"
+
+#include <privdiff/engine/parameter_selection.hpp>
 
 #include <algorithm>
 #include <iomanip>
@@ -16,19 +19,37 @@ namespace {
 struct Group {
   std::string role;
   int block;
+  int attention;  ///< DP-LDM's number of an attention block (train_attention_from), 0 for none
   std::int64_t total = 0, trainable = 0;
-  std::string first_name;
+  std::string module;  ///< the dotted name prefix its parameters share
+  std::string first;   ///< the module of its first parameter
+  std::string shown() const { return !module.empty() ? module : first + ", …"; }
 };
+
+// The longest dotted prefix `a` and `b` share ("unet.down0_res0" of two of its weights).
+std::string common_module(const std::string& a, const std::string& b) {
+  std::size_t end = 0;
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()) && a[i] == b[i]; ++i) {
+    if (a[i] == '.') end = i;
+  }
+  return a.substr(0, end);
+}
 
 void print_stage(sdk::Model& model, std::ostream& out) {
   std::vector<Group> groups;
   std::int64_t total = 0, trainable = 0;
-  for (const auto& p : model.parameters_with_roles()) {
+  const auto parameters = model.parameters_with_roles();
+  const auto numbers = sdk::engine::attention_numbers(parameters);
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    const sdk::ParameterInfo& p = parameters[i];
     auto it = std::find_if(groups.begin(), groups.end(),
                            [&](const Group& g) { return g.role == p.role && g.block == p.block_index; });
     if (it == groups.end()) {
-      groups.push_back(Group{p.role, p.block_index, 0, 0, p.name.substr(0, p.name.find('.'))});
+      const std::string module = p.name.substr(0, p.name.rfind('.'));
+      groups.push_back(Group{p.role, p.block_index, numbers[i], 0, 0, module, module});
       it = groups.end() - 1;
+    } else {
+      it->module = common_module(it->module + ".", p.name);
     }
     const std::int64_t n = p.parameter.numel();
     it->total += n;
@@ -38,12 +59,13 @@ void print_stage(sdk::Model& model, std::ostream& out) {
       trainable += n;
     }
   }
-  out << "  " << std::left << std::setw(16) << "role" << std::right << std::setw(6) << "block" << std::setw(12)
-      << "parameters" << std::setw(12) << "trainable" << "  module\n";
+  out << "  " << std::left << std::setw(16) << "role" << std::right << std::setw(6) << "block" << std::setw(6)
+      << "attn" << std::setw(12) << "parameters" << std::setw(12) << "trainable" << "  module\n";
   for (const auto& g : groups) {
     out << "  " << std::left << std::setw(16) << g.role << std::right << std::setw(6)
-        << (g.block < 0 ? std::string("-") : std::to_string(g.block)) << std::setw(12) << g.total << std::setw(12)
-        << g.trainable << "  " << g.first_name << "\n";
+        << (g.block < 0 ? std::string("-") : std::to_string(g.block)) << std::setw(6)
+        << (g.attention == 0 ? std::string("-") : std::to_string(g.attention)) << std::setw(12) << g.total
+        << std::setw(12) << g.trainable << "  " << g.shown() << "\n";
   }
   out << "  trainable " << trainable << " of " << total << " parameters\n";
 }

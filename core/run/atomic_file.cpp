@@ -42,17 +42,33 @@ void write_file_atomically(const fs::path& path, const std::string& contents) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("replace");
 }
 
+namespace {
+bool is_temporary_file(const fs::directory_entry& entry) {  // NAME.tmp.PID, as write_file_atomically names them
+  std::error_code ec;
+  const std::string name = entry.path().filename().string();
+  const auto at = name.rfind(".tmp.");
+  if (at == std::string::npos || at + 5 == name.size() || !entry.is_regular_file(ec)) return false;
+  return name.find_first_not_of("0123456789", at + 5) == std::string::npos;
+}
+}  // namespace
+
 int remove_stale_temporary_files(const fs::path& dir) {
   int removed = 0;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    const auto at = name.rfind(".tmp.");
-    if (at == std::string::npos || at + 5 == name.size() || !entry.is_regular_file(ec)) continue;
-    if (name.find_first_not_of("0123456789", at + 5) != std::string::npos) continue;  // not NAME.tmp.PID
-    if (fs::remove(entry.path(), ec)) ++removed;
+    if (is_temporary_file(entry) && fs::remove(entry.path(), ec)) ++removed;
   }
   return removed;
+}
+
+bool holds_only_temporary_files(const fs::path& dir) {
+  std::error_code ec;
+  bool any = false;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (!is_temporary_file(entry)) return false;
+    any = true;
+  }
+  return any && !ec;
 }
 
 std::string read_file(const fs::path& path) {

@@ -14,6 +14,10 @@ void write_file_atomically(const std::filesystem::path& path, const std::string&
 /// killed mid-write (for a directory no live process is writing into). Returns how many.
 int remove_stale_temporary_files(const std::filesystem::path& dir);
 
+/// True when `dir` holds nothing but such `NAME.tmp.PID` files (a run killed while writing its
+/// first file): as good as empty once they are removed.
+bool holds_only_temporary_files(const std::filesystem::path& dir);
+
 /// Reads a whole file; throws std::runtime_error naming the path when it cannot.
 std::string read_file(const std::filesystem::path& path);
 

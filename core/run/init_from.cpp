@@ -1,16 +1,37 @@
 #include "run/init_from.hpp"
 
+#include "recipe/recipe_text_guard.hpp"
 #include "run/atomic_file.hpp"
 #include "run/run_checkpoint.hpp"
 #include "run/run_ledger.hpp"
 
 #include <privdiff/privacy/event_json.hpp>
 
+#include <toml++/toml.h>
+
 #include <stdexcept>
 
 namespace privdiff::core {
 
 namespace fs = std::filesystem;
+
+namespace {
+// The [model] type of the recipe a run directory records (what ran, with defaults written out).
+std::string recorded_model_type(const fs::path& recipe_file) {
+  std::error_code ec;
+  if (!fs::is_regular_file(recipe_file, ec)) return {};  // a bare checkpoint: taken to be of this recipe's model
+  const std::string text = read_file(recipe_file);
+  if (const auto unsafe = unsafe_toml_text(text, recipe_file.string())) {
+    throw std::runtime_error("run.init_from: " + recipe_file.string() + " is damaged: " + unsafe->message);
+  }
+  try {
+    const toml::table recipe = toml::parse(text, recipe_file.string());
+    return recipe["model"]["type"].value_or(std::string{});
+  } catch (const toml::parse_error& e) {
+    throw std::runtime_error("run.init_from: " + recipe_file.string() + " is damaged: " + std::string(e.description()));
+  }
+}
+}  // namespace
 
 InitSource read_init_source(const fs::path& path) {
   InitSource source;
@@ -31,6 +52,7 @@ InitSource read_init_source(const fs::path& path) {
   source.checkpoint = fs::absolute(source.checkpoint);
   source.run_dir = fs::absolute(source.run_dir);
   source.checkpoint_hash = content_hash(read_file(source.checkpoint));
+  source.model_type = recorded_model_type(source.run_dir / "recipe.toml");
   // What it spent: the longer of its ledger.json and its checkpoint's ledger, as for resume.
   source.ledger = read_run_ledger(source.run_dir).ledger;
   const fs::path summary = source.run_dir / "summary.json";

@@ -23,6 +23,7 @@ struct InitSource {
   std::filesystem::path run_dir;     ///< the source run directory
   std::filesystem::path checkpoint;  ///< its checkpoint.pt
   std::string checkpoint_hash;       ///< content hash of the checkpoint file
+  std::string model_type;            ///< its recipe.toml's [model] type (empty: none recorded, taken to be this run's)
   sdk::PrivacyLedger ledger;         ///< everything the source spent (never the shorter of its two ledgers)
   bool finished = false;             ///< the source wrote summary.json
   /// Fingerprints of the data the source (and its ancestry) trained on privately / publicly; empty

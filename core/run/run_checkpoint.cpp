@@ -211,14 +211,16 @@ void copy_weights(torch::serialize::InputArchive& archive, torch::nn::Module& mo
 
 }  // namespace
 
-void load_initial_weights(const fs::path& path, sdk::Model& model) {
-  torch::serialize::InputArchive archive = open_checkpoint_archive(path, sdk::engine::module_device(model.module()));
+void load_initial_weights(const fs::path& path, torch::nn::Module& module) {
+  torch::serialize::InputArchive archive = open_checkpoint_archive(path, sdk::engine::module_device(module));
   torch::serialize::InputArchive model_archive;
   if (!reading(path, [&] { return archive.try_read("model", model_archive); })) {
     throw std::runtime_error(path.string() + ": checkpoint has no model");
   }
-  reading(path, [&] { copy_weights(model_archive, model.module(), "", path); });
+  reading(path, [&] { copy_weights(model_archive, module, "", path); });
 }
+
+void load_initial_weights(const fs::path& path, sdk::Model& model) { load_initial_weights(path, model.module()); }
 
 LoadedCheckpoint load_checkpoint(const fs::path& path, sdk::Model& model) {
   torch::serialize::InputArchive archive = open_checkpoint_archive(path, sdk::engine::module_device(model.module()));

@@ -66,6 +66,9 @@ std::string read_checkpoint_ledger(const std::filesystem::path& path);
 /// checkpoint may hold nothing the model lacks. Throws std::runtime_error naming the first
 /// mismatched parameter.
 void load_initial_weights(const std::filesystem::path& path, sdk::Model& model);
+/// The same into one module (a part of a model, Model::part_initialised_by), which must match the
+/// saved model name by name.
+void load_initial_weights(const std::filesystem::path& path, torch::nn::Module& module);
 
 /// Loads only the model weights (for `privdiff sample`).
 void load_model_weights(const std::filesystem::path& path, sdk::Model& model);

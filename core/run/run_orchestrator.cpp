@@ -109,6 +109,9 @@ void check_run_dir(const fs::path& run_dir, bool resume, bool restart) {
   if (fs::exists(run_dir, ec) && !fs::is_directory(run_dir, ec)) {
     throw std::runtime_error("run directory " + run_dir.string() + " is a file, not a directory; choose another --out");
   }
+  if (fs::is_directory(run_dir, ec) && holds_only_temporary_files(run_dir)) {
+    remove_stale_temporary_files(run_dir);  // a run killed while writing its first file wrote nothing
+  }
   if (fs::exists(run_dir, ec) && !fs::is_empty(run_dir, ec)) {
     throw std::runtime_error("run directory " + run_dir.string() +
                              " already exists and is not empty; choose another --out, or continue it with "
@@ -519,7 +522,17 @@ void RunOrchestrator::prepare_init_from(Session& s) {
     s.carry_reason = "the source spent privacy on other data than this run's: nothing carried (see its privacy.json)";
   }
   if (fresh) {  // here, before anything is written: a model that does not fit is refused up front
-    load_initial_weights(src.checkpoint, *components_.model);
+    const std::string& mine_type = recipe_.model->id;
+    if (src.model_type.empty() || src.model_type == mine_type) {
+      load_initial_weights(src.checkpoint, *components_.model);
+    } else if (torch::nn::Module* part = components_.model->part_initialised_by(src.model_type)) {
+      load_initial_weights(src.checkpoint, *part);  // e.g. a latent model's autoencoder from an autoencoder run
+      s.log << "init_from: the " << src.model_type << " run's weights fill its part of this " << mine_type
+            << "; the rest keeps its initialisation\n";
+    } else {
+      throw std::runtime_error("run.init_from: " + src.run_dir.string() + " trained a " + src.model_type + " model; this "
+                               "recipe's [model] is " + mine_type + ", which cannot start from one");
+    }
     s.log << "init_from " << src.checkpoint.string() << ": " << s.carry_reason << "\n";
   }
   for (const auto& fp : src.private_data) s.private_use.push_back(fp);
@@ -749,6 +762,7 @@ void RunOrchestrator::run_stages(Session& s) {
   const std::int64_t first_stage = s.resumed ? s.resumed->position.stage : 0;
   for (std::size_t i = static_cast<std::size_t>(first_stage); i < components_.mechanisms.size(); ++i) {
     run_stage(s, i);
+    if (!components_.mechanisms[i]->is_private()) show_after_public_stage(s, i);
     s.resumed.reset();  // later stages start fresh
     // A stage boundary: the next stage starts from here.
     write_checkpoint(s, static_cast<std::int64_t>(i + 1), 0, {});
@@ -849,6 +863,31 @@ void RunOrchestrator::run_stage(Session& s, std::size_t i) {
   } catch (...) {
     s.write_ledger();  // what was spent before the failure stays recorded
     throw;
+  }
+}
+
+void RunOrchestrator::show_after_public_stage(Session& s, std::size_t i) {
+  // Public (or DP-released) data only: what the model fits here is not noised. Before the stage's
+  // checkpoint, so that a resumed run has it.
+  const std::string& name = recipe_.stages[i].name;
+  auto& module = components_.model->module();
+  const bool training = module.is_training();
+  module.eval();
+  const auto figures = components_.model->after_public_stage(s.stage_data(recipe_, i));
+  module.train(training);
+  for (const auto& figure : figures) {
+    if (!figure.images.defined() || figure.images.size(0) == 0 || !s.writes()) continue;
+    const fs::path file = s.run_dir / (name + "-" + figure.name + ".png");
+    const std::int64_t columns = std::max<std::int64_t>(1, figure.columns);
+    const std::int64_t rows = (figure.images.size(0) + columns - 1) / columns;
+    at::Tensor images = figure.images.to(at::kCPU);
+    if (images.size(0) < rows * columns) {  // a short last row: black tiles
+      auto padding = images.sizes().vec();
+      padding[0] = rows * columns - images.size(0);
+      images = at::cat({images, at::full(padding, -1.0, images.options())});
+    }
+    write_image_grid(file, images, rows, columns);
+    s.log << figure.name << ": " << file.string() << "\n";
   }
 }
 

@@ -109,6 +109,8 @@ class RunOrchestrator {
   void open_run_directory(Session& s);
   void run_stages(Session& s);
   void run_stage(Session& s, std::size_t i);
+  /// After a non-private stage: lets the model fit what depends on public data and saves its figures.
+  void show_after_public_stage(Session& s, std::size_t i);
   void write_checkpoint(Session& s, std::int64_t stage, std::int64_t step, const sdk::StateWriter& state);
   void sample_grid(Session& s);
   void run_evals(Session& s);

@@ -182,6 +182,21 @@ TEST_F(RunOrchestratorTest, NeverWritesIntoANonEmptyRunDirectory) {
   EXPECT_FALSE(fs::exists(dir_ / "recipe.toml"));
 }
 
+// A run killed while writing its first file (recipe.toml) leaves only recipe.toml.tmp.PID: starting
+// the run again into that directory works (the leftover is cleared), where any other file refuses.
+TEST_F(RunOrchestratorTest, ADirectoryHoldingOnlyAKilledWritesTemporaryFileIsUsed) {
+  fs::create_directories(dir_);
+  { std::ofstream(dir_ / "recipe.toml.tmp.12345") << "[run"; }
+  (void)run(private_stage + "noise_multiplier = 5.0\n");
+  EXPECT_FALSE(fs::exists(dir_ / "recipe.toml.tmp.12345"));
+  EXPECT_TRUE(fs::exists(dir_ / "recipe.toml"));
+  fs::remove_all(dir_);
+  fs::create_directories(dir_);
+  { std::ofstream(dir_ / "recipe.toml.tmp.12x") << "not ours"; }
+  EXPECT_NE(run_error(private_stage + "noise_multiplier = 5.0\n").find("already exists and is not empty"),
+            std::string::npos);
+}
+
 // Defect 4 of the privacy audit: `public = true` on the one [data] section must not let a
 // non-private stage train on the records a private stage of the same run protects.
 TEST_F(RunOrchestratorTest, ANonPrivateStageIsRefusedOnDataAPrivateStageUses) {

@@ -76,7 +76,9 @@ while :; do
     # Whatever the kill interrupted (even before the first checkpoint), --resume continues.
     "$privdiff" run --resume "$run" > "$tmp/log" 2>&1 &
   else  # killed before the run wrote anything (loading plugins, pre-flight): start it again
-    [ -z "$(ls -A "$run" 2> /dev/null)" ] || fail "a run directory without recipe.toml is not empty: $(ls -A "$run")"
+    # (at most the temporary file of an interrupted first write, which a new run clears)
+    leftovers=$(ls -A "$run" 2> /dev/null | grep -Ev '^[a-z_.]+\.tmp\.[0-9]+$')
+    [ -z "$leftovers" ] || fail "a run directory without recipe.toml holds more than temporary files: $(ls -A "$run")"
     "$privdiff" run "$tmp/r.toml" --out "$run" > "$tmp/log" 2>&1 &
   fi
   pid=$!

@@ -1,6 +1,7 @@
-// checkpoint_diff A B: the largest absolute difference between the model weights of two
-// checkpoints (every tensor under "model", matched by name), printed as one number; exit 1 when
-// their names or shapes differ. For the end-to-end tests (e.g. 1 vs 2 processes give one model).
+// checkpoint_diff A B [REGEX]: the largest absolute difference between the model weights of two
+// checkpoints (every tensor under "model", matched by name; with REGEX only those whose dotted name
+// it matches, "!REGEX" those it does not), printed as one number; exit 1 when their names or shapes
+// differ. For the end-to-end tests (1 vs 2 processes give one model; frozen parts stay bit-identical).
 #include "run/run_checkpoint.hpp"
 
 #include <ATen/ATen.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <iostream>
 #include <map>
+#include <regex>
 #include <string>
 
 namespace {
@@ -38,20 +40,30 @@ Tensors model_tensors(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::cerr << "usage: checkpoint_diff A B\n";
+  if (argc != 3 && argc != 4) {
+    std::cerr << "usage: checkpoint_diff A B [REGEX | !REGEX]\n";
     return 2;
   }
   try {
     const Tensors a = model_tensors(argv[1]), b = model_tensors(argv[2]);
+    const std::string filter = argc == 4 ? argv[3] : "";
+    const bool exclude = !filter.empty() && filter[0] == '!';
+    const std::regex pattern(exclude ? filter.substr(1) : filter);
     double largest = 0;
+    std::size_t compared = 0;
     for (const auto& [name, tensor] : a) {
       const auto other = b.find(name);
       if (other == b.end() || !other->second.sizes().equals(tensor.sizes())) {
         std::cerr << name << ": missing or of another shape in " << argv[2] << "\n";
         return 1;
       }
+      if (!filter.empty() && std::regex_search(name, pattern) == exclude) continue;
+      ++compared;
       largest = std::max(largest, (tensor.to(at::kDouble) - other->second.to(at::kDouble)).abs().max().item<double>());
+    }
+    if (compared == 0) {
+      std::cerr << "no tensor matches " << filter << "\n";
+      return 1;
     }
     if (a.size() != b.size()) {
       std::cerr << argv[2] << " has tensors " << argv[1] << " lacks\n";

@@ -26,11 +26,7 @@ class PixelUnet : public Model {
   torch::nn::Module& module() override { return *unet_; }
 
   at::Tensor denoise(const at::Tensor& x, const at::Tensor& sigma, const Conditioning& cond) override {
-    at::Tensor labels = cond.labels;
-    if (labels.defined()) {  // -1 (no label) is the network's null class
-      labels = at::where(labels < 0, at::full_like(labels, unet_->config().num_classes), labels);
-    }
-    return dm::denoise(network(), preconditioning_, x, sigma, labels);
+    return dm::denoise(network(), preconditioning_, x, sigma, dm::network_labels(cond.labels, unet_->config().num_classes));
   }
 
   at::Tensor training_loss(const at::Tensor& images, const Conditioning& cond, std::int64_t k,

@@ -133,14 +133,22 @@ at::Tensor Autoencoder::loss(const at::Tensor& images, at::Generator& generator)
   const at::Tensor error = decode(latents) - images;
   const at::Tensor reconstruction =
       (config_.reconstruction == "l1" ? error.abs() : error.pow(2)).flatten(1).sum(1);
-  if (is_training()) {
-    torch::NoGradGuard no_grad;
-    const at::Tensor m = posterior.mean.detach().to(at::kDouble);
-    latent_moments_ += at::stack({at::full({}, static_cast<double>(m.numel()), m.options()), m.sum(), m.pow(2).sum()})
-                           .to(latent_moments_.device());
-  }
   return reconstruction + config_.kl_weight * gaussian_kl(posterior.mean, posterior.logvar);
 }
+
+void Autoencoder::reset_latent_statistics() {
+  torch::NoGradGuard no_grad;
+  latent_moments_.zero_();
+}
+
+void Autoencoder::observe_latents(const at::Tensor& images) {
+  torch::NoGradGuard no_grad;
+  const at::Tensor m = encode(images).mean.to(at::kDouble);
+  latent_moments_ += at::stack({at::full({}, static_cast<double>(m.numel()), m.options()), m.sum(), m.pow(2).sum()})
+                         .to(latent_moments_.device());
+}
+
+bool Autoencoder::has_latent_statistics() const { return latent_moments_[0].item<double>() > 0; }
 
 double Autoencoder::scale_factor() const {
   const at::Tensor m = latent_moments_.to(at::kCPU);

@@ -19,6 +19,11 @@ at::Tensor denoise(const Network& network, const Preconditioning& p, const at::T
   return per_sample(c.c_skip, x) * x + per_sample(c.c_out, x) * f;
 }
 
+at::Tensor network_labels(const at::Tensor& labels, std::int64_t num_classes) {
+  if (!labels.defined()) return labels;
+  return at::where(labels < 0, at::full_like(labels, num_classes), labels);
+}
+
 at::Tensor denoising_loss(const Network& network, const Preconditioning& p, const at::Tensor& images,
                           const at::Tensor& labels, const DenoisingLossOptions& o, at::Generator& gen) {
   const std::int64_t b = images.size(0), k = o.noise_multiplicity;

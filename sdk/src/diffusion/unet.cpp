@@ -90,8 +90,11 @@ Unet::Unet(UnetConfig config) : config_(std::move(config)) {
         "class_embedding", std::make_shared<engine::Embedding>(c.num_classes + 1, transformers ? context_dim : emb));
   }
   auto transformer = [&](std::int64_t channels) {
-    return std::make_shared<SpatialTransformer>(SpatialTransformerConfig{
-        channels, c.transformer_heads, c.transformer_head_dim, c.transformer_depth, context_dim});
+    // head_dim 0: LDM's num_head_channels = -1, the block's channels split over the heads
+    const std::int64_t head_dim = c.transformer_head_dim > 0 ? c.transformer_head_dim
+                                                             : std::max<std::int64_t>(1, channels / c.transformer_heads);
+    return std::make_shared<SpatialTransformer>(
+        SpatialTransformerConfig{channels, c.transformer_heads, head_dim, c.transformer_depth, context_dim});
   };
   conv_in_ = register_module("conv_in", conv3(c.image_channels, nf));
   roles_ = {{"sigma_mlp", {"embedding", -1}}, {"class_embedding", {"conditioning", -1}}, {"conv_in", {"io", -1}}};

@@ -13,6 +13,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 #include <torch/serialize/archive.h>
 #include <torch/types.h>
@@ -52,10 +53,12 @@ Schema dp_sgd_schema(bool is_private, bool with_noise_multiplicity) {
   }
   s.add(Key::integer("physical_batch_size").at_least(0).defaults(0)
             .doc("examples per forward/backward (memory bound); 0 = the whole logical batch"))
-      .add(Key::string("optimizer").one_of({"adam", "sgd"}).defaults("adam").doc("optimizer"))
+      .add(Key::string("optimizer").one_of({"adam", "adamw", "sgd"}).defaults("adam")
+               .doc("optimizer (adamw: Adam with decoupled weight decay, DP-LDM's)"))
       .add(Key::number("lr").greater_than(0).defaults(3e-4).doc("learning rate"))
       .add(Key::number("momentum").at_least(0).less_than(1).defaults(0.9).doc("SGD momentum"))
-      .add(Key::number("weight_decay").at_least(0).defaults(0.0).doc("L2 weight decay"))
+      .add(Key::number("weight_decay").at_least(0).defaults(0.0)
+               .doc("weight decay: L2 for adam and sgd, decoupled for adamw (PyTorch's AdamW default: 0.01)"))
       .add(Key::number("ema").at_least(0).less_than(1).defaults(0.999)
                .doc("EMA rate of the weights (0 = off); the model ends the stage with the EMA weights"))
       .add(Key::integer("seed").at_least(0).optional()
@@ -231,6 +234,9 @@ void DpSgdMechanism::run(StageContext& context) {
   if (options_.optimizer == "sgd") {
     optimizer = std::make_unique<torch::optim::SGD>(
         params, torch::optim::SGDOptions(options_.lr).momentum(options_.momentum).weight_decay(options_.weight_decay));
+  } else if (options_.optimizer == "adamw") {
+    optimizer = std::make_unique<torch::optim::AdamW>(
+        params, torch::optim::AdamWOptions(options_.lr).weight_decay(options_.weight_decay));
   } else {
     optimizer = std::make_unique<torch::optim::Adam>(
         params, torch::optim::AdamOptions(options_.lr).weight_decay(options_.weight_decay));

@@ -54,18 +54,19 @@ TEST(Autoencoder, KlIsTheClosedFormPerExample) {
   EXPECT_NEAR(log_ratio.mean().item<double>(), exact, 0.01);
 }
 
-TEST(Autoencoder, ScaleFactorIsOneOverTheStdOfTheLatentsSeenInTraining) {
+TEST(Autoencoder, ScaleFactorIsOneOverTheStdOfTheObservedLatents) {
   Autoencoder ae(tiny({1, 2}));
   EXPECT_EQ(ae.scale_factor(), 1.0);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
-  const at::Tensor images = at::rand({4, 1, 8, 8}, gen) * 2 - 1;
-  ae.train();
-  (void)ae.loss(images, gen);
+  const at::Tensor images = at::rand({6, 1, 8, 8}, gen) * 2 - 1;
+  ae.observe_latents(images.slice(0, 0, 4));  // in batches: the same as all at once
+  ae.observe_latents(images.slice(0, 4, 6));
   const at::Tensor means = ae.encode(images).mean.to(at::kDouble);
   EXPECT_NEAR(ae.scale_factor(), 1.0 / means.std(/*unbiased=*/false).item<double>(), 1e-6);
-  ae.eval();
-  (void)ae.loss(images * 3, gen);  // evaluation does not move the estimate
+  (void)ae.loss(images * 3, gen);  // training does not move the estimate: only observing does
   EXPECT_NEAR(ae.scale_factor(), 1.0 / means.std(false).item<double>(), 1e-6);
+  ae.reset_latent_statistics();
+  EXPECT_EQ(ae.scale_factor(), 1.0);
 }
 
 TEST(Autoencoder, ATinyModelLearnsToReconstruct) {

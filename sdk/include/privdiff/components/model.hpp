@@ -14,6 +14,8 @@
 
 namespace privdiff::sdk {
 
+class Dataset;
+
 /// Conditioning for one batch. `labels` is int64 [B]; -1 means "no label" (the unconditional
 /// branch of classifier-free guidance). An undefined tensor means an unconditional model.
 struct Conditioning {
@@ -22,12 +24,21 @@ struct Conditioning {
 
 /// A parameter with the role and block index that parameter selectors match on, e.g.
 /// {"down.2.attn.qkv.weight", "attention", 2, tensor}. Roles: "attention", "cross_attention",
-/// "conditioning", "resblock", "embedding", "norm", "io", "lora".
+/// "conditioning", "resblock", "embedding", "norm", "io", "lora", "autoencoder" (a latent model's codec,
+/// trained only by a stage that selects it, by its own objective).
 struct ParameterInfo {
   std::string name;
   std::string role;
   int block_index = -1;  ///< -1 when the parameter belongs to no numbered block
   at::Tensor parameter;
+};
+
+/// Images a model shows after a stage (e.g. an autoencoder's reconstructions); the host saves them as
+/// STAGE-NAME.png in the run directory.
+struct StageFigure {
+  std::string name;   ///< the file-name part, e.g. "reconstructions"
+  at::Tensor images;  ///< [N, C, H, W] in [-1, 1]
+  std::int64_t columns = 10;
 };
 
 class PRIVDIFF_SDK_API Model : public Component {
@@ -54,6 +65,16 @@ class PRIVDIFF_SDK_API Model : public Component {
   virtual at::Tensor encode(const at::Tensor& images) { return images; }
   /// Sampler space -> image in [-1, 1]. Identity for pixel-space models.
   virtual at::Tensor decode(const at::Tensor& latents) { return latents; }
+  /// Called by the host after every non-private stage, with the stage's data (public, or a DP
+  /// release: anything computed from it is free to keep): a model may fit what a later stage relies
+  /// on (a latent model's scale factor, after its autoencoder trained) and return figures to save.
+  /// Never called after a private stage: a statistic of private data computed without noise would
+  /// void the guarantee. The parameters the stage trained still have requires_grad set.
+  virtual std::vector<StageFigure> after_public_stage(const Dataset& data) { return {}; }
+  /// For run.init_from a run of another model type: the part of this model that such a model is
+  /// (e.g. a latent model's autoencoder, for an `autoencoder` run), loaded from it name by name; the
+  /// rest keeps its initialisation. Null (the default): such a run cannot initialise this model.
+  virtual torch::nn::Module* part_initialised_by(const std::string& model_type) { return nullptr; }
 };
 
 }  // namespace privdiff::sdk

@@ -3,7 +3,7 @@
 /// The KL-regularised convolutional autoencoder of latent diffusion (LDM's AutoencoderKL, small):
 /// an encoder to a diagonal Gaussian over latents [latent_channels, H / f, W / f] (f = 2^(levels-1),
 /// e.g. 28x28 -> 14x14 or 7x7), a decoder back to images, and LDM's latent scaling factor 1 / std
-/// of the latents, estimated from the training data. Trained on public data by
+/// of the latents, fitted on (public) data once the autoencoder has trained. Trained on public data by
 /// reconstruction + kl_weight * KL (no perceptual or adversarial term: there is no pretrained
 /// perceptual network here); frozen while a latent diffusion model trains on its latents.
 /// Built from per-example layers like every privdiff network.
@@ -47,12 +47,17 @@ class PRIVDIFF_SDK_API Autoencoder : public torch::nn::Module {
   Posterior encode(const at::Tensor& images);
   at::Tensor decode(const at::Tensor& latents);
   /// Per-example objective [N]: reconstruction of a posterior sample (summed over pixels) plus
-  /// kl_weight * KL. Also updates the running latent statistics behind scale_factor() (in training
-  /// mode, without gradient).
+  /// kl_weight * KL.
   at::Tensor loss(const at::Tensor& images, at::Generator& generator);
-  /// LDM's scaling: latents are multiplied by this (1 / std of the posterior means seen in
-  /// training) so that the diffusion model sees roughly unit variance; 1 before any training.
+  /// Fitting the scale factor: reset, then observe the data in batches (without gradient). The
+  /// statistics are a buffer, saved with the weights. Only ever on public data: they are not noised.
+  void reset_latent_statistics();
+  void observe_latents(const at::Tensor& images);
+  /// LDM's scaling: latents are multiplied by this (1 / std of the posterior means observed) so
+  /// that the diffusion model sees roughly unit variance; 1 before any observation.
   double scale_factor() const;
+  /// Whether latents were observed since construction (or the last reset): the scale factor is fitted.
+  bool has_latent_statistics() const;
   std::int64_t downsampling_factor() const;
   const AutoencoderConfig& config() const { return config_; }
 

@@ -21,6 +21,10 @@ using Network = std::function<at::Tensor(const at::Tensor& x, const at::Tensor& 
 PRIVDIFF_SDK_API at::Tensor denoise(const Network& network, const Preconditioning& preconditioning, const at::Tensor& x,
                                     const at::Tensor& sigma, const at::Tensor& labels);
 
+/// A Conditioning's labels as the network takes them: -1 ("no label", classifier-free guidance's
+/// unconditional branch) becomes the null class `num_classes`; undefined stays undefined.
+PRIVDIFF_SDK_API at::Tensor network_labels(const at::Tensor& labels, std::int64_t num_classes);
+
 struct DenoisingLossOptions {
   std::int64_t noise_multiplicity = 1;  ///< K
   double label_dropout = 0.1;           ///< probability of the null label, per example

@@ -33,7 +33,7 @@ struct UnetConfig {
   /// heads at the attention resolutions (and in the middle), cross-attending to the class embedding
   /// as a context token (which then is not added to the noise-level embedding) — DP-LDM's model.
   std::int64_t transformer_heads = 0;
-  std::int64_t transformer_head_dim = 32;
+  std::int64_t transformer_head_dim = 32;  ///< 0: the block's channels / heads (LDM's num_head_channels = -1)
   std::int64_t transformer_depth = 1;
   std::int64_t context_dim = 0;  ///< width of the class context token; 0: 4 * channels
 };

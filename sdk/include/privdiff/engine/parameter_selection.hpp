@@ -21,17 +21,25 @@ namespace privdiff::sdk::engine {
 struct ParameterSelection {
   /// "all" | "attention" (DP-LDM: attention and cross-attention blocks + the class embedding) |
   /// "resblocks" | "lora" (only LoRA adapter factors).
+  /// "autoencoder" (a latent model's autoencoder, by its own objective; "all" leaves it frozen).
   std::string preset = "all";
   std::vector<std::string> roles;  ///< when set, replaces the preset's roles
   /// Inclusive [first, last] block indices (last = -1: to the end). Constrains only parameters that
   /// belong to a numbered block; the others (embeddings, input/output layers) pass by role alone.
   std::optional<std::pair<int, int>> blocks;
+  /// DP-LDM's ablation_blocks: attention blocks are numbered 1, 2, ... in forward order (see
+  /// attention_numbers); only those numbered this or higher are kept. Other roles are unaffected.
+  std::optional<int> attention_from;
   std::string pattern;  ///< ECMAScript regex searched in the parameter name; empty = any
 };
 
+/// For each parameter, the number of its attention block (1, 2, ... in forward order, counting blocks
+/// with an "attention" or "cross_attention" parameter), or 0 for a parameter of no attention block.
+PRIVDIFF_SDK_API std::vector<int> attention_numbers(const std::vector<ParameterInfo>& parameters);
+
 /// The roles a preset trains.
 PRIVDIFF_SDK_API std::vector<std::string> preset_roles(const std::string& preset);
-/// Adds the keys train, train_roles, train_blocks and train_pattern to a mechanism's schema.
+/// Adds the keys train, train_roles, train_blocks, train_attention_from and train_pattern to a mechanism's schema.
 PRIVDIFF_SDK_API Schema& add_parameter_selection_keys(Schema& schema);
 /// Reads them; throws std::invalid_argument naming the key for a bad block range or regex.
 PRIVDIFF_SDK_API ParameterSelection parameter_selection(const Config& config);
@@ -39,7 +47,8 @@ PRIVDIFF_SDK_API ParameterSelection parameter_selection(const Config& config);
 PRIVDIFF_SDK_API std::vector<bool> selected_parameters(const std::vector<ParameterInfo>& parameters,
                                                        const ParameterSelection& selection);
 /// Sets requires_grad on the selected parameters and clears it on the others. Returns the number of
-/// trainable scalars; throws std::invalid_argument when the selection matches nothing.
+/// trainable scalars; throws std::invalid_argument when the selection matches nothing, or selects the
+/// autoencoder together with the diffusion network (they train by different objectives).
 PRIVDIFF_SDK_API std::int64_t apply_parameter_selection(Model& model, const ParameterSelection& selection);
 
 }  // namespace privdiff::sdk::engine
