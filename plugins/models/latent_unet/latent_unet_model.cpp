@@ -61,7 +61,8 @@ class LatentUnet : public Model {
   torch::nn::Module& module() override { return *networks_; }
 
   at::Tensor denoise(const at::Tensor& x, const at::Tensor& sigma, const Conditioning& cond) override {
-    return dm::denoise(network(), preconditioning_, x, sigma, dm::network_labels(cond.labels, unet().config().num_classes));
+    return dm::denoise(dm::as_network(unet()), preconditioning_, x, sigma,
+                       dm::network_labels(cond.labels, unet().config().num_classes));
   }
 
   at::Tensor training_loss(const at::Tensor& images, const Conditioning& cond, std::int64_t k,
@@ -76,7 +77,7 @@ class LatentUnet : public Model {
     }
     // The frozen autoencoder is a fixed function: the UNet's per-example gradients are all that
     // depend on the example through trainable parameters.
-    return dm::denoising_loss(network(), preconditioning_, encode(images), cond.labels,
+    return dm::denoising_loss(dm::as_network(unet()), preconditioning_, encode(images), cond.labels,
                               {k, label_dropout_, unet().config().num_classes}, generator);
   }
 
@@ -116,11 +117,6 @@ class LatentUnet : public Model {
  private:
   dm::Autoencoder& autoencoder() { return *networks_->autoencoder; }
   dm::Unet& unet() { return *networks_->unet; }
-  dm::Network network() {
-    return [this](const at::Tensor& x, const at::Tensor& c_noise, const at::Tensor& labels) {
-      return unet().forward(x, c_noise, labels);
-    };
-  }
   std::shared_ptr<LatentNetworks> networks_;
   dm::Preconditioning preconditioning_;
   double label_dropout_;

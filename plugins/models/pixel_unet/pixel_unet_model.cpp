@@ -26,12 +26,13 @@ class PixelUnet : public Model {
   torch::nn::Module& module() override { return *unet_; }
 
   at::Tensor denoise(const at::Tensor& x, const at::Tensor& sigma, const Conditioning& cond) override {
-    return dm::denoise(network(), preconditioning_, x, sigma, dm::network_labels(cond.labels, unet_->config().num_classes));
+    return dm::denoise(dm::as_network(*unet_), preconditioning_, x, sigma,
+                       dm::network_labels(cond.labels, unet_->config().num_classes));
   }
 
   at::Tensor training_loss(const at::Tensor& images, const Conditioning& cond, std::int64_t k,
                            at::Generator& generator) override {
-    return dm::denoising_loss(network(), preconditioning_, images, cond.labels,
+    return dm::denoising_loss(dm::as_network(*unet_), preconditioning_, images, cond.labels,
                               {k, label_dropout_, unet_->config().num_classes}, generator);
   }
 
@@ -42,11 +43,6 @@ class PixelUnet : public Model {
   }
 
  private:
-  dm::Network network() {
-    return [this](const at::Tensor& x, const at::Tensor& c_noise, const at::Tensor& labels) {
-      return unet_->forward(x, c_noise, labels);
-    };
-  }
   std::shared_ptr<dm::Unet> unet_;
   dm::Preconditioning preconditioning_;
   double label_dropout_;

@@ -258,4 +258,10 @@ std::int64_t Unet::parameter_count() {
   return n;
 }
 
+Network as_network(Unet& unet) {
+  return [&unet](const at::Tensor& x, const at::Tensor& c_noise, const at::Tensor& labels) {
+    return unet.forward(x, c_noise, labels);
+  };
+}
+
 }  // namespace privdiff::sdk::diffusion

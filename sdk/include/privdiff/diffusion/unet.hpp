@@ -9,6 +9,7 @@
 /// about 1.75M parameters.
 
 #include <privdiff/components/model.hpp>
+#include <privdiff/diffusion/denoising_loss.hpp>
 #include <privdiff/engine/per_example_layers.hpp>
 #include <privdiff/sdk_api.hpp>
 
@@ -74,5 +75,8 @@ class PRIVDIFF_SDK_API Unet : public torch::nn::Module {
   std::shared_ptr<SpatialTransformer> mid_transformer_;
   std::vector<std::pair<std::string, std::pair<std::string, int>>> roles_;  // parameter-name prefix -> role, block
 };
+
+/// The UNet as the raw network F the preconditioned denoiser and loss call (it must outlive the result).
+PRIVDIFF_SDK_API Network as_network(Unet& unet);
 
 }  // namespace privdiff::sdk::diffusion
