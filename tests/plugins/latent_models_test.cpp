@@ -251,3 +251,17 @@ TEST(AutoencoderModel, TrainsAsAWholeAndIsNotADenoiser) {
   ASSERT_EQ(mine.size(), theirs.size());
   for (const auto& p : mine) EXPECT_EQ(theirs[p.key()].sizes(), p.value().sizes()) << p.key();
 }
+
+TEST(LatentModels, AnImageSizeTheAutoencoderCannotDownsampleIsRefusedByKey) {
+  for (const std::string id : {"autoencoder", "latent_unet"}) {
+    try {
+      privdiff::testing::make_installed<Model>(
+          id, {{"image_size", integer(30)}, {"autoencoder_channel_mult", ConfigValue{V{1, 2, 2}}}});  // factor 4
+      ADD_FAILURE() << id << " accepted 30x30 images at factor 4";
+    } catch (const std::exception& e) {  // (the registry adds which plugin refused)
+      EXPECT_NE(std::string(e.what()).find("model.image_size: 30 is not divisible by the autoencoder's downsampling factor 4"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}

@@ -20,12 +20,7 @@ namespace dm = privdiff::sdk::diffusion;
 class AutoencoderModel : public Model {
  public:
   explicit AutoencoderModel(const Config& c)
-      : autoencoder_(std::make_shared<dm::Autoencoder>(dm::autoencoder_config(c))), image_size_(c.get_int("image_size")) {
-    if (image_size_ % autoencoder_->downsampling_factor() != 0) {
-      throw std::invalid_argument(c.path() + ".image_size: " + std::to_string(image_size_) + " is not divisible by the "
-                                  "downsampling factor " + std::to_string(autoencoder_->downsampling_factor()));
-    }
-  }
+      : autoencoder_(std::make_shared<dm::Autoencoder>(dm::autoencoder_config(c))), latent_side_(dm::latent_side(c)) {}
 
   torch::nn::Module& module() override { return *autoencoder_; }
 
@@ -45,8 +40,7 @@ class AutoencoderModel : public Model {
   }
 
   std::vector<std::int64_t> sample_shape() const override {
-    const std::int64_t side = image_size_ / autoencoder_->downsampling_factor();
-    return {autoencoder_->config().latent_channels, side, side};
+    return {autoencoder_->config().latent_channels, latent_side_, latent_side_};
   }
 
   at::Tensor encode(const at::Tensor& images) override {
@@ -64,7 +58,7 @@ class AutoencoderModel : public Model {
 
  private:
   std::shared_ptr<dm::Autoencoder> autoencoder_;
-  std::int64_t image_size_;
+  std::int64_t latent_side_;
 };
 
 namespace {

@@ -21,14 +21,8 @@ namespace privdiff::plugins::latent_unet {
 using namespace privdiff::sdk;
 namespace dm = privdiff::sdk::diffusion;
 
-dm::UnetConfig latent_unet_config(const Config& c, const dm::AutoencoderConfig& a) {
-  const std::int64_t f = std::int64_t{1} << (a.channel_mult.size() - 1);
-  if (c.get_int("image_size") % f != 0) {
-    throw std::invalid_argument(c.path() + ".image_size: " + std::to_string(c.get_int("image_size")) +
-                                " is not divisible by the autoencoder's downsampling factor " + std::to_string(f) +
-                                " (2^(levels of autoencoder_channel_mult - 1))");
-  }
-  dm::UnetConfig u{a.latent_channels, c.get_int("image_size") / f, c.get_int("channels"), c.get_int_list("channel_mult"),
+dm::UnetConfig latent_unet_config(const Config& c) {
+  dm::UnetConfig u{c.get_int("latent_channels"), dm::latent_side(c), c.get_int("channels"), c.get_int_list("channel_mult"),
                    c.get_int("num_res_blocks"), c.get_int_list("attention_resolutions"), c.get_double("dropout"),
                    c.get_int("num_classes")};
   u.transformer_heads = c.get_int("transformer_heads");
@@ -50,8 +44,7 @@ struct LatentNetworks : torch::nn::Module {
 class LatentUnet : public Model {
  public:
   explicit LatentUnet(const Config& c)
-      : networks_(std::make_shared<LatentNetworks>(dm::autoencoder_config(c),
-                                                   latent_unet_config(c, dm::autoencoder_config(c)))),
+      : networks_(std::make_shared<LatentNetworks>(dm::autoencoder_config(c), latent_unet_config(c))),
         // Scaled latents have unit variance (LDM's scale factor), so sigma_data = 1.
         preconditioning_(dm::parameterization_from_string(c.get_string("preconditioning")), 1.0),
         label_dropout_(c.get_double("label_dropout")) {

@@ -103,9 +103,11 @@ Autoencoder::Autoencoder(AutoencoderConfig config) : config_(std::move(config)) 
 
 Autoencoder::~Autoencoder() = default;
 
-std::int64_t Autoencoder::downsampling_factor() const {
-  return std::int64_t{1} << (config_.channel_mult.size() - 1);
+std::int64_t downsampling_factor(const AutoencoderConfig& config) {
+  return std::int64_t{1} << (config.channel_mult.size() - 1);
 }
+
+std::int64_t Autoencoder::downsampling_factor() const { return diffusion::downsampling_factor(config_); }
 
 Autoencoder::Posterior Autoencoder::encode(const at::Tensor& images) {
   const std::int64_t f = downsampling_factor();

@@ -7,6 +7,8 @@
 #include <torch/types.h>
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 namespace privdiff::sdk::diffusion {
 
@@ -35,6 +37,17 @@ AutoencoderConfig autoencoder_config(const Config& c) {
   a.reconstruction = c.get_string("reconstruction");
   a.kl_weight = c.get_double("kl_weight");
   return a;
+}
+
+std::int64_t latent_side(const Config& c) {
+  const std::int64_t size = c.get_int("image_size");
+  const std::int64_t f = downsampling_factor(autoencoder_config(c));
+  if (size % f != 0) {
+    throw std::invalid_argument(c.path() + ".image_size: " + std::to_string(size) + " is not divisible by the "
+                                "autoencoder's downsampling factor " + std::to_string(f) +
+                                " (2^(levels of autoencoder_channel_mult - 1))");
+  }
+  return size / f;
 }
 
 bool is_trainable(torch::nn::Module& module) {

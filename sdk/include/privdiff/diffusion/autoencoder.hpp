@@ -31,6 +31,9 @@ struct AutoencoderConfig {
   double kl_weight = 1e-6;            ///< on the per-example KL sum, against the per-example pixel sum (LDM's KL-f4: 1e-6)
 };
 
+/// The downsampling factor of an autoencoder of this configuration: 2^(levels - 1).
+PRIVDIFF_SDK_API std::int64_t downsampling_factor(const AutoencoderConfig& config);
+
 /// Per-example KL( N(mean, exp(logvar)) || N(0, I) ), summed over every latent element: [N].
 PRIVDIFF_SDK_API at::Tensor gaussian_kl(const at::Tensor& mean, const at::Tensor& logvar);
 

@@ -21,6 +21,10 @@ PRIVDIFF_SDK_API Schema& add_autoencoder_keys(Schema& schema);
 /// Reads them (image_channels from the same section).
 PRIVDIFF_SDK_API AutoencoderConfig autoencoder_config(const Config& config);
 
+/// The side of the latents of `image_size` images (image_size / downsampling factor); throws
+/// std::invalid_argument naming `<section>.image_size` when the factor does not divide it.
+PRIVDIFF_SDK_API std::int64_t latent_side(const Config& config);
+
 /// True when any parameter of `autoencoder` has requires_grad set (the stage trains it).
 PRIVDIFF_SDK_API bool is_trainable(torch::nn::Module& module);
 
