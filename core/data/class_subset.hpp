@@ -11,7 +11,7 @@
 
 namespace privdiff::core {
 
-/// Throws std::invalid_argument naming `key_path` for a class outside [0, num_classes).
+/// Throws std::invalid_argument naming `key_path` for a negative class.
 std::unique_ptr<sdk::Dataset> keep_classes(std::unique_ptr<sdk::Dataset> data, const std::vector<std::int64_t>& classes,
                                            const std::string& key_path);
 

@@ -23,7 +23,12 @@ const Schema& run_schema() {
                     "error (a rank died or hangs)"))
       .add(Key::string("init_from").optional()
                .doc("start from this run directory's (or checkpoint.pt's) trained model; relative to the working "
-                    "directory. Its privacy ledger is carried in when it trained on this run's private data"))
+                    "directory. Its privacy ledger is carried in unless this run's private data are shown to share "
+                    "no record with the data it spent privacy on (compared by content)"))
+      .add(Key::boolean("init_from_disjoint").defaults(false)
+               .doc("state that this run's data and the init_from run's private data are disjoint where privdiff "
+                    "cannot show it (runs made under another record key, or by privdiff < 0.8): its ledger is then "
+                    "not carried and the run carries a caveat. Refused when an overlap is shown"))
       .add(Key::integer("checkpoint_every").at_least(0).defaults(500)
                .doc("write checkpoint.pt every N logical steps (and always at the end of each stage); 0 = only then"))
       .add(Key::boolean("private_diagnostics").defaults(false)

@@ -9,6 +9,7 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace privdiff::core {
@@ -55,19 +56,15 @@ InitSource read_init_source(const fs::path& path) {
   source.model_type = recorded_model_type(source.run_dir / "recipe.toml");
   // What it spent: the longer of its ledger.json and its checkpoint's ledger, as for resume.
   source.ledger = read_run_ledger(source.run_dir).ledger;
-  const fs::path summary = source.run_dir / "summary.json";
-  if (fs::is_regular_file(summary, ec)) {
-    source.finished = true;
-    nlohmann::json j;
+  source.finished = fs::is_regular_file(source.run_dir / "summary.json", ec);
+  const fs::path records = source.run_dir / record_sets_file;
+  if (!fs::is_regular_file(records, ec)) {
+    source.records_note = source.run_dir.string() + " keeps no " + record_sets_file + " (made by privdiff < 0.8?)";
+  } else {
     try {
-      j = nlohmann::json::parse(read_file(summary));
+      source.records = record_sets_from_bytes(read_file(records));
     } catch (const std::exception& e) {
-      throw std::runtime_error("run.init_from: " + summary.string() + " is not valid JSON: " + e.what());
-    }
-    if (j.contains("data_use") && j["data_use"].is_object()) {
-      source.data_use_known = true;
-      for (const auto& fp : j["data_use"].value("private", nlohmann::json::array())) source.private_data.push_back(fp);
-      for (const auto& fp : j["data_use"].value("public", nlohmann::json::array())) source.public_data.push_back(fp);
+      source.records_note = records.string() + ": " + e.what();
     }
   }
   return source;
@@ -84,19 +81,171 @@ InitSource read_recorded_init(const fs::path& file) {
     source.carried = j.at("carried").get<bool>();
     source.reason = j.at("reason").get<std::string>();
     source.ledger = sdk::privacy_ledger_from_json(j.at("carried_ledger").dump());
-    if (j.contains("source_data_use") && j["source_data_use"].is_object()) {
-      source.data_use_known = true;
-      for (const auto& fp : j["source_data_use"].at("private")) source.private_data.push_back(fp);
-      for (const auto& fp : j["source_data_use"].at("public")) source.public_data.push_back(fp);
-    }
   } catch (const std::exception& e) {
     throw std::runtime_error(file.string() + ": unreadable (" + e.what() + ")");
   }
   return source;
 }
 
-nlohmann::json data_use_json(const std::vector<std::string>& private_data, const std::vector<std::string>& public_data) {
-  return {{"private", private_data}, {"public", public_data}};
+nlohmann::json data_use_json(const std::vector<RecordSet>& sets) {
+  nlohmann::json use = {{"private", nlohmann::json::array()}, {"public", nlohmann::json::array()}};
+  for (const auto& set : sets) {
+    use[set.is_private ? "private" : "public"].push_back(set.description + " (run " + set.origin + ")");
+  }
+  use["records"] = record_sets_file;
+  return use;
+}
+
+namespace {
+
+std::string count_text(std::int64_t n) { return std::to_string(n) + (n == 1 ? " record" : " records"); }
+
+constexpr const char* opt_in = "[run] init_from_disjoint = true";
+
+// The waiver's caveat: what the user stated and privdiff could not show.
+std::string disjoint_caveat(const InitSource& source, const std::string& what) {
+  return "init_from_disjoint: the user states that " + what + " (" + source.run_dir.string() +
+         "); privdiff could not show it, and the guarantee holds only if it is true";
+}
+
+// Public data of this run against the source's private sets: a shared record would be trained on
+// without noise.
+void check_public_data(const InitSource& source, const RunData& data, bool claimed, const RecordKey& key,
+                       InitDecision& decision) {
+  const bool spent = !source.ledger.entries().empty();
+  for (const auto& pub : data.public_data) {
+    const std::string refused = pub.stage + " trains non-privately on " + pub.data->name + ", ";
+    if (!source.records) {
+      if (!spent) continue;  // no private training anywhere in its ancestry (it would have carried)
+      if (!claimed) {
+        throw std::runtime_error(refused + "but the initial model's run (" + source.run_dir.string() + ") spent "
+                                 "privacy on data that cannot be compared with it (" + source.records_note +
+                                 "): it cannot be public here unless you know they are disjoint (" + opt_in + ")");
+      }
+      decision.caveats.push_back(disjoint_caveat(source, pub.data->name + " shares no record with the data the "
+                                                          "initial model's run trained on privately"));
+      continue;
+    }
+    for (const auto& set : *source.records) {
+      if (!set.is_private) continue;
+      const Overlap shared = overlap(*pub.data, set, key);
+      if (shared.known && shared.records > 0) {
+        throw std::runtime_error(refused + "which shares " + count_text(shared.records) + " with data the initial "
+                                 "model's run or its ancestry trained on privately (" + set.description + ", run " +
+                                 set.origin + "): it cannot be public here");
+      }
+      if (!shared.known && !claimed) {
+        throw std::runtime_error(refused + "which cannot be compared with the data run " + set.origin + " trained on "
+                                 "privately (" + set.description + "; recorded under another record key, " +
+                                 key.file.string() + "): it cannot be public here unless you know they are disjoint (" +
+                                 opt_in + ")");
+      }
+      if (!shared.known) {
+        decision.caveats.push_back(disjoint_caveat(source, pub.data->name + " shares no record with " + set.description));
+      }
+    }
+  }
+}
+
+// This run's private data against the source's public sets: a shared record was trained on
+// without noise upstream, and no guarantee covers it.
+void check_private_data(const InitSource& source, const RunData& data, bool claimed, InitDecision& decision) {
+  if (!data.private_data) return;
+  if (!source.records) {
+    if (!claimed) {
+      throw std::runtime_error("run.init_from: what the initial model's run (" + source.run_dir.string() + ") trained "
+                               "on cannot be compared with this run's private data (" + source.records_note + "): if "
+                               "it trained non-privately on any of these records no guarantee covers them; start from a "
+                               "run made by this privdiff, or state that they are disjoint (" + opt_in + ")");
+    }
+    decision.caveats.push_back(disjoint_caveat(source, "this run's private data (" + data.private_data->name +
+                                                           ") were not among the data it trained on non-privately"));
+    return;
+  }
+  for (const auto& set : *source.records) {
+    if (set.is_private) continue;
+    const std::int64_t shared = shared_records(data.private_data->records, set.hashes);
+    if (shared > 0) {
+      throw std::runtime_error("run.init_from: the initial model's run or its ancestry (run " + set.origin + ") "
+                               "trained non-privately on " + count_text(shared) + " of this run's private data (" +
+                               data.private_data->name + " shares them with " + set.description +
+                               "): no guarantee can cover them");
+    }
+  }
+}
+
+}  // namespace
+
+InitDecision decide_init_from(const InitSource& source, const RunData& data, bool claimed, const RecordKey& key) {
+  InitDecision d;
+  check_public_data(source, data, claimed, key, d);
+  check_private_data(source, data, claimed, d);
+  if (source.ledger.entries().empty()) {
+    d.reason = "the source spent no privacy: nothing carried";
+    return d;
+  }
+  if (!data.private_data) {
+    d.carry = true;
+    d.reason = "this run trains on no private data; its model descends from the source's private training: the "
+               "source's ledger is carried";
+    return d;
+  }
+  // Carried unless shown disjoint from every private set of the source and its ancestry.
+  std::string unknown = source.records ? "" : source.records_note;
+  for (const auto& set : source.records ? *source.records : std::vector<RecordSet>{}) {
+    if (!set.is_private) continue;
+    const Overlap shared = overlap(*data.private_data, set, key);
+    if (shared.known && shared.records > 0) {
+      if (claimed) {
+        throw std::runtime_error("run.init_from_disjoint: you state that this run's private data and the source's are "
+                                 "disjoint, but " + count_text(shared.records) + " of " + data.private_data->name +
+                                 " are among the data run " + set.origin + " trained on privately (" +
+                                 set.description + ")");
+      }
+      d.carry = true;
+      // (No count here: the reason is written to the run directory, and the count depends on private data.)
+      d.reason = "the source spent privacy on records of this run's private data (" + set.description + ", run " +
+                 set.origin + "): its ledger is carried and composed with this run's steps";
+      return d;
+    }
+    if (!shared.known && unknown.empty()) {
+      unknown = set.description + " of run " + set.origin + " was recorded under another record key than " +
+                key.file.string();
+    }
+  }
+  if (unknown.empty()) {
+    d.reason = "shown disjoint: none of this run's private records is among the data the source spent privacy on: "
+               "nothing carried (see its privacy.json)";
+  } else if (claimed) {
+    d.reason = "init_from_disjoint: stated disjoint by the user (" + unknown + "): nothing carried";
+    d.caveats.push_back(disjoint_caveat(source, "this run's private data share no record with the data it spent "
+                                                "privacy on; its ledger is not carried"));
+  } else {
+    d.carry = true;
+    d.reason = "the source spent privacy on data that cannot be compared with this run's (" + unknown + "): its ledger "
+               "is carried, to be safe (" + opt_in + " if you know they are disjoint)";
+  }
+  return d;
+}
+
+std::vector<RecordSet> run_record_sets(const RunData& data, const RecordKey& key, const std::string& run_dir,
+                                       const InitSource* source) {
+  std::vector<RecordSet> sets;
+  if (data.private_data) sets.push_back(private_record_set(*data.private_data, key, run_dir));
+  for (const auto& pub : data.public_data) {
+    const bool listed = std::any_of(sets.begin(), sets.end(), [&](const RecordSet& s) {
+      return !s.is_private && s.origin == run_dir && s.hashes == pub.data->records;
+    });
+    if (!listed) sets.push_back(public_record_set(*pub.data, run_dir));
+  }
+  if (source && source->records) {
+    sets.insert(sets.end(), source->records->begin(), source->records->end());
+  } else if (source) {
+    // Unknown ancestry: a private set under no key compares as unknown with any data downstream.
+    sets.push_back(RecordSet{true, "unknown", "the data of " + source->run_dir.string() + " (not recorded)",
+                             source->run_dir.string(), {}});
+  }
+  return sets;
 }
 
 }  // namespace privdiff::core

@@ -2,18 +2,26 @@
 // [run] init_from: a run that starts from another run's trained model (typically one public
 // pretraining run reused by many private fine-tuning runs), and what it inherits from it.
 //
-// Privacy: the new model is a function of the source's. If the source spent privacy on the data
-// this run protects (or this run protects none), its ledger is carried into this run's ledger and
-// composed with this run's steps, so the reported epsilon covers both. If the source trained only
-// on public data, nothing is carried. What each run trained on, privately and publicly, travels
-// in summary.json's "data_use" (with the ancestry's), so data one ancestor used privately cannot
-// be used as public data downstream.
+// Privacy: the new model is a function of the source's. A source that spent privacy has its ledger
+// carried into this run's (composed with this run's steps, so the reported epsilon covers both)
+// unless this run's private data are *shown* to be disjoint from every private dataset of the
+// source and its ancestry, by content (data/record_set.hpp: a copy, subset, reordering or class
+// filter of the same records overlaps). What cannot be compared (a run made under another record
+// key, or before records were kept) counts as overlapping, unless the user states otherwise with
+// [run] init_from_disjoint = true, which puts a caveat on the run. Each run keeps the record sets
+// of its own data and its ancestry's in data-records.bin, so that data one ancestor used
+// privately cannot be used as public data downstream, and the other way round.
+
+#include "data/dataset_identity.hpp"
+#include "data/record_key.hpp"
+#include "data/record_set.hpp"
 
 #include <privdiff/privacy/ledger.hpp>
 
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,13 +34,45 @@ struct InitSource {
   std::string model_type;            ///< its recipe.toml's [model] type (empty: none recorded, taken to be this run's)
   sdk::PrivacyLedger ledger;         ///< everything the source spent (never the shorter of its two ledgers)
   bool finished = false;             ///< the source wrote summary.json
-  /// Fingerprints of the data the source (and its ancestry) trained on privately / publicly; empty
-  /// when unknown (a run from before this was recorded).
-  std::vector<std::string> private_data, public_data;
-  bool data_use_known = false;
+  /// What the source and its ancestry trained on (its data-records.bin); empty when unknown (a run
+  /// made before records were kept, or a damaged file: records_note says which).
+  std::optional<std::vector<RecordSet>> records;
+  std::string records_note;
   bool carried = false;  ///< (read_recorded_init) whether the run carried the ledger, and why
   std::string reason;
 };
+
+/// The file in a run directory that holds its record sets.
+inline constexpr const char* record_sets_file = "data-records.bin";
+
+/// What a run that starts from `source` inherits, decided before anything is written.
+struct InitDecision {
+  bool carry = false;
+  std::string reason;
+  std::vector<std::string> caveats;  ///< set when [run] init_from_disjoint waived what could not be shown
+};
+
+/// The data a run trains on: its private dataset (null: none) and the public ones, by stage.
+struct RunData {
+  const DatasetIdentity* private_data = nullptr;
+  struct Public {
+    std::string stage;  ///< "stage[1] 'pretrain'", for messages
+    const DatasetIdentity* data;
+  };
+  std::vector<Public> public_data;
+};
+
+/// Decides whether the source's ledger is carried (see above) and refuses, with
+/// std::runtime_error, a run whose public data shares records with the source's private data, or
+/// whose private data the source trained on non-privately. `disjoint_claimed`: the user's
+/// [run] init_from_disjoint.
+InitDecision decide_init_from(const InitSource& source, const RunData& data, bool disjoint_claimed,
+                              const RecordKey& key);
+
+/// The record sets a run keeps: its own data's (private keyed by `key`, public plain), then its
+/// source's (or, when unknown, one set that compares as unknown with any data).
+std::vector<RecordSet> run_record_sets(const RunData& data, const RecordKey& key, const std::string& run_dir,
+                                       const InitSource* source);
 
 /// Reads `path` (a run directory, or a checkpoint.pt inside one). Throws std::runtime_error naming
 /// what is missing or unreadable.
@@ -42,7 +82,7 @@ InitSource read_init_source(const std::filesystem::path& path);
 /// carried part of its ledger), for resuming it. Throws std::runtime_error naming the file.
 InitSource read_recorded_init(const std::filesystem::path& init_from_json);
 
-/// {"private": [...], "public": [...]} as summary.json records it.
-nlohmann::json data_use_json(const std::vector<std::string>& private_data, const std::vector<std::string>& public_data);
+/// {"private": [...], "public": [...]} as summary.json records it: each set's description and run.
+nlohmann::json data_use_json(const std::vector<RecordSet>& sets);
 
 }  // namespace privdiff::core

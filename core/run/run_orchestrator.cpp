@@ -1,6 +1,8 @@
 #include "run/run_orchestrator.hpp"
 
-#include "data/dataset_fingerprint.hpp"
+#include "data/dataset_identity.hpp"
+#include "data/record_key.hpp"
+#include "data/record_set.hpp"
 #include <privdiff/data/idx_file.hpp>
 #include <privdiff/data/image_dataset.hpp>
 #include <privdiff/data/pixels.hpp>
@@ -24,6 +26,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <cmath>
 #include <fstream>
@@ -119,6 +124,21 @@ void check_run_dir(const fs::path& run_dir, bool resume, bool restart) {
   }
 }
 
+// Examples per logical step as planned (q N, of the stage's first Gaussian kind): what a
+// private stage's progress shows instead of the realised batch sizes.
+double expected_examples_per_step(const sdk::Mechanism& mechanism, std::int64_t dataset_size) {
+  if (!mechanism.is_private()) return 0;
+  const auto kinds = sdk::gaussian_steps(mechanism.planned_events(dataset_size));
+  return kinds.empty() ? 0 : kinds.front().sampling_rate * static_cast<double>(dataset_size);
+}
+
+// A test hook: PRIVDIFF_TEST_KILL_AT=NAME makes the process die here as if killed -9, so that a test
+// can stop a run between two writes (the crash-safety tests).
+void test_kill_point(const char* name) {
+  const char* at = std::getenv("PRIVDIFF_TEST_KILL_AT");
+  if (at && std::strcmp(at, name) == 0) std::raise(SIGKILL);
+}
+
 constexpr const char* private_diagnostics_caveat =
     "metrics.jsonl records each private step's loss and realised batch size, computed without noise "
     "([run] private_diagnostics = true): publishing it is outside the guarantee";
@@ -135,13 +155,14 @@ struct RunOrchestrator::Session {
   RunSummary summary;
   // The recipe's datasets by name, opened once; the dataset private stages train on ("" if none).
   std::map<std::string, std::unique_ptr<sdk::Dataset>> datasets;
-  std::map<std::string, std::string> fingerprints;  // by dataset name, hashed when needed
+  std::map<std::string, DatasetIdentity> identities;  // by dataset name (data read from files, not releases)
   // Data released by a stage (DP-FETA's central images), by name -> the releasing stage. Opened
   // (into `datasets`) when that stage has run, or from the run directory on resume.
   std::map<std::string, std::size_t> released;
   bool is_released(const std::string& name) const { return released.count(name) > 0; }
   std::string private_data;
-  std::string data_fingerprint;  // of every dataset the stages use, for the resume check
+  std::string data_fingerprint;  // of every dataset the stages use (keyed), for the resume check
+  std::string data_digest;       // the same, plain: for the ranks' check, never written
   std::int64_t total_params = 0;
   c10::Device device{c10::kCPU};  // [run] device, resolved
   std::vector<std::int64_t> stage_trainable;  // trainable parameters of each stage
@@ -149,7 +170,8 @@ struct RunOrchestrator::Session {
   std::optional<InitSource> init;  // [run] init_from
   bool carry = false;              // its ledger is carried into this run's
   std::string carry_reason;
-  std::vector<std::string> private_use, public_use;  // fingerprints, with the ancestry's
+  std::vector<std::string> init_caveats;  // what [run] init_from_disjoint waived
+  std::vector<RecordSet> record_sets;     // what the run trained on by content, with the ancestry's
   std::string recipe_sha;
   std::optional<LoadedCheckpoint> resumed;
   bool restart = false;  // --resume of a run killed before its first checkpoint: a fresh start in place
@@ -350,7 +372,6 @@ void RunOrchestrator::open_datasets(Session& s) {
   auto is_section = [&](const std::string& name) {
     return std::any_of(recipe_.datasets.begin(), recipe_.datasets.end(), [&](const DataSection& d) { return d.name == name; });
   };
-  std::map<std::string, std::int64_t> released_classes;
   for (std::size_t i = 0; i < recipe_.stages.size(); ++i) {
     const StageSection& stage = recipe_.stages[i];
     if (stage.data.empty()) {
@@ -369,18 +390,61 @@ void RunOrchestrator::open_datasets(Session& s) {
       throw std::runtime_error("stage[" + std::to_string(i) + "] '" + stage.name + "': no dataset or earlier stage is "
                                "named '" + stage.data + "'");
     }
-    const std::int64_t classes =
-        released_classes.count(recipe_.stages[j].data) ? released_classes.at(recipe_.stages[j].data)
-                                                        : s.stage_data(recipe_, j).num_classes();
-    const std::int64_t count = components_.mechanisms.at(j)->released_examples(s.stage_sizes.at(j), classes);
+    // How much is released depends on public configuration only (the model's classes), never on
+    // the private labels.
+    if (public_classes() < 1 && components_.mechanisms.at(j)->released_examples(s.stage_sizes.at(j), 1) > 0) {
+      throw std::runtime_error("stage[" + std::to_string(j) + "] '" + recipe_.stages[j].name + "' releases images per "
+                               "class: the model must be class-conditional (set [model] num_classes)");
+    }
+    const std::int64_t count = components_.mechanisms.at(j)->released_examples(s.stage_sizes.at(j), public_classes());
     if (count < 1) {
       throw std::runtime_error("stage[" + std::to_string(i) + "] '" + stage.name + "': data = '" + stage.data +
                                "' names stage '" + stage.data + "', whose mechanism '" +
                                recipe_.stages[j].mechanism.id + "' releases no data");
     }
     s.released[stage.data] = j;
-    released_classes[stage.data] = classes;
     s.stage_sizes.push_back(count);
+  }
+  // What each dataset holds, by content: the data-use rules compare records, not names.
+  for (const auto& [name, data] : s.datasets) {
+    s.identities.emplace(name, dataset_identity(*data));
+    check_data_fits_model(name, *data);
+  }
+}
+
+std::int64_t RunOrchestrator::public_classes() const {
+  return recipe_.model ? model_classes(recipe_.model->config) : 0;
+}
+
+void RunOrchestrator::check_data_fits_model(const std::string& name, const sdk::Dataset& data) const {
+  // Input validation before anything is written (seen only by whoever holds the data): data the
+  // model cannot take would otherwise fail mid-run, or train without a word on what it cannot be.
+  if (!components_.model || data.size() == 0) return;
+  const std::string& section = recipe_.dataset(name).path;
+  const at::Tensor first = data.images(at::arange(1, at::kLong));
+  if (!first.defined()) return;  // (test stand-ins without content)
+  const auto shape = first.sizes().vec();
+  const auto wanted = components_.model->image_shape();
+  auto text = [](const std::vector<std::int64_t>& s) {
+    std::string t;
+    for (std::size_t i = 0; i < s.size(); ++i) t += (i ? "x" : "") + std::to_string(s[i]);
+    return t;
+  };
+  if (shape.size() != 4 || std::vector<std::int64_t>(shape.begin() + 1, shape.end()) != wanted) {
+    throw std::runtime_error(section + ": " + data.name() + " holds " +
+                             text(std::vector<std::int64_t>(shape.begin() + 1, shape.end())) + " images (channels x "
+                             "height x width), but the model takes " + text(wanted) + " (set [model] image_channels "
+                             "and image_size to match the data)");
+  }
+  // A label the model has no class for would fail mid-run, or train as the guidance null label.
+  const std::int64_t classes = public_classes();
+  if (classes < 1) return;
+  const std::int64_t largest = data.labels(at::arange(data.size(), at::kLong)).max().item<std::int64_t>();
+  if (largest >= classes) {
+    throw std::runtime_error(section + ": " + data.name() + " has labels up to " + std::to_string(largest) +
+                             ", but the model has num_classes = " + std::to_string(classes) + " (set [model] "
+                             "num_classes to " + std::to_string(largest + 1) + ", or keep fewer classes with " +
+                             section + ".classes)");
   }
 }
 
@@ -395,22 +459,11 @@ void RunOrchestrator::open_released(Session& s, const std::string& name, std::in
       std::move(bytes), true, "data released by stage '" + name + "' (" + s.run_dir.string() + ")");
 }
 
-namespace {
-// Two sections that read the same records (same plugin and options), whatever their names.
-bool same_source(const DataSection& a, const DataSection& b) {
-  auto options = [](const DataSection& d) {  // all but the privacy status, which cannot change the records
-    auto values = d.dataset.config.values();
-    values.erase("public");
-    return values;
-  };
-  return a.dataset.id == b.dataset.id && options(a) == options(b);
-}
-}  // namespace
-
 void RunOrchestrator::check_data_use(Session& s) const {
   // A run protects one private dataset: the ledger and epsilon are about it. Non-private stages may
-  // only train on data that is public, and never on the records a private stage protects — naming
-  // them twice, or marking them `public = true`, cannot make them public.
+  // only train on data that is public, and never on a record a private stage protects — naming
+  // them twice, another path, plugin or copy, or `public = true` cannot make them public (records
+  // are compared by content, data/dataset_identity.hpp).
   const auto& mechanisms = components_.mechanisms;
   std::size_t first_private = mechanisms.size();
   for (std::size_t i = 0; i < mechanisms.size(); ++i) {
@@ -441,12 +494,18 @@ void RunOrchestrator::check_data_use(Session& s) const {
       throw std::runtime_error(stage + " and may only train on data marked public ([" + section.path +
                                "] public = true, or a public dataset such as glyphs); " + data.name() + " is private");
     }
-    if (first_private != mechanisms.size() &&
-        (section.name == s.private_data || same_source(section, recipe_.dataset(s.private_data)))) {
+    if (first_private == mechanisms.size()) continue;
+    const std::int64_t shared = shared_records(s.identities.at(section.name).records,
+                                               s.identities.at(s.private_data).records);
+    if (section.name == s.private_data || shared > 0) {
       throw std::runtime_error(stage + ", but stage[" + std::to_string(first_private) + "] '" +
-                               recipe_.stages[first_private].name + "' trains privately on the same data (" +
-                               data.name() + "): data a private stage protects cannot also be public; train the "
-                               "non-private stage on other data, or make it private");
+                               recipe_.stages[first_private].name + "' trains privately on " +
+                               (section.name == s.private_data
+                                    ? "the same data (" + data.name() + ")"
+                                    : "data that shares " + std::to_string(shared) + " of its records (" + data.name() +
+                                          " and " + s.stage_data(recipe_, first_private).name() + " hold the same images)") +
+                               ": data a private stage protects cannot also be public; train the non-private stage on "
+                               "other data, or make it private");
     }
   }
 }
@@ -470,8 +529,20 @@ void RunOrchestrator::check_parameter_selections(Session& s) {
   }
 }
 
+RunData RunOrchestrator::run_data(const Session& s) const {
+  // The private dataset, and the public ones by stage (releases are neither: already private).
+  RunData data;
+  if (!s.private_data.empty()) data.private_data = &s.identities.at(s.private_data);
+  for (std::size_t i = 0; i < recipe_.stages.size(); ++i) {
+    if (components_.mechanisms[i]->is_private() || s.is_released(recipe_.stages[i].data)) continue;
+    data.public_data.push_back({"stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "'",
+                                &s.identities.at(recipe_.stages[i].data)});
+  }
+  return data;
+}
+
 void RunOrchestrator::prepare_init_from(Session& s) {
-  // The data this run uses, by fingerprint, and what its initial model inherits (see init_from.hpp).
+  // What the initial model inherits (see init_from.hpp), decided on the data's content.
   const bool fresh = !s.options.resume;
   if (!recipe_.run.has("init_from")) return;
   if (!components_.model) throw std::runtime_error("run.init_from: the recipe has no [model] to initialise");
@@ -481,46 +552,18 @@ void RunOrchestrator::prepare_init_from(Session& s) {
     s.init = read_recorded_init(s.run_dir / "init_from.json");
     s.carry = s.init->carried;
     s.carry_reason = s.init->reason;
-    for (const auto& fp : s.init->private_data) s.private_use.push_back(fp);
-    for (const auto& fp : s.init->public_data) s.public_use.push_back(fp);
     return;
   }
   s.init = read_init_source(recipe_.run.get_string("init_from"));
   const InitSource& src = *s.init;
-  for (const auto& [name, data] : s.datasets) s.fingerprints[name] = dataset_fingerprint(*data);
-  const std::string mine = s.private_data.empty() ? "" : s.fingerprints.at(s.private_data);
-  auto contains = [](const std::vector<std::string>& v, const std::string& x) {
-    return std::find(v.begin(), v.end(), x) != v.end();
-  };
-  for (std::size_t i = 0; i < recipe_.stages.size(); ++i) {
-    if (s.is_released(recipe_.stages[i].data)) continue;
-    const std::string& fp = s.fingerprints.at(recipe_.stages[i].data);
-    if (!components_.mechanisms[i]->is_private() && contains(src.private_data, fp)) {
-      throw std::runtime_error("stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "' trains non-privately "
-                               "on " + s.stage_data(recipe_, i).name() + ", which the initial model's run (" +
-                               src.run_dir.string() + ") or its ancestry trained on privately: it cannot be public here");
-    }
-  }
-  if (!mine.empty() && contains(src.public_data, mine)) {
-    throw std::runtime_error("run.init_from: the initial model's run (" + src.run_dir.string() + ") or its ancestry "
-                             "trained non-privately on this run's private data (" + s.datasets.at(s.private_data)->name() +
-                             "): no guarantee can cover it");
-  }
-  const bool spent = !src.ledger.entries().empty();
-  if (!spent) {
-    s.carry_reason = "the source spent no privacy: nothing carried";
-  } else if (!src.data_use_known) {
-    s.carry = true;
-    s.carry_reason = "the source's data is not recorded (unfinished or older run): its ledger is carried, to be safe";
-  } else if (mine.empty() || contains(src.private_data, mine)) {
-    s.carry = true;
-    s.carry_reason = mine.empty() ? "this run trains on no private data; its model descends from the source's private "
-                                    "training: the source's ledger is carried"
-                                  : "the source spent privacy on this run's private data: its ledger is carried and "
-                                    "composed with this run's steps";
-  } else {
-    s.carry_reason = "the source spent privacy on other data than this run's: nothing carried (see its privacy.json)";
-  }
+  const InitDecision decision =
+      decide_init_from(src, run_data(s), recipe_.run.get_bool("init_from_disjoint"), record_key());
+  s.carry = decision.carry;
+  // Rank 0 writes the ledger; a rank on another machine (another record key) may be unable to
+  // compare what rank 0 could, so rank 0's decision is the run's.
+  if (s.options.collective) s.carry = sdk::agree_with_rank0(*s.options.collective, s.carry);
+  s.carry_reason = decision.reason;
+  s.init_caveats = decision.caveats;
   if (fresh) {  // here, before anything is written: a model that does not fit is refused up front
     const std::string& mine_type = recipe_.model->id;
     if (src.model_type.empty() || src.model_type == mine_type) {
@@ -535,8 +578,6 @@ void RunOrchestrator::prepare_init_from(Session& s) {
     }
     s.log << "init_from " << src.checkpoint.string() << ": " << s.carry_reason << "\n";
   }
-  for (const auto& fp : src.private_data) s.private_use.push_back(fp);
-  for (const auto& fp : src.public_data) s.public_use.push_back(fp);
 }
 
 const DataSection* RunOrchestrator::eval_data() const {
@@ -636,21 +677,15 @@ void RunOrchestrator::open_run_directory(Session& s) {
   // The run's recipe is its recipe.toml as first written; a resumed run is checked against it.
   const std::string recipe_text = s.options.resume ? read_file(s.run_dir / "recipe.toml") : recipe_.to_toml();
   s.recipe_sha = content_hash(recipe_text);
-  // What the stages train on, for the checkpoint, the resume check and summary.json (not needed by
-  // validate's pre-flight, so hashed here rather than there).
-  for (const auto& [name, data] : s.datasets) {
-    if (!s.fingerprints.count(name)) s.fingerprints[name] = dataset_fingerprint(*data);
+  // What the stages train on, for the checkpoint and the resume check (keyed: run directories may
+  // be published) and for the ranks' check (plain, exchanged only).
+  const RecordKey& key = record_key();
+  for (const auto& [name, id] : s.identities) {  // one dataset: its fingerprint alone
+    const std::string prefix = s.identities.size() == 1 ? "" : (s.data_fingerprint.empty() ? "" : "; ") + name + "=";
+    s.data_fingerprint += prefix + id.fingerprint(key);
+    s.data_digest += prefix + std::to_string(id.ordered_digest);
   }
-  for (const auto& [name, fp] : s.fingerprints) {  // one dataset: its fingerprint alone, as before
-    s.data_fingerprint += s.fingerprints.size() == 1 ? fp : (s.data_fingerprint.empty() ? "" : "; ") + name + "=" + fp;
-  }
-  for (std::size_t i = 0; i < recipe_.stages.size(); ++i) {
-    if (s.is_released(recipe_.stages[i].data)) continue;  // derived from the private data by a DP release
-    const std::string& fp = s.fingerprints.at(recipe_.stages[i].data);
-    auto& use = components_.mechanisms[i]->is_private() ? s.private_use : s.public_use;
-    if (std::find(use.begin(), use.end(), fp) == use.end()) use.push_back(fp);
-  }
-  if (s.options.collective) same_run_as_rank0(*s.options.collective, s.recipe_sha + "|" + s.data_fingerprint);
+  if (s.options.collective) same_run_as_rank0(*s.options.collective, s.recipe_sha + "|" + s.data_digest);
   if (!s.options.resume && !s.writes()) {
     // Another rank of a multi-process run: rank 0 writes the directory; this one only trains.
   } else if (!s.options.resume) {
@@ -667,6 +702,10 @@ void RunOrchestrator::open_run_directory(Session& s) {
       fs::resize_file(s.metrics_path(), 0, ec);
       s.log << "no checkpoint yet: the run starts over in place; the privacy it spent stays in the ledger\n";
     }
+    // What the run trains on, by content, before it trains: a run killed at any point is known to
+    // a later run that starts from it.
+    s.record_sets = run_record_sets(run_data(s), key, fs::absolute(s.run_dir).string(), s.init ? &*s.init : nullptr);
+    write_file_atomically(s.run_dir / record_sets_file, record_sets_to_bytes(s.record_sets));
     if (s.init) initialise_from_source(s);
   } else {
     if (!components_.model) throw std::runtime_error("cannot resume: the recipe has no [model]");
@@ -685,7 +724,7 @@ void RunOrchestrator::open_run_directory(Session& s) {
     // Data released by stages that finished before the checkpoint: from the run directory.
     for (const auto& [name, stage] : s.released) {
       if (static_cast<std::int64_t>(stage) < position.stage) {
-        open_released(s, name, s.stage_data(recipe_, stage).num_classes());
+        open_released(s, name, public_classes());
       }
     }
     const auto& saved = position.noise_multipliers;
@@ -709,6 +748,13 @@ void RunOrchestrator::open_run_directory(Session& s) {
       fs::resize_file(s.metrics_path(), position.metrics_bytes, ec);
       if (ec) throw std::runtime_error("cannot rewind " + s.metrics_path().string() + ": " + ec.message());
     }
+    if (std::error_code ec; fs::is_regular_file(s.run_dir / record_sets_file, ec)) {
+      try {
+        s.record_sets = record_sets_from_bytes(read_file(s.run_dir / record_sets_file));
+      } catch (const std::exception& e) {
+        throw std::runtime_error(refused + (s.run_dir / record_sets_file).string() + ": " + e.what());
+      }
+    }
     s.earlier_seconds = position.wall_seconds;
     s.log << "resuming at stage " << position.stage << ", step " << position.step
           << " (privacy spent so far is kept in the ledger)\n";
@@ -726,15 +772,14 @@ void RunOrchestrator::initialise_from_source(Session& s) {
     for (const auto& entry : src.ledger.entries()) s.summary.ledger.record(entry);
     for (const auto& caveat : src.ledger.caveats()) s.summary.ledger.add_caveat("init_from: " + caveat);
   }
+  for (const auto& caveat : s.init_caveats) s.summary.ledger.add_caveat(caveat);
   nlohmann::json record = {{"source", src.run_dir.string()},
                            {"checkpoint", src.checkpoint.string()},
                            {"checkpoint_hash", src.checkpoint_hash},
                            {"source_finished", src.finished},
                            {"carried", s.carry},
                            {"reason", s.carry_reason},
-                           {"carried_ledger", nlohmann::json::parse(sdk::to_json(s.carry ? src.ledger : sdk::PrivacyLedger{}))},
-                           {"source_data_use", src.data_use_known ? data_use_json(src.private_data, src.public_data)
-                                                                  : nlohmann::json()}};
+                           {"carried_ledger", nlohmann::json::parse(sdk::to_json(s.carry ? src.ledger : sdk::PrivacyLedger{}))}};
   write_file_atomically(s.run_dir / "init_from.json", record.dump(2) + "\n");
 }
 
@@ -784,13 +829,18 @@ void RunOrchestrator::run_stage(Session& s, std::size_t i) {
                             static_cast<std::uint64_t>(recipe_.run.get_int("seed")) + i, {}};
   context.stage_index = static_cast<std::int64_t>(i);
   context.collective = s.options.collective;
-  if (mechanism.released_examples(s.stage_size(i), context.data.num_classes()) > 0) {
-    const std::int64_t classes = context.data.num_classes();
+  context.num_classes = public_classes();
+  if (mechanism.released_examples(s.stage_size(i), context.num_classes) > 0) {
+    const std::int64_t classes = context.num_classes;
     context.release = [this, &s, name, classes](const at::Tensor& images, const at::Tensor& labels) {
       // A DP release: saved (images, labels, a grid) and opened as the dataset named after the stage.
+      // The ledger first (fsync, rename): nothing released ever reaches the disk before its cost.
+      s.write_ledger();
+      test_kill_point("release");
       SampleSet set{sdk::pixels_to_bytes(images.to(at::kCPU)), labels.to(at::kCPU).to(at::kLong)};
       const fs::path prefix = released_directory(s, name) / "train";
       write_sample_set(prefix, set, false, classes);
+      test_kill_point("released");
       open_released(s, name, classes);
       s.log << "released " << images.size(0) << " images as data '" << name << "': " << prefix.string()
             << "-grid.png\n";
@@ -801,18 +851,20 @@ void RunOrchestrator::run_stage(Session& s, std::size_t i) {
     context.resume_step = s.resumed->position.step;
   }
   // The realised batch size and the loss of a private step are computed without noise: they are
-  // kept out of metrics.jsonl (a shared artefact) unless diagnostics are asked for.
+  // kept out of metrics.jsonl (a shared artefact) and off the console unless diagnostics are asked
+  // for; the speed shown is then in expected examples (q N per logical step).
   const bool log_batch = !mechanism.is_private() || recipe_.run.get_bool("private_diagnostics");
+  const double expected_batch = expected_examples_per_step(mechanism, s.stage_size(i));
   const std::int64_t checkpoint_every = recipe_.run.get_int("checkpoint_every");
   const bool has_delta = recipe_.privacy.has("delta");
   // Progress: a line at most every 2 s (and at the end), and every step in metrics.jsonl.
   const auto start = std::chrono::steady_clock::now();
   auto last_print = start - std::chrono::seconds(10);
-  std::int64_t examples = 0;
+  double examples = 0;
   double latest_epsilon = std::nan("");
   context.step_done = [&](const sdk::StepReport& r, const sdk::StateWriter& save_state) {
     ++s.session_steps;
-    examples += r.examples;
+    examples += log_batch ? static_cast<double>(r.examples) : expected_batch;
     const auto now = std::chrono::steady_clock::now();
     const double elapsed = std::chrono::duration<double>(now - start).count();
     const bool print = now - last_print > std::chrono::seconds(2) || r.step == r.total_steps;
@@ -837,10 +889,11 @@ void RunOrchestrator::run_stage(Session& s, std::size_t i) {
       s.metrics.flush();
       const double done = static_cast<double>(r.step - context.resume_step);
       const double eta = done > 0 ? elapsed / done * static_cast<double>(r.total_steps - r.step) : 0;
-      s.log << "  step " << r.step << "/" << r.total_steps << "  loss " << std::setprecision(4) << r.loss;
+      s.log << "  step " << r.step << "/" << r.total_steps;
+      if (log_batch) s.log << "  loss " << std::setprecision(4) << r.loss;
       if (!std::isnan(latest_epsilon)) s.log << "  eps " << std::setprecision(3) << latest_epsilon;
-      s.log << "  " << std::setprecision(3) << (elapsed > 0 ? examples / elapsed : 0) << " ex/s  ETA "
-            << format_duration(eta) << "\n" << std::flush;
+      s.log << "  " << std::setprecision(3) << (elapsed > 0 ? examples / elapsed : 0)
+            << (log_batch ? " ex/s" : " expected ex/s") << "  ETA " << format_duration(eta) << "\n" << std::flush;
     }
     const bool stop = s.stop_wanted();
     const bool due = checkpoint_every > 0 && r.step % checkpoint_every == 0;
@@ -894,10 +947,8 @@ void RunOrchestrator::show_after_public_stage(Session& s, std::size_t i) {
 void RunOrchestrator::sample_grid(Session& s) {
   // A class-by-row sample grid (10 samples per class, up to 10 classes) from the trained model.
   if (!components_.model || !components_.sampler) return;
-  std::int64_t classes = 10;
-  if (!recipe_.stages.empty() && !s.datasets.empty()) {
-    classes = std::min<std::int64_t>(10, s.stage_data(recipe_, recipe_.stages.size() - 1).num_classes());
-  }
+  // Rows by the model's classes (public), never the data's.
+  const std::int64_t classes = public_classes() > 0 ? std::min<std::int64_t>(10, public_classes()) : 10;
   sdk::SampleRequest request;
   request.count = classes * 10;
   request.labels = at::arange(classes, at::kLong).repeat_interleave(10);
@@ -1019,7 +1070,7 @@ void RunOrchestrator::write_reports(Session& s) {
                                 {"privacy", results},
                                 {"caveats", caveats}};
   if (!s.data_fingerprint.empty()) run_summary["data"] = s.data_fingerprint;
-  if (!s.datasets.empty()) run_summary["data_use"] = data_use_json(s.private_use, s.public_use);
+  if (!s.record_sets.empty()) run_summary["data_use"] = data_use_json(s.record_sets);
   if (s.init) {
     run_summary["init_from"] = {{"source", s.init->run_dir.string()}, {"checkpoint_hash", s.init->checkpoint_hash},
                                 {"carried", s.carry}, {"reason", s.carry_reason}};

@@ -15,6 +15,7 @@
 
 #include "recipe/recipe.hpp"
 #include "run/composed_run.hpp"
+#include "run/init_from.hpp"
 
 #include <privdiff/config/config.hpp>
 #include <privdiff/data/dataset.hpp>
@@ -117,11 +118,16 @@ class RunOrchestrator {
   void write_reports(Session& s);
 
   void open_datasets(Session& s);
+  /// The class count from public configuration (the model's num_classes; 0: unconditional).
+  std::int64_t public_classes() const;
+  /// Refuses data whose image shape or labels the model cannot take (pre-flight).
+  void check_data_fits_model(const std::string& name, const sdk::Dataset& data) const;
   const DataSection* eval_data() const;
   void check_eval_reference(Session& s) const;
   void check_data_use(Session& s) const;
   void check_parameter_selections(Session& s);
   void prepare_init_from(Session& s);
+  RunData run_data(const Session& s) const;
   void initialise_from_source(Session& s);
   void warn_about_short_ema(Session& s) const;
   sdk::PrivacyEvent plan_privacy(Session& s);

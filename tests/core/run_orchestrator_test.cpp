@@ -20,25 +20,40 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A stand-in dataset with content: record i of `content` is one 2x2 image (the same in every
+// dataset of that content), so that datasets share records exactly when the tests say so.
 class TinyDataset : public sdk::Dataset {
  public:
-  explicit TinyDataset(bool is_public, std::int64_t size = 1000) : public_(is_public), size_(size) {}
+  explicit TinyDataset(bool is_public, std::int64_t size = 1000, std::int64_t content = -1, bool reversed = false)
+      : public_(is_public), size_(size), content_(content < 0 ? size : content), reversed_(reversed) {}
   std::int64_t size() const override { return size_; }
-  at::Tensor images(const at::Tensor&) const override { return {}; }
-  at::Tensor labels(const at::Tensor&) const override { return {}; }
+  at::Tensor images(const at::Tensor& indices) const override {
+    const at::Tensor records = record(indices);
+    // 4 pixels (the fixture model's 1x2x2) from the record number and the content, as bytes 0..255:
+    // distinct for every record of the tests' contents.
+    const at::Tensor base = records * 4099 + content_ * 7;
+    const at::Tensor x = at::stack({base.remainder(256), base.floor_divide(256).remainder(256),
+                                    base.floor_divide(65536).remainder(256), at::full_like(base, 17)}, 1);
+    return (x.to(at::kFloat) / 255.0 * 2 - 1).view({-1, 1, 2, 2});
+  }
+  at::Tensor labels(const at::Tensor& indices) const override { return record(indices).remainder(10); }
   std::int64_t num_classes() const override { return 10; }
   bool is_public() const override { return public_; }
   std::string name() const override { return "tiny"; }
 
  private:
+  at::Tensor record(const at::Tensor& indices) const { return reversed_ ? size_ - 1 - indices.to(at::kLong) : indices.to(at::kLong); }
   bool public_;
-  std::int64_t size_;
+  std::int64_t size_, content_;
+  bool reversed_;
 };
 
 DatasetOpener tiny_data(std::int64_t size = 1000) {
   return [size](const DataSection& data) {
     const auto& c = data.dataset.config;  // fixture_data's `size` when it is not the default
-    return std::make_unique<TinyDataset>(c.get_bool("public"), c.has("size") && c.get_int("size") != 1000 ? c.get_int("size") : size);
+    const std::int64_t n = c.has("size") && c.get_int("size") != 1000 ? c.get_int("size") : size;
+    return std::make_unique<TinyDataset>(c.get_bool("public"), n, c.has("content") ? c.get_int("content") : -1,
+                                         c.get_bool("reversed"));
   };
 }
 
@@ -348,7 +363,8 @@ TEST_F(RunOrchestratorTest, StagesTrainOnTheDatasetTheyNameAndOnlyPrivateOnesSpe
 TEST_F(RunOrchestratorTest, TheSameRecordsCannotBeBothPublicAndPrivate) {
   std::string recipe = two_datasets;
   recipe.replace(recipe.find("size = 500\n"), 11, "");  // the "public" section now reads the private records
-  EXPECT_NE(run_error(recipe).find("trains privately on the same data"), std::string::npos);
+  EXPECT_NE(run_error(recipe).find("trains privately on data that shares 1000 of its records"), std::string::npos)
+      << run_error(recipe);
 }
 
 TEST_F(RunOrchestratorTest, AStageMustNameItsDatasetWhenThereAreSeveral) {
@@ -407,7 +423,7 @@ TEST_F(RunOrchestratorTest, InitFromAPublicRunCarriesNothingAndAnotherModelIsRef
   // The public source's data cannot be this run's private data.
   fs::remove_all(dir_);
   std::string on_public_data = private_stage + "noise_multiplier = 5.0\n" + init + "[data]\ndataset = \"fixture_data\"\nsize = 500\n";
-  EXPECT_NE(run_error(on_public_data).find("trained non-privately on this run's private data"), std::string::npos)
+  EXPECT_NE(run_error(on_public_data).find("trained non-privately on 500 records of this run's private data"), std::string::npos)
       << run_error(on_public_data);
   fs::remove_all(source);
 }
@@ -431,4 +447,83 @@ TEST_F(RunOrchestratorTest, AnInitFromRunResumesWithoutItsSource) {
   resume.resume = true;
   RunOrchestrator again(recipe_, compose(recipe_, fixture_registry()), tiny_data());
   EXPECT_EQ(again.run(dir_, log_, resume).ledger.steps(), 40);
+}
+
+// Issue 25: whether a source's ledger is carried is decided on the records, not on names: any
+// copy of the source's private records carries; only data shown disjoint does not; what cannot
+// be compared (another record key) carries unless the user states it is disjoint, with a caveat.
+class InitFromByContent : public RunOrchestratorTest {
+ protected:
+  void SetUp() override {
+    RunOrchestratorTest::SetUp();
+    source_ = dir_.string() + "_source";
+    fs::remove_all(source_);
+    recipe_ = validate_recipe(RecipeDocument::parse(private_stage + "noise_multiplier = 5.0\n[data]\ndataset = "
+                                                    "\"fixture_data\"\n", "a.toml"),
+                              fixture_registry());
+    RunOrchestrator(recipe_, compose(recipe_, fixture_registry()), tiny_data()).run(source_, log_);
+  }
+  void TearDown() override {
+    fs::remove_all(source_);
+    RunOrchestratorTest::TearDown();
+  }
+  // This run: 20 private steps on `data` from the source.
+  std::string from_source(const std::string& data, const std::string& run = "") const {
+    return private_stage + "noise_multiplier = 5.0\n[data]\ndataset = \"fixture_data\"\n" + data + "[run]\ninit_from = \"" +
+           source_.string() + "\"\n" + run;
+  }
+  std::int64_t steps_after(const std::string& recipe) {
+    fs::remove_all(dir_);
+    return run(recipe).ledger.steps();
+  }
+  fs::path source_;
+};
+
+TEST_F(InitFromByContent, EveryCopyOfTheSourcesRecordsCarriesItsLedger) {
+  EXPECT_EQ(steps_after(from_source("")), 40);                              // the same data
+  EXPECT_EQ(steps_after(from_source("size = 500\ncontent = 1000\n")), 40);  // a subset
+  EXPECT_EQ(steps_after(from_source("reversed = true\n")), 40);             // reordered
+  EXPECT_EQ(steps_after(from_source("size = 1001\ncontent = 1000\n")), 40);  // a superset
+  EXPECT_EQ(steps_after(from_source("size = 999\n")), 20);                  // other records: nothing carried
+  EXPECT_NE(nlohmann::json::parse(read_file(dir_ / "init_from.json"))["reason"].get<std::string>().find("shown disjoint"),
+            std::string::npos);
+  EXPECT_TRUE(nlohmann::json::parse(read_file(dir_ / "privacy.json"))["caveats"].empty());
+}
+
+TEST_F(InitFromByContent, DataThatCannotBeComparedCarriesUnlessStatedDisjointWithACaveat) {
+  const char* saved = std::getenv("PRIVDIFF_RECORD_KEY");
+  const std::string before = saved ? saved : "";
+  const fs::path other_key = dir_.string() + "_other.key";
+  ::setenv("PRIVDIFF_RECORD_KEY", other_key.c_str(), 1);  // another machine's key
+  EXPECT_EQ(steps_after(from_source("size = 999\n")), 40);  // disjoint, but it cannot be shown
+  EXPECT_NE(nlohmann::json::parse(read_file(dir_ / "init_from.json"))["reason"].get<std::string>().find(
+                "cannot be compared"),
+            std::string::npos);
+  EXPECT_EQ(steps_after(from_source("size = 999\n", "init_from_disjoint = true\n")), 20);
+  const auto privacy = nlohmann::json::parse(read_file(dir_ / "privacy.json"));
+  ASSERT_EQ(privacy["caveats"].size(), 1u);
+  EXPECT_NE(privacy["caveats"][0].get<std::string>().find("init_from_disjoint"), std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(read_file(dir_ / "summary.json"))["caveats"], privacy["caveats"]);
+  if (saved) ::setenv("PRIVDIFF_RECORD_KEY", before.c_str(), 1); else ::unsetenv("PRIVDIFF_RECORD_KEY");
+  fs::remove(other_key);
+
+  // Under the source's key, a statement that contradicts the records is refused.
+  fs::remove_all(dir_);
+  const std::string error = run_error(from_source("size = 500\ncontent = 1000\n", "init_from_disjoint = true\n"));
+  EXPECT_NE(error.find("you state that this run's private data and the source's are disjoint, but 500 records"),
+            std::string::npos) << error;
+  EXPECT_FALSE(fs::exists(dir_));
+}
+
+TEST_F(InitFromByContent, PublicDataThatSharesTheSourcesPrivateRecordsIsRefused) {
+  const std::string two = private_stage + "noise_multiplier = 5.0\n[data.private]\ndataset = \"fixture_data\"\nsize = 999\n"
+                          "[data.public]\ndataset = \"fixture_data\"\npublic = true\nsize = 10\ncontent = 1000\n"
+                          "[[stage]]\nname = \"warm\"\nmechanism = \"fixture_mechanism\"\nprivate = false\n"
+                          "batch_size = 5\ndata = \"public\"\n[run]\ninit_from = \"" + source_.string() + "\"\n";
+  std::string recipe = two;
+  recipe.replace(recipe.find("name = \"train\"\n"), 15, "name = \"train\"\ndata = \"private\"\n");
+  const std::string error = run_error(recipe);
+  EXPECT_NE(error.find("trains non-privately on tiny, which shares 10 records with data the initial model's run"),
+            std::string::npos) << error;
+  EXPECT_FALSE(fs::exists(dir_));
 }

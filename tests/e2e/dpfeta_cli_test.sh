@@ -2,7 +2,8 @@
 # DP-FETA end to end and tiny: a central_images stage releases noisy per-class images (mean, then
 # mode), a non-private warm-up trains on them with RandAugment, and dpdm's noise is calibrated with
 # the central queries composed. Checks the released files, the ledger, the calibration and the
-# refusals (a private stage on released data; data naming a stage that releases nothing).
+# refusals (a private stage on released data; data naming a stage that releases nothing); that
+# neighbouring datasets release the same, and that the ledger is on disk before any release.
 # Usage: dpfeta_cli_test.sh PRIVDIFF FIXTURE_DIR
 set -u
 privdiff=$1 fixtures=$2
@@ -112,6 +113,52 @@ recipe "$tmp/bad2.toml" mean 1
 printf '[[stage]]\nname = "again"\nmechanism = "nonprivate"\ndata = "warmup"\nbatch_size = 4\nsteps = 1\n' >> "$tmp/bad2.toml"
 out=$("$privdiff" run "$tmp/bad2.toml" --out "$tmp/bad2" 2>&1); code=$?
 [ $code -eq 2 ] && grep -q "names stage 'warmup', whose mechanism 'nonprivate' releases no data" <<<"$out" || fail "bad2: exit $code: $out"
+# Neighbouring datasets (issue 25): one more record, of a label no other record has (the model has
+# 11 classes), releases as many images of the same shape as without it (class 10 empty: noise, no
+# refusal), and the run directories hold the same files.
+python3 - "$tmp/data" "$tmp/plus" <<'PY'
+import gzip, os, shutil, struct, sys
+src, dst = sys.argv[1:3]; shutil.copytree(src, dst)
+images = gzip.open(f"{src}/train-images-idx3-ubyte.gz").read()[16:]
+labels = gzip.open(f"{src}/train-labels-idx1-ubyte.gz").read()[8:]
+n = len(labels) + 1
+with gzip.open(f"{dst}/train-images-idx3-ubyte.gz", "wb") as f:
+    f.write(struct.pack(">IIII", 0x803, n, 28, 28) + images + bytes(i * 7 % 256 for i in range(784)))
+with gzip.open(f"{dst}/train-labels-idx1-ubyte.gz", "wb") as f:
+    f.write(struct.pack(">II", 0x801, n) + labels + bytes([10]))
+PY
+for data in data plus; do
+  recipe "$tmp/n-$data.toml" mean 1
+  sed -i -e "s|^path = .*|path = \"$tmp/$data\"|" -e 's/^\[model\]/[model]\nnum_classes = 11/' "$tmp/n-$data.toml"
+  out=$("$privdiff" run "$tmp/n-$data.toml" --out "$tmp/n-$data" 2>&1) || fail "neighbour $data: $out"
+  grep -q "released 22 images as data 'central'" <<<"$out" || fail "neighbour $data released other than 2 x 11: $out"
+  (cd "$tmp/n-$data" && find . -type f | sort) > "$tmp/n-$data.files"
+done
+cmp -s "$tmp/n-data.files" "$tmp/n-plus.files" || fail "neighbouring runs wrote different files: $(diff "$tmp/n-data.files" "$tmp/n-plus.files")"
+
+# The ledger is on disk before the release (issue 25): killed right before the released files are
+# written, and right after, ledger.json already holds both central queries; the resumed run spends
+# them again rather than losing them.
+central_queries_at_least() {  # RUN_DIR N: ledger.json holds at least N central queries (sigma_c 5)
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+ledger = json.load(open(sys.argv[1] + "/ledger.json"))
+def sigma(e):
+    e = e["event"] if e["type"] == "self_composed" else e
+    return e["event"]["noise_multiplier"]
+queries = sum(e.get("count", 1) for e in ledger["entries"] if sigma(e) == 5.0)  # the central queries' sigma_c
+assert queries >= int(sys.argv[2]), ledger
+PY
+}
+for point in release released; do
+  PRIVDIFF_TEST_KILL_AT=$point "$privdiff" run "$tmp/mean.toml" --out "$tmp/kill-$point" > "$tmp/kill.log" 2>&1; code=$?
+  [ $code -eq 137 ] || fail "kill at $point: exit $code: $(tail -3 "$tmp/kill.log")"
+  central_queries_at_least "$tmp/kill-$point" 2 || fail "ledger behind the release (killed at $point)"
+  [ "$point" = release ] && [ -e "$tmp/kill-$point/released-central" ] && fail "released files before the kill point"
+  out=$("$privdiff" run --resume "$tmp/kill-$point" 2>&1) || fail "resume after a kill at $point: $out"
+  central_queries_at_least "$tmp/kill-$point" 4 || fail "the resumed run lost the killed run's queries ($point)"
+done
+
 # The shipped DP-FETA recipes validate (pre-flight: data, the release's size, calibration after the queries).
 examples="$fixtures/../../examples/recipes"
 for r in "$examples"/dpfeta_*.toml; do

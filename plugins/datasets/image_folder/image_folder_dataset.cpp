@@ -53,9 +53,11 @@ LabelledBytes read(const Config& c) {
   const std::int64_t size = c.get_int("image_size");
   std::error_code ec;
   if (!fs::is_directory(root, ec)) throw std::runtime_error(root.string() + " is not a directory");
+  // Hidden entries (".git/", ".DS_Store", "._photo.png") are neither classes nor images.
+  auto hidden = [](const fs::path& p) { return p.filename().string().rfind('.', 0) == 0; };
   std::vector<fs::path> classes;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
-    if (entry.is_directory()) classes.push_back(entry.path());
+    if (entry.is_directory() && !hidden(entry.path())) classes.push_back(entry.path());
   }
   std::sort(classes.begin(), classes.end());
   std::vector<at::Tensor> images;
@@ -63,7 +65,7 @@ LabelledBytes read(const Config& c) {
   for (std::size_t k = 0; k < classes.size(); ++k) {
     std::vector<fs::path> files;
     for (const auto& entry : fs::directory_iterator(classes[k], ec)) {
-      if (entry.is_regular_file() && is_image(entry.path())) files.push_back(entry.path());
+      if (entry.is_regular_file() && is_image(entry.path()) && !hidden(entry.path())) files.push_back(entry.path());
     }
     if (files.empty()) throw std::runtime_error(classes[k].string() + ": a class folder without PNG/JPEG images");
     std::sort(files.begin(), files.end());

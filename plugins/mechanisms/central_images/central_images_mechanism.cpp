@@ -1,6 +1,7 @@
 // central_images: DP-FETA's first stage (Li et al., S&P 2025). Releases `queries` noisy central
 // images per class (mean or mode of a Poisson subsample, engine/central_images.hpp) instead of
 // training; the host saves them as a dataset named after the stage, for a non-private warm-up.
+// The classes are the model's (public), so what is released never depends on the private labels.
 #include <privdiff/components/mechanism.hpp>
 #include <privdiff/data/dataset.hpp>
 #include <privdiff/engine/central_images.hpp>
@@ -26,6 +27,7 @@ class CentralImages : public Mechanism {
     o_.resolution = c.get_int("resolution");
     o_.bins = c.get_int("bins");
     o_.post_process = c.get_bool("post_process");
+    o_.class_sizes = engine::class_sizes_from_string(c.get_string("class_sizes"));
     secure_ = c.get_bool("secure_noise");
     if (c.has("seed")) {
       if (secure_) throw std::invalid_argument(c.path() + ".seed: only with secure_noise = false (reproducible noise)");
@@ -53,10 +55,13 @@ class CentralImages : public Mechanism {
       return secure_ ? engine::RandomStream::secret(purpose) : engine::RandomStream::reproducible(seed, stage, purpose);
     };
     if (!secure_) context.ledger.add_caveat(engine::reproducible_noise_caveat());
+    if (o_.statistic == engine::CentralStatistic::mean && o_.class_sizes == engine::ClassSizes::private_counts) {
+      context.ledger.add_caveat(engine::private_class_sizes_caveat());
+    }
     engine::PoissonSampler sampler(data.size(), o_.sampling_rate, stream(engine::StreamPurpose::sampling));
     engine::GaussianNoise noise(stream(engine::StreamPurpose::noise));
     const auto release =
-        engine::release_central_images(data.images(all), data.labels(all), data.num_classes(), o_, sampler, noise);
+        engine::release_central_images(data.images(all), data.labels(all), context.num_classes, o_, sampler, noise);
     // Nothing leaves the stage before the release below: its queries are spent from here on.
     for (std::int64_t q = 0; q < o_.queries; ++q) context.ledger.record(engine::central_query_event(o_));
     context.release(release.images, release.labels);
@@ -79,6 +84,9 @@ Schema schema() {
       .add(Key::number("noise_multiplier").greater_than(0).defaults(5.0).doc("sigma_c: noise std / sensitivity"))
       .add(Key::integer("resolution").at_least(1).defaults(14).doc("images are downsampled to this size first"))
       .add(Key::integer("bins").at_least(2).defaults(16).doc("mode: histogram bins over the pixel range"))
+      .add(Key::string("class_sizes").one_of({"uniform", "private"}).defaults("uniform")
+               .doc("mean: the divisor q_c N_class takes N_class = N / classes (uniform: public) or each class's "
+                    "count in the private data (private: outside the guarantee, the run carries a caveat)"))
       .add(Key::boolean("post_process").defaults(true)
                .doc("3x3 median blur, then sharpening for grey images (the authors' filters; no privacy cost)"))
       .add(Key::boolean("secure_noise").defaults(true).doc("noise and subsamples from the OS CSPRNG (false: from the seed)"))

@@ -20,7 +20,9 @@ namespace dm = privdiff::sdk::diffusion;
 class AutoencoderModel : public Model {
  public:
   explicit AutoencoderModel(const Config& c)
-      : autoencoder_(std::make_shared<dm::Autoencoder>(dm::autoencoder_config(c))), latent_side_(dm::latent_side(c)) {}
+      : autoencoder_(std::make_shared<dm::Autoencoder>(dm::autoencoder_config(c))),
+        latent_side_(dm::latent_side(c)),
+        image_shape_{c.get_int("image_channels"), c.get_int("image_size"), c.get_int("image_size")} {}
 
   torch::nn::Module& module() override { return *autoencoder_; }
 
@@ -42,6 +44,7 @@ class AutoencoderModel : public Model {
   std::vector<std::int64_t> sample_shape() const override {
     return {autoencoder_->config().latent_channels, latent_side_, latent_side_};
   }
+  std::vector<std::int64_t> image_shape() const override { return image_shape_; }
 
   at::Tensor encode(const at::Tensor& images) override {
     torch::NoGradGuard no_grad;
@@ -59,6 +62,7 @@ class AutoencoderModel : public Model {
  private:
   std::shared_ptr<dm::Autoencoder> autoencoder_;
   std::int64_t latent_side_;
+  std::vector<std::int64_t> image_shape_;
 };
 
 namespace {

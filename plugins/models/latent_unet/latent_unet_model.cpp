@@ -47,7 +47,8 @@ class LatentUnet : public Model {
       : networks_(std::make_shared<LatentNetworks>(dm::autoencoder_config(c), latent_unet_config(c))),
         // Scaled latents have unit variance (LDM's scale factor), so sigma_data = 1.
         preconditioning_(dm::parameterization_from_string(c.get_string("preconditioning")), 1.0),
-        label_dropout_(c.get_double("label_dropout")) {
+        label_dropout_(c.get_double("label_dropout")),
+        image_shape_{c.get_int("image_channels"), c.get_int("image_size"), c.get_int("image_size")} {
     engine::apply_lora(*networks_->unet, engine::lora_options(c));
   }
 
@@ -88,6 +89,7 @@ class LatentUnet : public Model {
     const auto& c = networks_->unet->config();
     return {c.image_channels, c.image_size, c.image_size};
   }
+  std::vector<std::int64_t> image_shape() const override { return image_shape_; }
 
   at::Tensor encode(const at::Tensor& images) override {  // the posterior mean, scaled (no gradient)
     torch::NoGradGuard no_grad;
@@ -113,6 +115,7 @@ class LatentUnet : public Model {
   std::shared_ptr<LatentNetworks> networks_;
   dm::Preconditioning preconditioning_;
   double label_dropout_;
+  std::vector<std::int64_t> image_shape_;
 };
 
 namespace {

@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -13,6 +14,17 @@ CentralStatistic central_statistic_from_string(const std::string& name) {
   if (name == "mean") return CentralStatistic::mean;
   if (name == "mode") return CentralStatistic::mode;
   throw std::invalid_argument("central image statistic must be \"mean\" or \"mode\", got \"" + name + "\"");
+}
+
+ClassSizes class_sizes_from_string(const std::string& name) {
+  if (name == "uniform") return ClassSizes::uniform;
+  if (name == "private") return ClassSizes::private_counts;
+  throw std::invalid_argument("central image class sizes must be \"uniform\" or \"private\", got \"" + name + "\"");
+}
+
+std::string private_class_sizes_caveat() {
+  return "central_images class_sizes = \"private\": the mean images are divided by q_c times each class's count in "
+         "the private data, released without noise (the class histogram is outside the guarantee)";
 }
 
 namespace {
@@ -40,11 +52,10 @@ double central_mean_sensitivity(std::int64_t channels, std::int64_t resolution) 
   return std::sqrt(static_cast<double>(channels * resolution * resolution));
 }
 
-at::Tensor central_mean(const at::Tensor& sampled, const at::Tensor& labels,
-                        const std::vector<std::int64_t>& class_counts, const CentralImageOptions& o,
-                        GaussianNoise& noise) {
+at::Tensor central_mean(const at::Tensor& sampled, const at::Tensor& labels, const std::vector<double>& class_sizes,
+                        const CentralImageOptions& o, GaussianNoise& noise) {
   check_options(o);
-  const auto classes = static_cast<std::int64_t>(class_counts.size());
+  const auto classes = static_cast<std::int64_t>(class_sizes.size());
   const at::Tensor p = sampled.to(at::kDouble);
   const std::vector<std::int64_t> shape{classes, p.size(1), p.size(2), p.size(3)};
   // Class sums: one record moves one class's sum by at most Delta (its L2 norm).
@@ -52,7 +63,7 @@ at::Tensor central_mean(const at::Tensor& sampled, const at::Tensor& labels,
   if (p.size(0) > 0) sums.index_add_(0, labels.to(at::kLong), p);
   const double delta = central_mean_sensitivity(p.size(1), p.size(2));
   const at::Tensor noisy = sums + noise.sample(sums, o.noise_multiplier * delta);
-  const at::Tensor expected = at::tensor(class_counts, at::kLong).to(at::kDouble) * o.sampling_rate;
+  const at::Tensor expected = at::tensor(class_sizes, at::kDouble) * o.sampling_rate;
   return noisy / expected.view({classes, 1, 1, 1});
 }
 
@@ -84,13 +95,19 @@ CentralImages release_central_images(const at::Tensor& images, const at::Tensor&
   if (images.numel() > 0 && (images.min().item<double>() < -1 || images.max().item<double>() > 1)) {
     throw std::invalid_argument("central images: pixel values outside [-1, 1] (the sensitivity assumes that range)");
   }
-  const at::Tensor label_counts = at::bincount(labels.to(at::kLong), {}, classes);
-  if (label_counts.size(0) > classes) throw std::invalid_argument("central images: a label is >= the class count");
-  std::vector<std::int64_t> class_counts;
-  for (std::int64_t c = 0; c < classes; ++c) {
-    class_counts.push_back(label_counts[c].item<std::int64_t>());
-    if (class_counts.back() == 0) {
-      throw std::invalid_argument("central images: class " + std::to_string(c) + " has no examples");
+  if (classes < 1) throw std::invalid_argument("central images: the class count must be >= 1");
+  if (images.size(0) < 1) throw std::invalid_argument("central images: the dataset has no images");
+  if (labels.numel() > 0 && (labels.min().item<std::int64_t>() < 0 || labels.max().item<std::int64_t>() >= classes)) {
+    throw std::invalid_argument("central images: a label is outside [0, " + std::to_string(classes) + ")");
+  }
+  // The divisor's class sizes (the mean query): public N / classes unless the private counts are
+  // asked for. A class without examples then divides its noise by its expected size all the same.
+  std::vector<double> class_sizes(static_cast<std::size_t>(classes),
+                                  static_cast<double>(images.size(0)) / static_cast<double>(classes));
+  if (o.class_sizes == ClassSizes::private_counts) {
+    const at::Tensor counts = at::bincount(labels.to(at::kLong), {}, classes);
+    for (std::int64_t c = 0; c < classes; ++c) {
+      class_sizes[static_cast<std::size_t>(c)] = std::max<double>(1.0, static_cast<double>(counts[c].item<std::int64_t>()));
     }
   }
   const auto h = images.size(2), w = images.size(3);
@@ -100,7 +117,7 @@ CentralImages release_central_images(const at::Tensor& images, const at::Tensor&
     const at::Tensor picked = images.index_select(0, batch).to(at::kDouble);
     const at::Tensor small = (at::adaptive_avg_pool2d(picked, {o.resolution, o.resolution}) + 1) / 2;  // [0, 1]
     const at::Tensor y = labels.index_select(0, batch);
-    const at::Tensor release = o.statistic == CentralStatistic::mean ? central_mean(small, y, class_counts, o, noise)
+    const at::Tensor release = o.statistic == CentralStatistic::mean ? central_mean(small, y, class_sizes, o, noise)
                                                                      : central_mode(small, y, classes, o, noise);
     // Post-processing: back to the image size and the pixel range, then the authors' filters.
     at::Tensor full = (at::upsample_bilinear2d(release, {h, w}, false) * 2 - 1).clamp(-1, 1);

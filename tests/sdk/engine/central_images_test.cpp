@@ -28,7 +28,7 @@ TEST(CentralMean, NoiseStdIsSigmaDeltaOverTheExpectedClassCount) {
   const auto o = options(CentralStatistic::mean, 5.0);
   auto noise = GaussianNoise::seeded(1);
   const at::Tensor none = at::zeros({0, 1, 14, 14}, at::kDouble);
-  const std::vector<std::int64_t> counts{6000, 3000};
+  const std::vector<double> counts{6000, 3000};
   const at::Tensor out = central_mean(none, at::zeros({0}, at::kLong), counts, o, noise);
   ASSERT_EQ(out.sizes(), (std::vector<std::int64_t>{2, 1, 14, 14}));
   EXPECT_DOUBLE_EQ(central_mean_sensitivity(1, 14), 14.0);
@@ -92,7 +92,58 @@ TEST(CentralImages, ReleasesOneImagePerClassPerQueryAndRefusesBadInput) {
   at::Tensor outside = images.clone();
   outside[0][0][0][0] = 1.5;
   EXPECT_THROW(release_central_images(outside, labels, 4, o, sampler, noise), std::invalid_argument);
-  EXPECT_THROW(release_central_images(images, labels, 5, o, sampler, noise), std::invalid_argument);  // class 4 empty
+  EXPECT_THROW(release_central_images(images, labels, 3, o, sampler, noise), std::invalid_argument);  // label 3 >= 3
+}
+
+// Neighbouring datasets (one record of a new label added or removed, an empty class) release the
+// same number of images with the same shapes and labels, and neither is refused: what is released
+// depends on the public class count only.
+TEST(CentralImages, NeighbouringDatasetsReleaseTheSameShapesAndNeitherIsRefused) {
+  for (const auto statistic : {CentralStatistic::mean, CentralStatistic::mode}) {
+    auto o = options(statistic, 5.0);
+    o.queries = 2;
+    const at::Tensor images = at::rand({40, 1, 28, 28}, at::kFloat) * 2 - 1;
+    const at::Tensor labels = at::arange(40, at::kLong).remainder(10);  // classes 0..9; model: 11 classes
+    const at::Tensor plus_images = at::cat({images, at::zeros({1, 1, 28, 28})});
+    const at::Tensor plus_labels = at::cat({labels, at::full({1}, 10, at::kLong)});  // the one record of label 10
+    auto release = [&](const at::Tensor& x, const at::Tensor& y) {
+      PoissonSampler sampler(x.size(0), 0.1, RandomStream::reproducible(1, 0, StreamPurpose::sampling));
+      auto noise = GaussianNoise::seeded(5);
+      return release_central_images(x, y, 11, o, sampler, noise);
+    };
+    const CentralImages without = release(images, labels);  // class 10 empty
+    const CentralImages with = release(plus_images, plus_labels);
+    EXPECT_EQ(without.images.sizes(), with.images.sizes());
+    EXPECT_EQ(without.images.sizes(), (std::vector<std::int64_t>{22, 1, 28, 28}));
+    EXPECT_TRUE(at::equal(without.labels, with.labels));
+    EXPECT_TRUE(at::isfinite(without.images).all().item<bool>());
+  }
+}
+
+TEST(CentralImages, TheDefaultDivisorIsPublicAndThePrivateCountsAreAChoice) {
+  // Tiny noise, every record sampled (q = 1): a uniform divisor N / classes is the same for a class
+  // of 30 records and one of 10; the private counts divide each class by its own size.
+  auto o = options(CentralStatistic::mean, 1e-9);
+  o.sampling_rate = 1.0;
+  o.queries = 1;
+  o.post_process = false;
+  o.resolution = 28;
+  const at::Tensor images = at::zeros({40, 1, 28, 28});  // pixel 0 -> p = 0.5
+  const at::Tensor labels = at::cat({at::zeros({30}, at::kLong), at::ones({10}, at::kLong)});
+  auto release = [&](ClassSizes sizes) {
+    o.class_sizes = sizes;
+    PoissonSampler sampler(40, 1.0, RandomStream::reproducible(1, 0, StreamPurpose::sampling));
+    auto noise = GaussianNoise::seeded(6);
+    return release_central_images(images, labels, 2, o, sampler, noise).images;
+  };
+  const at::Tensor uniform = release(ClassSizes::uniform);  // p sums 15 and 5 over 20 each
+  EXPECT_NEAR((uniform[0].mean().item<double>() + 1) / 2, 0.75, 1e-4);
+  EXPECT_NEAR((uniform[1].mean().item<double>() + 1) / 2, 0.25, 1e-4);
+  const at::Tensor own = release(ClassSizes::private_counts);
+  EXPECT_NEAR((own[0].mean().item<double>() + 1) / 2, 0.5, 1e-4);
+  EXPECT_NEAR((own[1].mean().item<double>() + 1) / 2, 0.5, 1e-4);
+  EXPECT_EQ(class_sizes_from_string("private"), ClassSizes::private_counts);
+  EXPECT_THROW(class_sizes_from_string("histogram"), std::invalid_argument);
 }
 
 TEST(CentralImages, PostProcessingIsTheMedianBlurThenSharpeningOfTheRawRelease) {

@@ -51,6 +51,10 @@ struct StageContext {
   /// continues with step resume_step + 1, so that the result equals an uninterrupted run.
   torch::serialize::InputArchive* resume = nullptr;
   std::int64_t resume_step = 0;
+  /// The number of classes, from public configuration (the model's num_classes; 0 for an
+  /// unconditional model). A mechanism that releases or counts anything per class uses this, never
+  /// the data's labels: how many classes private data hold is itself private.
+  std::int64_t num_classes = 0;
   /// The stage's position in the recipe: reproducible random streams are keyed by (seed, stage),
   /// so two stages never share a noise stream, even when given the same seed.
   std::int64_t stage_index = 0;
@@ -86,7 +90,7 @@ class PRIVDIFF_SDK_API Mechanism : public Component {
   /// the host before run() (and by `privdiff params`). Default: every parameter trains.
   virtual void select_trainable(Model& model) const;
   /// How many labelled images the stage releases from a dataset of `dataset_size` examples in
-  /// `num_classes` classes (0: it trains, releases nothing). A release is differentially private
+  /// `num_classes` classes (StageContext::num_classes: public) (0: it trains, releases nothing). A release is differentially private
   /// (its events are in planned_events), so non-private stages may train on it at no further cost.
   virtual std::int64_t released_examples(std::int64_t dataset_size, std::int64_t num_classes) const { return 0; }
   /// True when run() can train as one rank of several processes (StageContext::collective): the

@@ -61,6 +61,9 @@ class PRIVDIFF_SDK_API Model : public Component {
   /// multiplicity). All randomness comes from `generator`.
   virtual at::Tensor training_loss(const at::Tensor& images, const Conditioning& cond,
                                    std::int64_t noise_multiplicity, at::Generator& generator) = 0;
+  /// Shape [C, H, W] of the images it trains on: the host refuses data of another shape before a
+  /// run starts. Default: sample_shape() (pixel-space models); latent models override it.
+  virtual std::vector<std::int64_t> image_shape() const { return sample_shape(); }
   /// Image -> sampler space. Identity for pixel-space models.
   virtual at::Tensor encode(const at::Tensor& images) { return images; }
   /// Sampler space -> image in [-1, 1]. Identity for pixel-space models.

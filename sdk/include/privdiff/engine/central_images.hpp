@@ -7,6 +7,10 @@
 ///  - mean: per class, the sum of the subsampled images (downsampled to `resolution`, pixels
 ///    p = (x + 1) / 2 in [0, 1]) plus N(0, (sigma_c Delta)^2) per pixel, divided by the *expected*
 ///    class count q_c N_class, never the realised one (which would depend on who was sampled).
+///    N_class is public by default: N / classes (the paper's q_c N_s per class; N is public as in
+///    DP-SGD's q = B / N, the class count comes from the model's configuration). The private
+///    class histogram may be chosen instead (ClassSizes::private_counts): it is then released
+///    without noise through the divisor, and the run must carry a caveat.
 ///    Delta = sqrt(C r^2) is the largest L2 norm a downsampled image can have: no clipping needed,
 ///    and images outside [-1, 1] are refused (they would break the bound).
 ///  - mode: per class and pixel, a histogram of p over `bins` equal bins plus N(0, sigma_c^2 d)
@@ -14,8 +18,8 @@
 ///    sqrt(d)); the noisy argmax's bin midpoint.
 /// Privacy of one query: adding or removing one record changes one class's statistic only, so the
 /// per-class releases compose in parallel and the query is one Poisson-subsampled Gaussian
-/// (q_c, sigma_c) — central_images_event. The class sizes N_class (like N in DP-SGD) are treated as
-/// public: they fix the divisor.
+/// (q_c, sigma_c) — central_images_event. How many images are released, and their shapes, depend
+/// only on the options and the public class count: an empty class releases pure noise.
 /// The authors' code divides by the realised count and scales the noise by the expected one; that
 /// mixes the two and has no proof. Dividing by the expected count is the provable version.
 
@@ -34,6 +38,12 @@ namespace privdiff::sdk::engine {
 
 enum class CentralStatistic { mean, mode };
 
+/// The class sizes N_class of the mean query's divisor q_c N_class.
+enum class ClassSizes {
+  uniform,         ///< N / classes for every class: public
+  private_counts,  ///< each class's count in the private data: outside the guarantee (a caveat)
+};
+
 struct CentralImageOptions {
   CentralStatistic statistic = CentralStatistic::mean;
   std::int64_t queries = 5;       ///< N_c / classes: each query releases one image per class
@@ -41,6 +51,7 @@ struct CentralImageOptions {
   double noise_multiplier = 5.0;  ///< sigma_c (noise std / sensitivity)
   std::int64_t resolution = 14;   ///< images are area-downsampled to resolution x resolution first
   std::int64_t bins = 16;         ///< mode: bins over [0, 1]
+  ClassSizes class_sizes = ClassSizes::uniform;  ///< mean: the divisor's class sizes
   /// After upsampling: the authors' 3x3 median blur, then sharpening for grey images
   /// (data/image_filters.hpp). Post-processing of the release: no privacy cost.
   bool post_process = true;
@@ -55,21 +66,23 @@ PRIVDIFF_SDK_API PrivacyEvent central_images_event(const CentralImageOptions& op
 PRIVDIFF_SDK_API double central_mean_sensitivity(std::int64_t channels, std::int64_t resolution);
 
 /// One mean query's release from a given subsample: `sampled` [B, C, r, r] in [0, 1] with `labels`
-/// [B]; `class_counts` the full data's N_class. Returns [classes, C, r, r] (not clamped: clamping is
-/// left to post-processing). An empty subsample gives pure noise over q_c N_class.
+/// [B]; `class_sizes` the N_class of the divisor (> 0). Returns [classes, C, r, r] (not clamped:
+/// clamping is left to post-processing). An empty subsample gives pure noise over q_c N_class.
 PRIVDIFF_SDK_API at::Tensor central_mean(const at::Tensor& sampled, const at::Tensor& labels,
-                                         const std::vector<std::int64_t>& class_counts,
-                                         const CentralImageOptions& options, GaussianNoise& noise);
+                                         const std::vector<double>& class_sizes, const CentralImageOptions& options,
+                                         GaussianNoise& noise);
 
 /// One mode query's release: per-class, per-pixel noisy histograms -> bin midpoints [classes, C, r, r].
 PRIVDIFF_SDK_API at::Tensor central_mode(const at::Tensor& sampled, const at::Tensor& labels, std::int64_t classes,
                                          const CentralImageOptions& options, GaussianNoise& noise);
 
-/// Every query: images float [N, C, H, W] in [-1, 1] with labels [N] in [0, classes). Returns the
-/// central images upsampled (bilinear) back to H x W in [-1, 1] and post-processed (see
-/// CentralImageOptions::post_process), [queries * classes, C, H, W], and
-/// their labels (query-major). Throws std::invalid_argument for images outside [-1, 1] or a class
-/// without examples.
+/// Every query: images float [N, C, H, W] in [-1, 1] with labels [N] in [0, classes), `classes`
+/// from public configuration (never the data's largest label). Returns the central images
+/// upsampled (bilinear) back to H x W in [-1, 1] and post-processed (see
+/// CentralImageOptions::post_process), [queries * classes, C, H, W], and their labels
+/// (query-major), whatever the data hold: a class without examples releases noise. Throws
+/// std::invalid_argument for images outside [-1, 1] or labels outside [0, classes) (input the host
+/// checks before a run starts).
 struct CentralImages {
   at::Tensor images, labels;
 };
@@ -78,5 +91,9 @@ PRIVDIFF_SDK_API CentralImages release_central_images(const at::Tensor& images, 
                                                       PoissonSampler& sampler, GaussianNoise& noise);
 
 PRIVDIFF_SDK_API CentralStatistic central_statistic_from_string(const std::string& name);
+PRIVDIFF_SDK_API ClassSizes class_sizes_from_string(const std::string& name);
+
+/// The caveat a run carries when its divisor uses the private class counts.
+PRIVDIFF_SDK_API std::string private_class_sizes_caveat();
 
 }  // namespace privdiff::sdk::engine

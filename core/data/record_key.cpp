@@ -1,0 +1,99 @@
+#include "data/record_key.hpp"
+
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iomanip>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+
+namespace privdiff::core {
+
+namespace fs = std::filesystem;
+
+fs::path record_key_path() {
+  if (const char* file = std::getenv("PRIVDIFF_RECORD_KEY"); file && *file) return file;
+  if (const char* dir = std::getenv("XDG_CONFIG_HOME"); dir && *dir) return fs::path(dir) / "privdiff" / "record.key";
+  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".config" / "privdiff" / "record.key";
+  throw std::runtime_error("no place for privdiff's record key: set PRIVDIFF_RECORD_KEY (a file path) or HOME");
+}
+
+namespace {
+
+std::string hex(std::uint64_t v) {
+  std::ostringstream os;
+  os << std::hex << std::setw(16) << std::setfill('0') << v;
+  return os.str();
+}
+
+std::string read_key_text(const fs::path& file) {
+  std::ifstream in(file);
+  std::string text;
+  in >> text;
+  if (!in && !in.eof()) throw std::runtime_error("cannot read privdiff's record key " + file.string());
+  return text;
+}
+
+// Creates the key file unless it exists: the new key is written to a temporary file, then linked
+// to its name, which fails (EEXIST) when another process made it first; that one's key is kept.
+void create_key_file(const fs::path& file) {
+  std::error_code ec;
+  fs::create_directories(file.parent_path().empty() ? fs::path(".") : file.parent_path(), ec);
+  SipKey key{};
+  if (::getrandom(key.data(), key.size(), 0) != static_cast<ssize_t>(key.size())) {
+    throw std::runtime_error(std::string("getrandom failed: ") + std::strerror(errno));
+  }
+  std::ostringstream text;
+  for (std::uint8_t b : key) text << std::hex << std::setw(2) << std::setfill('0') << static_cast<int>(b);
+  const fs::path tmp = file.string() + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text.str() << "\n";
+    out.close();
+    if (!out) throw std::runtime_error("cannot write privdiff's record key " + tmp.string());
+  }
+  fs::permissions(tmp, fs::perms::owner_read | fs::perms::owner_write, ec);
+  const int linked = ::link(tmp.c_str(), file.c_str());
+  const int link_errno = errno;
+  fs::remove(tmp, ec);
+  if (linked != 0 && link_errno != EEXIST) {
+    throw std::runtime_error("cannot create privdiff's record key " + file.string() + ": " + std::strerror(link_errno));
+  }
+}
+
+RecordKey load_key() {
+  RecordKey k;
+  k.file = record_key_path();
+  std::error_code ec;
+  if (!fs::exists(k.file, ec)) create_key_file(k.file);
+  const std::string text = read_key_text(k.file);
+  if (text.size() != 32 || text.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) {
+    throw std::runtime_error("privdiff's record key " + k.file.string() + " is damaged (expected 32 hex digits); "
+                             "remove it to make a new one (runs made under the old key then count as unknown)");
+  }
+  for (std::size_t i = 0; i < 16; ++i) k.key[i] = static_cast<std::uint8_t>(std::stoul(text.substr(2 * i, 2), nullptr, 16));
+  static constexpr char label[] = "privdiff record key id";
+  k.id = hex(siphash24(k.key, label, sizeof label - 1));
+  return k;
+}
+
+}  // namespace
+
+const RecordKey& record_key() {
+  // Read once per location (a run asks many times); a changed PRIVDIFF_RECORD_KEY reads another.
+  static std::mutex mutex;
+  static std::map<fs::path, RecordKey> keys;
+  const fs::path file = record_key_path();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = keys.find(file);
+  if (it == keys.end()) it = keys.emplace(file, load_key()).first;
+  return it->second;
+}
+
+}  // namespace privdiff::core

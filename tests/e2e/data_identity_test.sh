@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# Data identity by content (issue 25), end to end on real files: a run that starts from a private
+# run (init_from) carries its ledger when its data are any copy of the source's records — a
+# byte-identical copy, a subset, a reordering, a class filter, a lossless re-encoding as PNGs — and
+# carries nothing on data shown disjoint; data that cannot be compared (another record key) is
+# carried unless [run] init_from_disjoint says otherwise, which puts a caveat on the run. The same
+# records cannot be public and private in one run, whatever the path ('..', './', a symlink), the
+# dataset plugin or the copy; `validate` refuses what `run` refuses. Run directories hold no plain
+# hash of private data.
+# Usage: data_identity_test.sh PRIVDIFF FIXTURE_DIR
+set -u
+privdiff=$1 fixtures=$2
+source "$(dirname "$0")/common.sh"
+export PRIVDIFF_RECORD_KEY="$tmp/record.key"
+fm="$fixtures/data/tiny-fashion-mnist"
+python3 - "$fm" "$tmp" <<'PY'
+import gzip, os, shutil, struct, sys, zlib
+fm, tmp = sys.argv[1:3]
+def read(split):
+    images = gzip.open(f"{fm}/{split}-images-idx3-ubyte.gz").read()[16:]
+    labels = gzip.open(f"{fm}/{split}-labels-idx1-ubyte.gz").read()[8:]
+    return [images[i * 784:(i + 1) * 784] for i in range(len(labels))], list(labels)
+def write(d, images, labels):
+    os.makedirs(d)
+    with gzip.open(f"{d}/train-images-idx3-ubyte.gz", "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, len(images), 28, 28) + b"".join(images))
+    with gzip.open(f"{d}/train-labels-idx1-ubyte.gz", "wb") as f:
+        f.write(struct.pack(">II", 0x801, len(labels)) + bytes(labels))
+def png(path, pixels):  # an 8-bit grey 28 x 28 PNG
+    chunk = lambda t, b: struct.pack(">I", len(b)) + t + b + struct.pack(">I", zlib.crc32(t + b))
+    rows = b"".join(b"\0" + pixels[r * 28:(r + 1) * 28] for r in range(28))
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 28, 28, 8, 0, 0, 0, 0)) +
+                chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+images, labels = read("train")
+shutil.copytree(fm, f"{tmp}/copy")
+write(f"{tmp}/subset", images[:12], labels[:12])
+write(f"{tmp}/reordered", images[::-1], labels[::-1])
+test_images, test_labels = read("t10k")
+assert not set(test_images) & set(images), "the fixture's splits share images"
+write(f"{tmp}/disjoint", test_images, test_labels)
+for i, (x, y) in enumerate(zip(images, labels)):
+    os.makedirs(f"{tmp}/png/class{y}", exist_ok=True)
+    png(f"{tmp}/png/class{y}/{i:03d}.png", x)
+PY
+ln -s "$fm" "$tmp/link"
+model="$tiny_model"'
+[sampler]
+type = "edm_heun"
+steps = 2'
+private_run() {  # FILE DATA_SECTION_BODY [RUN_KEYS]
+  cat > "$1" <<TOML
+[privacy]
+epsilon = 8.0
+delta = 1e-5
+[run]
+${3:-}
+[data]
+$2
+$model
+[[stage]]
+mechanism = "dpsgd"
+batch_size = 4
+steps = 3
+noise_multiplier = 2.0
+TOML
+}
+steps_of() { python3 -c 'import json,sys; print(sum(e.get("count", 1) for e in json.load(open(sys.argv[1] + "/ledger.json"))["entries"]))' "$1"; }
+passed=0
+
+private_run "$tmp/source.toml" "path = \"$fm\""
+out=$("$privdiff" run "$tmp/source.toml" --out "$tmp/source" 2>&1) || fail "source run: $out"
+[ "$(steps_of "$tmp/source")" = 3 ] || fail "source ledger"
+# No plain hash of private data in the run directory: the fingerprint and record hashes are keyed.
+plain=$(python3 - "$fm" <<'PY'
+import gzip, sys
+print(gzip.open(sys.argv[1] + "/train-images-idx3-ubyte.gz").read()[16:16 + 784].hex()[:32])
+PY
+)
+grep -rq "$plain" "$tmp/source" && fail "a run directory holds raw private pixels"
+[ -s "$tmp/source/data-records.bin" ] || fail "no data-records.bin"
+
+# 1. Copies of the source's records carry its ledger (3 + 3 steps); disjoint data does not.
+i=0
+for data in "path = \"$tmp/copy\"" "path = \"$tmp/subset\"" "path = \"$tmp/reordered\"" \
+            "path = \"$tmp/copy\"
+classes = [0, 9]" "dataset = \"image_folder\"
+path = \"$tmp/png\"" "path = \"$tmp/link\""; do
+  i=$((i + 1))
+  private_run "$tmp/c$i.toml" "$data" "init_from = \"$tmp/source\""
+  out=$("$privdiff" run "$tmp/c$i.toml" --out "$tmp/c$i" 2>&1) || fail "copy $i: $out"
+  [ "$(steps_of "$tmp/c$i")" = 6 ] || fail "copy $i ($data) did not carry the source's ledger: $(grep init_from <<<"$out")"
+done
+private_run "$tmp/d.toml" "path = \"$tmp/disjoint\"" "init_from = \"$tmp/source\""
+out=$("$privdiff" run "$tmp/d.toml" --out "$tmp/d" 2>&1) || fail "disjoint: $out"
+[ "$(steps_of "$tmp/d")" = 3 ] || fail "disjoint data carried the ledger"
+grep -q "shown disjoint" <<<"$out" || fail "disjoint: no reason: $out"
+passed=$((passed + 1))
+
+# 2. Under another record key (another machine) nothing can be shown: carried, unless stated
+# disjoint, which puts a caveat on privacy.json, summary.json and `privdiff account`.
+out=$(PRIVDIFF_RECORD_KEY="$tmp/other.key" "$privdiff" run "$tmp/d.toml" --out "$tmp/d-other" 2>&1) || fail "other key: $out"
+[ "$(steps_of "$tmp/d-other")" = 6 ] || fail "another key: not carried"
+private_run "$tmp/claim.toml" "path = \"$tmp/disjoint\"" "init_from = \"$tmp/source\"
+init_from_disjoint = true"
+out=$(PRIVDIFF_RECORD_KEY="$tmp/other.key" "$privdiff" run "$tmp/claim.toml" --out "$tmp/claim" 2>&1) || fail "claim: $out"
+[ "$(steps_of "$tmp/claim")" = 3 ] || fail "stated disjoint: carried"
+python3 - "$tmp/claim" <<'PY' || fail "the statement left no caveat"
+import json, sys
+for f in ("privacy.json", "summary.json"):
+    caveats = json.load(open(f"{sys.argv[1]}/{f}"))["caveats"]
+    assert any("init_from_disjoint" in c for c in caveats), (f, caveats)
+PY
+out=$("$privdiff" account "$tmp/claim" 2>&1)
+grep -q "init_from_disjoint" <<<"$out" || fail "account shows no caveat: $out"
+# ... and a statement the records contradict is refused.
+private_run "$tmp/lie.toml" "path = \"$tmp/subset\"" "init_from = \"$tmp/source\"
+init_from_disjoint = true"
+out=$("$privdiff" run "$tmp/lie.toml" --out "$tmp/lie" 2>&1) && fail "a contradicted statement was accepted"
+grep -q "you state that this run's private data and the source's are disjoint, but" <<<"$out" || fail "lie: $out"
+passed=$((passed + 1))
+
+# 3. The same records public and private in one run: refused by run and validate, whatever names them.
+both() {  # FILE PUBLIC_SECTION_BODY
+  cat > "$1" <<TOML
+[privacy]
+epsilon = 8.0
+delta = 1e-5
+[data.private]
+dataset = "fashion-mnist"
+path = "$fm"
+[data.public]
+public = true
+$2
+$model
+[[stage]]
+name = "warm"
+mechanism = "nonprivate"
+data = "public"
+batch_size = 4
+steps = 1
+[[stage]]
+name = "train"
+mechanism = "dpsgd"
+data = "private"
+batch_size = 4
+steps = 1
+noise_multiplier = 2.0
+TOML
+}
+i=0
+for public in "path = \"$fixtures/data/../data/tiny-fashion-mnist\"" "path = \"$fixtures/./data/tiny-fashion-mnist\"" \
+              "path = \"$tmp/link\"" "dataset = \"idx\"
+path = \"$tmp/copy\"" "path = \"$tmp/subset\"" "dataset = \"image_folder\"
+path = \"$tmp/png\""; do
+  i=$((i + 1))
+  both "$tmp/b$i.toml" "$public"
+  for command in validate run; do
+    out=$("$privdiff" $command "$tmp/b$i.toml" $([ $command = run ] && echo --out "$tmp/b$i") 2>&1) \
+      && fail "$command accepted public = private ($public)"
+    grep -q "data a private stage protects cannot also be public" <<<"$out" || fail "$command b$i: $out"
+  done
+  [ ! -e "$tmp/b$i" ] || fail "a refused run left a directory"
+done
+both "$tmp/ok.toml" "path = \"$tmp/disjoint\""
+"$privdiff" validate "$tmp/ok.toml" > /dev/null 2>&1 || fail "disjoint public data refused: $("$privdiff" validate "$tmp/ok.toml" 2>&1)"
+# ... and along the ancestry: data a source trained on privately cannot be public downstream.
+both "$tmp/down.toml" "path = \"$tmp/reordered\""
+sed -i -e 's|^\[data.private\]|[run]\ninit_from = "'"$tmp/source"'"\n[data.private]|' -e "s|^path = \"$fm\"|path = \"$tmp/disjoint\"|" "$tmp/down.toml"
+for command in validate run; do
+  out=$("$privdiff" $command "$tmp/down.toml" $([ $command = run ] && echo --out "$tmp/down") 2>&1) \
+    && fail "$command accepted the source's private data as public"
+  grep -q "shares 20 records with data the initial model's run or its ancestry trained on privately" <<<"$out" || fail "down: $out"
+done
+passed=$((passed + 1))
+echo "$passed passed, 0 failed"
