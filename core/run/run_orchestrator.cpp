@@ -221,6 +221,7 @@ sdk::PrivacyEvent RunOrchestrator::plan_privacy(Session& s) {
   const double target = recipe_.privacy.get_double("epsilon");
   const double delta = recipe_.privacy.get_double("delta");
   const sdk::Accountant& accountant = main_accountant();
+  warn_about_delta(s, delta);
 
   std::size_t auto_stage = mechanisms.size();
   for (std::size_t i = 0; i < mechanisms.size(); ++i) {
@@ -655,6 +656,22 @@ void RunOrchestrator::preflight(Session& s) {
   warn_about_short_ema(s);
 }
 
+void RunOrchestrator::warn_about_delta(Session& s, double delta) const {
+  // delta is the probability the guarantee fails outright; at 1/N a mechanism that publishes one
+  // random record whole is (0, delta)-DP. The usual rule: well below 1/N.
+  for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {
+    if (!components_.mechanisms[i]->is_private()) continue;
+    const double n = static_cast<double>(s.stage_size(i));
+    if (delta * n >= 1) {
+      s.log << "warning: privacy.delta " << delta << " is not below 1/N = " << format_epsilon(1 / n) << " (N = "
+            << s.stage_size(i) << " private records): a mechanism that publishes one random record whole meets "
+            << "(0, 1/N)-DP; choose delta well below 1/N (e.g. " << format_epsilon(std::pow(10.0, std::floor(std::log10(0.1 / n))))
+            << ")\n";
+    }
+    return;
+  }
+}
+
 void RunOrchestrator::warn_about_short_ema(Session& s) const {
   // An EMA of rate r averages over ~1/(1-r) steps; a shorter stage ends with weights that are
   // mostly its starting point (r^steps of them).
@@ -1070,6 +1087,8 @@ void RunOrchestrator::write_reports(Session& s) {
                                 {"privacy", results},
                                 {"caveats", caveats}};
   if (!s.data_fingerprint.empty()) run_summary["data"] = s.data_fingerprint;
+  run_summary["ledger_steps"] = s.summary.ledger.steps();
+  if (const std::string note = spending_note(s, total_steps); !note.empty()) run_summary["ledger_note"] = note;
   if (!s.record_sets.empty()) run_summary["data_use"] = data_use_json(s.record_sets);
   if (s.init) {
     run_summary["init_from"] = {{"source", s.init->run_dir.string()}, {"checkpoint_hash", s.init->checkpoint_hash},
@@ -1093,20 +1112,44 @@ void RunOrchestrator::write_reports(Session& s) {
   }
   write_file_atomically(s.run_dir / "summary.json", run_summary.dump(2) + "\n");
 
+  print_summary(s, trainable, total_steps);
+}
+
+std::string RunOrchestrator::spending_note(const Session& s, std::int64_t planned_steps) const {
+  // What the ledger holds beyond the planned steps: an init_from source's, and steps redone after an
+  // interruption (spent again: what a killed run computed may have reached the disk).
+  const std::int64_t carried = s.carry && s.init ? s.init->ledger.steps() : 0;
+  const std::int64_t redone = s.summary.ledger.steps() - carried - planned_steps;
+  std::string note;
+  if (carried > 0) note += std::to_string(carried) + " carried from init_from";
+  if (redone > 0) {
+    note += (note.empty() ? "" : ", ") + std::to_string(redone) + " redone after an interruption and spent again";
+  }
+  return note;
+}
+
+void RunOrchestrator::print_summary(const Session& s, std::int64_t trainable, std::int64_t total_steps) const {
   std::ostream& log = s.log;
   log << "\nsummary\n";
   if (components_.model) {
     log << "  model       " << recipe_.model->id << ", " << s.total_params << " parameters (" << trainable
         << " trained" << (any_private(components_) ? " privately" : "") << ")\n";
   }
+  const std::string note = spending_note(s, total_steps);
   log << "  training    " << components_.mechanisms.size() << " stage(s), " << format_duration(s.training_seconds);
   if (total_steps > 0) log << ", " << total_steps << " private steps";
+  if (!note.empty()) log << " (the ledger holds " << s.summary.ledger.steps() << ": " << note << ")";
   log << "\n";
   for (const auto& r : s.summary.privacy) {
     log << "  privacy     epsilon " << format_epsilon(r.result.epsilon) << " (" << r.accountant << ") at delta "
         << recipe_.privacy.get_double("delta") << "\n";
+    const bool calibrated_with = r.accountant == recipe_.privacy.get_string("accountant");
+    if (calibrated_with && recipe_.privacy.has("epsilon") && r.result.epsilon > recipe_.privacy.get_double("epsilon")) {
+      log << "  NOTE        epsilon " << format_epsilon(r.result.epsilon) << " is over the target "
+          << recipe_.privacy.get_double("epsilon") << (note.empty() ? "" : ": the ledger holds " + note) << "\n";
+    }
   }
-  for (const auto& caveat : caveats) log << "  CAVEAT      " << caveat << "\n";
+  for (const auto& caveat : s.summary.ledger.caveats()) log << "  CAVEAT      " << caveat << "\n";
   if (components_.model && components_.sampler) {
     log << "  samples     " << (s.run_dir / "samples.png").string() << " (10 per class, one class per row)\n";
   }

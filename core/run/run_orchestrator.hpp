@@ -116,6 +116,9 @@ class RunOrchestrator {
   void sample_grid(Session& s);
   void run_evals(Session& s);
   void write_reports(Session& s);
+  void print_summary(const Session& s, std::int64_t trainable, std::int64_t total_steps) const;
+  /// What the ledger holds beyond the planned steps (carried, redone), in words; empty if nothing.
+  std::string spending_note(const Session& s, std::int64_t planned_steps) const;
 
   void open_datasets(Session& s);
   /// The class count from public configuration (the model's num_classes; 0: unconditional).
@@ -130,6 +133,7 @@ class RunOrchestrator {
   RunData run_data(const Session& s) const;
   void initialise_from_source(Session& s);
   void warn_about_short_ema(Session& s) const;
+  void warn_about_delta(Session& s, double delta) const;
   sdk::PrivacyEvent plan_privacy(Session& s);
   const sdk::Accountant& main_accountant() const;
 

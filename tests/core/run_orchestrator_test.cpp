@@ -277,6 +277,24 @@ TEST_F(RunOrchestratorTest, TheLedgerNeverShrinksAcrossAFailureAndAResume) {
   EXPECT_EQ(sdk::privacy_ledger_from_json(read_file(dir_ / "ledger.json")).steps(), 22);
   EXPECT_NE(log_.str().find("ledger.json records 2 step(s) beyond checkpoint.pt"), std::string::npos) << log_.str();
   EXPECT_FALSE(fs::exists(dir_ / "checkpoint.pt.tmp.4242"));  // stale temporaries are removed on resume
+  // The summary says why the ledger holds more than the 20 planned steps (issue 29), and that the
+  // over-target epsilon is theirs.
+  const auto j = nlohmann::json::parse(read_file(dir_ / "summary.json"));
+  EXPECT_EQ(j["ledger_steps"], 22);
+  EXPECT_EQ(j["ledger_note"], "2 redone after an interruption and spent again");
+  EXPECT_NE(log_.str().find("20 private steps (the ledger holds 22: 2 redone after an interruption and spent again)"),
+            std::string::npos) << log_.str();
+}
+
+TEST_F(RunOrchestratorTest, ADeltaNotBelowOneOverNIsWarnedAbout) {
+  run(private_stage + "noise_multiplier = 5.0\n");
+  EXPECT_EQ(log_.str().find("is not below 1/N"), std::string::npos);
+  fs::remove_all(dir_);
+  std::string loose = private_stage + "noise_multiplier = 5.0\n";
+  loose.replace(loose.find("delta = 1e-5"), 12, "delta = 0.01");
+  run(loose);
+  EXPECT_NE(log_.str().find("warning: privacy.delta 0.01 is not below 1/N = 0.001 (N = 1000 private records)"),
+            std::string::npos) << log_.str();
 }
 
 // A run can be watched from its directory: metrics.jsonl and ledger.json are up to date within a

@@ -8,7 +8,9 @@
 #include <privdiff/privacy/gaussian_steps.hpp>
 
 #include <cmath>
+#include <algorithm>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 
 namespace privdiff::plugins::prv {
@@ -41,14 +43,23 @@ class PrvAccountant : public Accountant {
     if (!(delta_error < delta)) {
       throw std::invalid_argument("prv: delta_error (" + std::to_string(delta_error) + ") must be below delta");
     }
-    const PrvComposition composition(atoms, eps_error_, delta_error, {true, delta});
-    const EpsilonBounds b = composition.epsilon_bounds(delta);
+    // eps_error is absolute: where epsilon is small against it, the upper bound would be mostly
+    // discretisation error (0.016 for an estimate of 0.006). There the grid is refined to a relative
+    // error of 1% of the estimate (at most 1000 times finer; the grid is small at small epsilon).
+    double eps_error = eps_error_;
+    auto composition = std::make_unique<PrvComposition>(atoms, eps_error, delta_error, PrvComposition::Question{true, delta});
+    EpsilonBounds b = composition->epsilon_bounds(delta);
+    if (b.estimate < 10 * eps_error_) {
+      eps_error = std::max(eps_error_ / 1000, 0.01 * b.estimate);
+      composition = std::make_unique<PrvComposition>(atoms, eps_error, delta_error, PrvComposition::Question{true, delta});
+      b = composition->epsilon_bounds(delta);
+    }
     return {b.upper,
             {{"epsilon_lower", b.lower},
              {"epsilon_estimate", b.estimate},
-             {"eps_error", eps_error_},
+             {"eps_error", eps_error},
              {"delta_error", delta_error},
-             {"grid_points", static_cast<double>(composition.grid_size())}},
+             {"grid_points", static_cast<double>(composition->grid_size())}},
             {}};
   }
 
