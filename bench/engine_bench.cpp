@@ -31,6 +31,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 using namespace privdiff::sdk;
 
@@ -57,14 +58,47 @@ double peak_device_mib(const c10::Device& device) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc < 4) {
-    std::fprintf(stderr, "usage: engine_bench nonprivate|vectorised|materialised|oracle|noise BATCH K [REPEATS] [cpu|cuda]\n");
-    return 2;
+constexpr const char* usage =
+    "usage: engine_bench nonprivate|vectorised|materialised|oracle|noise BATCH K [REPEATS] [cpu|cuda]\n";
+
+// A positive integer argument, or std::invalid_argument naming it.
+std::int64_t positive(const char* text, const char* name) {
+  std::size_t end = 0;
+  std::int64_t value = 0;
+  try {
+    value = std::stoll(text, &end);
+  } catch (const std::exception&) {
+    end = 0;
   }
+  if (end == 0 || text[end] != '\0' || value < 1) {
+    throw std::invalid_argument(std::string(name) + " must be a positive integer, got '" + text + "'");
+  }
+  return value;
+}
+
+int bench(int argc, char** argv);
+
+int main(int argc, char** argv) {
+  try {
+    return bench(argc, argv);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "engine_bench: %s\n%s", e.what(), usage);
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "engine_bench: %s\n", e.what());
+    return 1;
+  }
+}
+
+int bench(int argc, char** argv) {
+  if (argc < 4) throw std::invalid_argument("expected a mode, BATCH and K");
   const std::string mode = argv[1];
-  const std::int64_t batch = std::stoll(argv[2]), k = std::stoll(argv[3]);
-  const int repeats = argc > 4 ? std::stoi(argv[4]) : 3;
+  const std::vector<std::string> modes{"nonprivate", "vectorised", "materialised", "oracle", "noise"};
+  if (std::find(modes.begin(), modes.end(), mode) == modes.end()) {
+    throw std::invalid_argument("unknown mode '" + mode + "'");
+  }
+  const std::int64_t batch = positive(argv[2], "BATCH"), k = positive(argv[3], "K");
+  const int repeats = argc > 4 ? static_cast<int>(positive(argv[4], "REPEATS")) : 3;
   const c10::Device device = engine::resolve_device(argc > 5 ? argv[5] : "cpu");
   auto sync = [&] {
     if (device.is_cuda()) torch::cuda::synchronize(device.index());
@@ -106,7 +140,7 @@ int main(int argc, char** argv) {
       const auto grads = engine::micro_batch_per_example_gradients(unet, loss, batch, k);
       engine::clip_and_sum(grads, 1.0, engine::ClipMode::flat);
     } else {
-      throw std::invalid_argument("mode: nonprivate, vectorised or oracle");
+      throw std::logic_error("mode " + mode + " has no step");
     }
   };
   step();  // warm-up

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Configures and builds privdiff into ./build (Release, Ninja when present, ccache when present).
-# Extra arguments go to the CMake configure step, e.g. -DPRIVDIFF_BUILD_BENCH=ON.
+# Extra arguments go to the CMake configure step, e.g. -DPRIVDIFF_BUILD_BENCH=OFF.
 #
 # Which LibTorch: Debian's (libtorch-dev, CPU) by default. PRIVDIFF_TORCH=python builds against
 # the LibTorch inside the pip PyTorch of `python3` (CUDA when that PyTorch has it: PRIVDIFF_CUDA is

@@ -35,9 +35,9 @@ std::string file_safe(const std::string& text) {
   return out;
 }
 
-/// A new or empty directory, or an earlier report (whose files are replaced, none left stale);
-/// anything else is refused rather than written into.
-void prepare_report_directory(const fs::path& out) {
+/// A new or empty directory, or with --force an earlier report (whose files are replaced, none
+/// left stale); anything else is refused rather than written into.
+void prepare_report_directory(const fs::path& out, bool force) {
   std::error_code ec;
   if (!fs::exists(out, ec) || (fs::is_directory(out, ec) && fs::is_empty(out, ec))) return;
   if (!fs::is_directory(out, ec)) throw UsageError("compare --out " + out.string() + ": not a directory");
@@ -52,6 +52,10 @@ void prepare_report_directory(const fs::path& out) {
                        ", which is not part of a report; choose another --out");
     }
   }
+  if (!force) {
+    throw UsageError("compare --out " + out.string() + " holds an earlier report; add --force to replace it, or "
+                     "choose another --out");
+  }
   for (const auto& name : report_files) fs::remove_all(out / name);
   std::cerr << "replacing the earlier report in " << out.string() << "\n";
 }
@@ -64,18 +68,26 @@ CLI::App* add_compare_command(CLI::App& app, const GlobalOptions& global, int& e
     std::vector<std::string> runs;
     std::string out = "comparison";
     int points = 60;
+    bool force = false;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("RUN_DIR", args->runs, "run directories (after privdiff run, and privdiff eval for the metrics)")
       ->required();
   cmd->add_option("--out", args->out, "report directory (default: comparison): compare.csv, compare.md, report.html");
+  cmd->add_flag("--force", args->force, "replace an earlier report in --out");
   cmd->add_option("--points", args->points, "steps at which each epsilon curve is evaluated")->check(CLI::Range(2, 1000));
   cmd->callback([&global, &exit_code, args] {
     std::vector<RunRecord> runs;
-    for (const auto& dir : args->runs) runs.push_back(load_run_record(dir));
+    for (const auto& dir : args->runs) {
+      try {
+        runs.push_back(load_run_record(dir));
+      } catch (const std::runtime_error& e) {  // a missing or unfinished run: bad input (exit 2)
+        throw UsageError(std::string("compare: ") + e.what());
+      }
+    }
     const std::vector<std::string> labels = unique_labels(runs);
     const fs::path out(args->out);
-    prepare_report_directory(out);
+    prepare_report_directory(out, args->force);
     fs::create_directories(out / "plots");
     fs::create_directories(out / "grids");
 

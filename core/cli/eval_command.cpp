@@ -38,7 +38,8 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions&, int& exit_code) 
   auto args = std::make_shared<Args>();
   cmd->add_option("SAMPLES", args->images, "IDX images file (e.g. from privdiff sample)")->required();
   cmd->add_option("--labels", args->labels, "IDX labels file (default: the ...-labels-idx1-ubyte file beside SAMPLES)");
-  cmd->add_option("--real", args->real, "real dataset the classifiers are tested on and features are fitted to");
+  CLI::Option* real_option =
+      cmd->add_option("--real", args->real, "real dataset the classifiers are tested on and features are fitted to");
   cmd->add_option("--real-path", args->real_path, "directory of the real dataset's IDX files");
   cmd->add_option("--reference", args->reference,
                   "real split the feature network, Fréchet distance and precision/recall use: test (default; disjoint "
@@ -52,7 +53,7 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions&, int& exit_code) 
   cmd->add_option("--threads", args->threads, "CPU threads (default: all cores)")->check(at_least(0));
   add_device_option(*cmd, args->device);
   cmd->add_flag("--json", args->json, "print one JSON object on stdout (progress goes to stderr)");
-  cmd->callback([&exit_code, args] {
+  cmd->callback([&exit_code, args, real_option] {
     EvalOptions options;
     options.classifiers.clear();
     std::stringstream list(args->classifiers);
@@ -65,7 +66,8 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions&, int& exit_code) 
     }
     options.epochs = args->epochs;
     options.max_samples = args->max_samples;
-    options.real_dataset = args->real;
+    // --real-path alone names the data by its directory, not by --real's default (fashion-mnist).
+    options.real_dataset = !args->real_path.empty() && real_option->count() == 0 ? "" : args->real;
     options.real_path = args->real_path;
     options.reference = args->reference;
     options.seed = static_cast<std::uint64_t>(args->seed);

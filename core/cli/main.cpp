@@ -1,9 +1,11 @@
 // privdiff: the host's command line. Subcommands live in core/cli/*_command.cpp.
 #include "cli/commands.hpp"
 #include "recipe/diagnostic.hpp"
+#include "recipe/suggest.hpp"
 
 #include <privdiff/build_config.hpp>
 
+#include <algorithm>
 #include <iostream>
 
 int main(int argc, char** argv) {
@@ -37,6 +39,23 @@ int main(int argc, char** argv) {
   add_account_command(app, global, exit_code);
   add_audit_command(app, global, exit_code);
 
+  // An unknown command is named (CLI11 would only say "A subcommand is required").
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--plugin-path") {
+      ++i;
+      continue;
+    }
+    if (arg.empty() || arg[0] == '-') continue;
+    std::vector<std::string> commands;
+    for (const CLI::App* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
+    if (std::find(commands.begin(), commands.end(), arg) == commands.end()) {
+      std::cerr << "error: unknown command '" << arg << "'" << did_you_mean(arg, commands) << "; commands: "
+                << join(commands) << " (privdiff --help)\n";
+      return exit_bad_input;
+    }
+    break;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

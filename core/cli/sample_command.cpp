@@ -86,7 +86,11 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
     at::manual_seed(static_cast<std::uint64_t>(args->seed));
     auto model = create_component<sdk::Model>(registry, recipe.model->id, recipe.model->config);
     auto sampler = create_component<sdk::Sampler>(registry, recipe.sampler->id, recipe.sampler->config);
-    load_model_weights(checkpoint, *model);
+    try {
+      load_model_weights(checkpoint, *model);
+    } catch (const std::runtime_error& e) {  // damaged, or of another model: bad input (exit 2)
+      throw UsageError(std::string("sample: ") + e.what());
+    }
     model->module().to(device);
     // The privacy this model cost is the run's ledger; say so when the run directory's two records
     // of it disagree (privdiff account RUN reports the longer one).

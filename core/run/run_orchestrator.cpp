@@ -726,15 +726,20 @@ void RunOrchestrator::open_run_directory(Session& s) {
     if (s.init) initialise_from_source(s);
   } else {
     if (!components_.model) throw std::runtime_error("cannot resume: the recipe has no [model]");
-    s.resumed = load_checkpoint(s.checkpoint_path(), *components_.model);
-    const CheckpointPosition& position = s.resumed->position;
+    // Refusals here are bad input (exit 2), and nothing has been written yet.
     const std::string refused = "cannot resume " + s.run_dir.string() + ": ";
+    try {
+      s.resumed = load_checkpoint(s.checkpoint_path(), *components_.model);
+    } catch (const std::runtime_error& e) {  // damaged, or another model's
+      throw RunRefused(refused + e.what());
+    }
+    const CheckpointPosition& position = s.resumed->position;
     if (position.recipe_sha != s.recipe_sha) {
-      throw std::runtime_error(refused + "its recipe.toml changed since the checkpoint was written (a resumed run "
+      throw RunRefused(refused + "its recipe.toml changed since the checkpoint was written (a resumed run "
                                "must be the run that was started; start a new run for a changed recipe)");
     }
     if (!position.data_fingerprint.empty() && position.data_fingerprint != s.data_fingerprint) {
-      throw std::runtime_error(refused + "the data differs from the data it trained on (checkpoint: " +
+      throw RunRefused(refused + "the data differs from the data it trained on (checkpoint: " +
                                position.data_fingerprint + "; now: " + s.data_fingerprint +
                                "); its ledger accounts for those records only");
     }
@@ -747,7 +752,7 @@ void RunOrchestrator::open_run_directory(Session& s) {
     const auto& saved = position.noise_multipliers;
     for (std::size_t i = 0; i < noise_multipliers_.size(); ++i) {
       if (i >= saved.size() || !same_sigma(saved[i], noise_multipliers_[i])) {
-        throw std::runtime_error("cannot resume: stage[" + std::to_string(i) + "]'s noise multiplier differs from "
+        throw RunRefused("cannot resume: stage[" + std::to_string(i) + "]'s noise multiplier differs from "
                                  "the checkpoint's (did the dataset or a plugin change?)");
       }
     }

@@ -96,12 +96,14 @@ fs::path write_sample_set(const fs::path& prefix, const SampleSet& set, bool bal
       rows = static_cast<std::int64_t>(per_class.size());
     }
   }
-  if (!preview.defined()) {
-    rows = std::min<std::int64_t>(10, set.images.size(0) / 10);
-    if (rows > 0) preview = set.images.narrow(0, 0, rows * 10);
+  std::int64_t columns = 10;
+  if (!preview.defined() && set.images.size(0) > 0) {  // the first rows of 10 (fewer than 10: one row)
+    columns = std::min<std::int64_t>(10, set.images.size(0));
+    rows = std::min<std::int64_t>(10, set.images.size(0) / columns);
+    preview = set.images.narrow(0, 0, rows * columns);
   }
   if (preview.defined()) {
-    write_image_grid(prefix.string() + "-grid.png", sdk::pixels_from_bytes(preview), rows, 10);
+    write_image_grid(prefix.string() + "-grid.png", sdk::pixels_from_bytes(preview), rows, columns);
   }
   return images_file;
 }

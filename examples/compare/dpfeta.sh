@@ -21,4 +21,4 @@ for name in a-central-mean b-central-mode c-no-warmup; do
   evaluate "$out/$name"
   runs+=("$out/$name")
 done
-"$privdiff" compare "${runs[@]}" --out "$out/report"
+"$privdiff" compare "${runs[@]}" --out "$out/report" --force

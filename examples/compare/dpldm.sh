@@ -27,4 +27,4 @@ for name in a-dpldm b-pixel-attention c-pixel-all d-dpdm; do
   evaluate "$out/$name"
   runs+=("$out/$name")
 done
-"$privdiff" compare "${runs[@]}" --out "$out/report"
+"$privdiff" compare "${runs[@]}" --out "$out/report" --force

@@ -25,4 +25,4 @@ for name in a-all b-attention c-resblocks d-lora-r4 e-no-pretraining; do
   evaluate "$out/$name"
   runs+=("$out/$name")
 done
-"$privdiff" compare "${runs[@]}" --out "$out/report"
+"$privdiff" compare "${runs[@]}" --out "$out/report" --force

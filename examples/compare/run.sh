@@ -20,4 +20,4 @@ for k in 1 8; do
   "$privdiff" sample "$run" --count "$samples" --out "$run/samples/heun-$samples"
   "$privdiff" eval "$run/samples/heun-$samples-images-idx3-ubyte.gz" --epochs "$epochs"
 done
-"$privdiff" compare "$out/k1" "$out/k8" --out "$out/report"
+"$privdiff" compare "$out/k1" "$out/k8" --out "$out/report" --force

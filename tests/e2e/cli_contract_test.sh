@@ -33,7 +33,8 @@ good=(--plugin-path "$plugins/good")
 expect 0 "help" -- "$privdiff" --help; contains "Subcommands:"; contains "validate"
 expect 0 "version" -- "$privdiff" --version; contains "privdiff 0."
 expect 2 "no subcommand" -- "$privdiff"
-expect 2 "unknown subcommand" -- "$privdiff" frobnicate
+expect 2 "unknown subcommand" -- "$privdiff" frobnicate; contains "error: unknown command 'frobnicate'"; contains "commands: plugins, validate"
+expect 2 "misspelt subcommand" -- "$privdiff" "${good[@]}" valdate x.toml; contains "(did you mean 'validate'?)"
 expect 2 "unknown option" -- "$privdiff" validate --bogus x.toml
 
 expect 0 "plugins list" -- "$privdiff" "${good[@]}" plugins list

@@ -79,13 +79,16 @@ out=$("$privdiff" validate "$tmp/k2.toml" 2>&1) && fail "validated an unknown cl
 grep -q "eval\[0\].classifiers: unknown classifier 'cnnn' (did you mean 'cnn'?)" <<<"$out" || fail "no classifier message: $out"
 # --out: an earlier report is replaced whole (nothing stale left); any other non-empty directory is refused.
 touch "$tmp/report/plots/stale.svg"
-out=$("$privdiff" compare "$tmp/k2" --out "$tmp/report" 2>&1) || fail "replacing a report: $out"
+out=$("$privdiff" compare "$tmp/k2" --out "$tmp/report" 2>&1); code=$?
+[ $code -eq 2 ] && grep -q "holds an earlier report; add --force to replace it" <<<"$out" || fail "an earlier report was replaced without --force: exit $code: $out"
+out=$("$privdiff" compare "$tmp/k2" --out "$tmp/report" --force 2>&1) || fail "replacing a report: $out"
 grep -q "replacing the earlier report" <<<"$out" || fail "no replacing note: $out"
 [ ! -e "$tmp/report/plots/stale.svg" ] && [ ! -e "$tmp/report/grids/0-tiny-k1.png" ] || fail "stale report files left"
 out=$("$privdiff" compare "$tmp/k2" --out "$tmp/k1" 2>&1); code=$?
 [ $code -eq 2 ] || fail "compare into a run directory: exit $code: $out"
 grep -q "is not empty and holds no earlier report" <<<"$out" || fail "no --out refusal: $out"
-out=$("$privdiff" compare "$tmp/k1" "$tmp/nowhere" --out "$tmp/r2" 2>&1) && fail "compared a missing run"
+out=$("$privdiff" compare "$tmp/k1" "$tmp/nowhere" --out "$tmp/r2" 2>&1); code=$?
+[ $code -eq 2 ] || fail "compared a missing run: exit $code: $out"
 grep -q "nowhere: not a directory" <<<"$out" || fail "no missing-run message: $out"
 mkdir "$tmp/empty"
 out=$("$privdiff" compare "$tmp/empty" 2>&1) && fail "compared an empty directory"

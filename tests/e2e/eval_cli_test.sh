@@ -71,6 +71,7 @@ assert all(0 <= a <= 1 for a in r["accuracy"].values()), r
 for k in ("frechet_distance", "frechet_floor", "precision", "recall", "counts", "features"):
     assert k in r, k
 assert r["counts"]["samples"] == 30, r["counts"]
+assert r["real"] == "tiny-fashion-mnist", r["real"]  # --real-path names the data by its directory
 assert "not Inception" in r["features"], r["features"]
 # The default reference is the test split, disjoint from training data: no caveat, train never read.
 assert r["reference"] == "test" and r["caveats"] == [] and "real_train" not in r["counts"], r

@@ -148,11 +148,15 @@ python3 -c "import json,sys; a,b=(json.loads(x)['results'] for x in sys.argv[1:3
 grep -q "checkpoint.pt records 6 step(s) more than ledger.json" "$tmp/note" || fail "no torn-ledger note: $(cat "$tmp/note")"
 out=$("$privdiff" sample "$tmp/torn" --count 10 --out "$tmp/torn/s" 2>&1) || fail "sample of the torn run: $out"
 grep -q "note: checkpoint.pt records 6 step(s)" <<<"$out" || fail "sample did not note the torn ledger: $out"
+# Fewer samples than a grid row: the grid it says it wrote exists (one row).
+out=$("$privdiff" sample "$tmp/torn" --count 2 --out "$tmp/two" 2>&1) || fail "sample --count 2: $out"
+grep -q "$tmp/two-grid.png" <<<"$out" && [ -s "$tmp/two-grid.png" ] || fail "sample --count 2 names a grid it did not write: $out"
 # A resumed run is the run that was started: an edited recipe is refused; a run without a checkpoint
 # yet (killed before its first one) starts over in place.
 "$privdiff" run "$tmp/r.toml" --out "$tmp/edited" --stop-after-steps 1 >/dev/null 2>&1
 sed -i 's/^steps = 3$/steps = 4/' "$tmp/edited/recipe.toml"
-out=$("$privdiff" run --resume "$tmp/edited" 2>&1) && fail "resumed an edited recipe"
+out=$("$privdiff" run --resume "$tmp/edited" 2>&1); code=$?
+[ $code -eq 2 ] || fail "resumed an edited recipe: exit $code (want 2: bad input)"
 grep -q "recipe.toml changed since the checkpoint" <<<"$out" || fail "no edited-recipe message: $out"
 mkdir -p "$tmp/empty" && cp "$tmp/r.toml" "$tmp/empty/recipe.toml"
 out=$("$privdiff" run --resume "$tmp/empty" 2>&1) || fail "a run without a checkpoint did not start over: $out"
@@ -160,8 +164,11 @@ grep -q "no checkpoint yet: the run starts over in place" <<<"$out" || fail "no 
 [ -s "$tmp/empty/summary.json" ] || fail "the restarted run did not finish"
 head -c 1000 "$tmp/parts/checkpoint.pt" > "$tmp/edited/checkpoint.pt"
 cp "$tmp/parts/recipe.toml" "$tmp/edited/recipe.toml"
-out=$("$privdiff" run --resume "$tmp/edited" 2>&1) && fail "resumed from a truncated checkpoint"
+out=$("$privdiff" run --resume "$tmp/edited" 2>&1); code=$?
+[ $code -eq 2 ] || fail "resumed from a truncated checkpoint: exit $code (want 2: bad input)"
 grep -q "checkpoint.pt: not a readable privdiff checkpoint" <<<"$out" || fail "no corrupt-checkpoint message: $out"
+out=$("$privdiff" sample "$tmp/edited" --count 10 --out "$tmp/s" 2>&1); code=$?
+[ $code -eq 2 ] && grep -q "not a readable privdiff checkpoint" <<<"$out" || fail "sample of a truncated checkpoint: exit $code: $out"
 out=$("$privdiff" run "$tmp/r.toml" --out "$tmp/whole" 2>&1) && fail "ran into a non-empty directory"
 grep -q "privdiff run --resume $tmp/whole" <<<"$out" || fail "no resume suggestion: $out"
 

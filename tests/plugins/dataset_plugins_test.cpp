@@ -112,6 +112,10 @@ TEST(ImageFolderDataset, ClassesAreSubFoldersAndImagesAreResized) {
   write_png(dir / "cats" / "b.png", 14, 20, 1, 100);
   write_png(dir / "dogs" / "c.PNG", 28, 28, 1, 0);
   std::ofstream(dir / "dogs" / "notes.txt") << "not an image";
+  // Hidden entries are neither classes nor images (a .git folder, macOS's ._ files).
+  fs::create_directories(dir / ".git" / "objects");
+  write_png(dir / ".git" / "objects" / "x.png", 28, 28, 1, 0);
+  std::ofstream(dir / "dogs" / "._c.PNG") << "resource fork";
   auto data = open("image_folder", {{"path", text(dir.string())}});
   EXPECT_EQ(data->size(), 3);
   EXPECT_EQ(data->num_classes(), 2);
@@ -138,6 +142,13 @@ TEST(ImageFolderDataset, BadFoldersAndImagesAreNamed) {
   std::ofstream(dir / "other" / "broken.png") << "this is not a PNG";
   const std::string error = error_of([&] { open("image_folder", {{"path", text(dir.string())}}); });
   EXPECT_NE(error.find((dir / "other" / "broken.png").string() + ": cannot read the image"), std::string::npos) << error;
+  // A PNG whose compressed data is damaged: stb gives no reason; the message still says one.
+  const std::string png_head("\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR\0\0\0\x1c\0\0\0\x1c\x08\0\0\0\0\x57\x66\x80\x48"
+                             "\0\0\0\x07IDATnotzlib\0\0\0\0", 52);
+  std::ofstream(dir / "other" / "broken.png", std::ios::binary) << png_head;
+  const std::string damaged = error_of([&] { open("image_folder", {{"path", text(dir.string())}}); });
+  EXPECT_EQ(damaged.find("()"), std::string::npos) << damaged;
+  EXPECT_NE(damaged.find("cannot read the image ("), std::string::npos) << damaged;
   fs::remove_all(dir);
 }
 

@@ -35,8 +35,10 @@ at::Tensor load_image(const fs::path& file, int channels, std::int64_t size) {
   int w = 0, h = 0, n = 0;
   std::unique_ptr<unsigned char, void (*)(void*)> pixels(stbi_load(file.c_str(), &w, &h, &n, channels), stbi_image_free);
   if (!pixels) {
+    // stb's reasons are terse ("first not IHDR") and sometimes empty (a damaged compressed stream).
     const char* why = stbi_failure_reason();
-    throw std::runtime_error(file.string() + ": cannot read the image (" + (why ? why : "unknown reason") + ")");
+    const std::string reason = why && *why ? why : "damaged or truncated image data";
+    throw std::runtime_error(file.string() + ": cannot read the image (" + reason + ")");
   }
   at::Tensor x = at::from_blob(pixels.get(), {h, w, channels}, at::kByte).permute({2, 0, 1}).unsqueeze(0).to(at::kFloat);
   if (h != size || w != size) {
