@@ -654,6 +654,35 @@ void RunOrchestrator::preflight(Session& s) {
                                                  : std::nan(""));
   }
   warn_about_short_ema(s);
+  warn_about_noise(s);
+}
+
+void RunOrchestrator::warn_about_noise(Session& s) const {
+  // The best case of a private stage: T steps whose clipped mean gradients (norm <= C) all point
+  // the same way add up to T C; the noise they carry adds up to a norm of about sigma C sqrt(d T) / B
+  // (d trained parameters, expected batch B = q N). Where the ratio, sigma sqrt(d) / (B sqrt(T)),
+  // nears 1, even a perfectly consistent signal is lost in the noise: said before training, with
+  // the numbers a researcher can change (published: N, the recipe, sigma).
+  for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {
+    const double sigma = noise_multipliers_[i];
+    const bool trains = components_.mechanisms[i]->released_examples(s.stage_size(i), 1) == 0;  // not a release
+    if (!components_.mechanisms[i]->is_private() || !trains || std::isnan(sigma) || i >= s.stage_trainable.size()) continue;
+    const auto kinds = sdk::gaussian_steps(components_.mechanisms[i]->planned_events(s.stage_size(i)));
+    if (kinds.size() != 1 || kinds.front().count < 1) continue;
+    const double n = static_cast<double>(s.stage_size(i)), batch = kinds.front().sampling_rate * n;
+    const double steps = static_cast<double>(kinds.front().count), d = static_cast<double>(s.stage_trainable[i]);
+    const double ratio = sigma * std::sqrt(d) / (batch * std::sqrt(steps));
+    s.log << "stage '" << recipe_.stages[i].name << "': " << s.stage_size(i) << " private records, expected batch "
+          << format_epsilon(batch) << ", " << kinds.front().count << " steps, sigma " << format_epsilon(sigma)
+          << ": noise-to-signal " << format_epsilon(ratio) << " at best (sigma sqrt(d) / (B sqrt(T)), d = "
+          << s.stage_trainable[i] << " trained parameters)\n";
+    if (ratio >= 0.3) {
+      s.log << "warning: stage '" << recipe_.stages[i].name << "': the privacy noise is " << format_epsilon(ratio)
+            << " times the largest signal its steps can add up to; expect samples that look like noise. More records, "
+            << "a larger batch (q N), more steps or fewer trained parameters (e.g. train = \"attention\") lower it; "
+            << "see the README, \"Small private datasets\"\n";
+    }
+  }
 }
 
 void RunOrchestrator::warn_about_delta(Session& s, double delta) const {

@@ -134,6 +134,8 @@ class RunOrchestrator {
   void initialise_from_source(Session& s);
   void warn_about_short_ema(Session& s) const;
   void warn_about_delta(Session& s, double delta) const;
+  /// Pre-flight: each private stage's best-case noise-to-signal ratio, and a warning where it is high.
+  void warn_about_noise(Session& s) const;
   sdk::PrivacyEvent plan_privacy(Session& s);
   const sdk::Accountant& main_accountant() const;
 

@@ -71,6 +71,9 @@ passed=0
 private_run "$tmp/source.toml" "path = \"$fm\""
 out=$("$privdiff" run "$tmp/source.toml" --out "$tmp/source" 2>&1) || fail "source run: $out"
 [ "$(steps_of "$tmp/source")" = 3 ] || fail "source ledger"
+# Without private_diagnostics the console shows no noise-free statistic of a private step.
+grep -q "step 3/3  eps .* expected ex/s" <<<"$out" || fail "no private progress line: $out"
+grep -q "loss" <<<"$out" && fail "the console shows a private step's loss: $out"
 # No plain hash of private data in the run directory: the fingerprint and record hashes are keyed.
 plain=$(python3 - "$fm" <<'PY'
 import gzip, sys

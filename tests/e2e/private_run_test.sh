@@ -35,6 +35,12 @@ grep -q "calibrated stage 'stage0' noise multiplier" <<<"$out" || fail "no calib
 grep -q "step 3/3" <<<"$out" || fail "no progress line"
 grep -q "warning: stage 'stage0': ema 0.9 averages over ~10 steps but the stage has 3" <<<"$out" || fail "no EMA warning"
 grep -q "samples: .*samples.png (100 images" <<<"$out" || fail "no sample grid line"
+# 20 records, batch 4, 3 steps: the pre-flight says the noise will swamp any signal (issue 29).
+grep -q "stage 'stage0': 20 private records, expected batch 4, 3 steps, sigma .*: noise-to-signal" <<<"$out" \
+  || fail "no noise-to-signal line: $out"
+grep -q "warning: stage 'stage0': the privacy noise is .* times the largest signal" <<<"$out" || fail "no small-data warning"
+# With private_diagnostics (this recipe) the console shows the loss and the realised examples/s.
+grep -q "step 3/3  loss .*  eps .* ex/s" <<<"$out" || fail "no diagnostics on the progress line"
 python3 - "$tmp/run/samples.png" <<'PY' || fail "samples.png is not a 298x298 PNG"
 import struct, sys
 data = open(sys.argv[1], "rb").read()
