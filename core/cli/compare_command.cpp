@@ -10,6 +10,7 @@
 #include <privdiff/components/accountant.hpp>
 #include <privdiff/config/config.hpp>
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <set>
@@ -60,6 +61,61 @@ void prepare_report_directory(const fs::path& out, bool force) {
   std::cerr << "replacing the earlier report in " << out.string() << "\n";
 }
 
+// epsilon vs step under every accountant each run reports, re-evaluated from its ledger at
+// `points` steps; colour by run, dash type by accountant.
+std::vector<PlotSeries> epsilon_curves(const std::vector<RunRecord>& runs, const std::vector<std::string>& labels,
+                                       const ComponentRegistry& registry, int points) {
+  std::vector<PlotSeries> series;
+  std::vector<std::string> accountants;  // in order of appearance: their dash types
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const RunRecord& r = runs[i];
+    if (!r.privacy.contains("delta") || r.steps <= 0) continue;
+    const double delta = r.privacy["delta"].get<double>();
+    for (const auto& entry : r.privacy.value("results", nlohmann::json::array())) {
+      const std::string id = entry.value("accountant", "");
+      auto found = registry.find(sdk::ComponentKind::accountant, id);
+      if (!found) {
+        std::cerr << "note: accountant '" << id << "' of " << r.dir.string() << " is not installed; no curve\n";
+        continue;
+      }
+      if (std::find(accountants.begin(), accountants.end(), id) == accountants.end()) accountants.push_back(id);
+      const int dash = static_cast<int>(std::find(accountants.begin(), accountants.end(), id) - accountants.begin()) + 1;
+      auto accountant = create_component<sdk::Accountant>(
+          registry, id, sdk::make_config(found->registration->schema, "accountants." + id));
+      PlotSeries s{labels[i] + " (" + id + ")", {}, static_cast<int>(i) + 1, dash};
+      for (int p = 1; p <= points; ++p) {
+        const std::int64_t step = std::max<std::int64_t>(1, r.steps * p / points);
+        if (!s.points.empty() && s.points.back().first == static_cast<double>(step)) continue;
+        s.points.emplace_back(step, accountant->epsilon(ledger_prefix(r.ledger, step), delta).epsilon);
+      }
+      series.push_back(std::move(s));
+    }
+  }
+  return series;
+}
+
+// The run's loss curves, one per stage (window means, so that single batches' noise does not hide
+// the trend), added to the plot of that stage name; what has none is said in `notes`.
+void add_loss_curves(const RunRecord& r, const std::string& label, int color,
+                     std::vector<std::pair<std::string, std::vector<PlotSeries>>>& plots, std::vector<std::string>& notes) {
+  for (const auto& stage : r.losses) {
+    if (stage.points.empty()) {
+      notes.push_back("No loss curve for " + label + ", stage '" + stage.stage + "': " + stage.missing + ".");
+      continue;
+    }
+    PlotSeries loss{label, {}, color, 1};
+    const std::size_t window = std::max<std::size_t>(1, stage.points.size() / 100);
+    for (std::size_t j = 0; j + window <= stage.points.size(); j += window) {
+      double sum = 0;
+      for (std::size_t k = j; k < j + window; ++k) sum += stage.points[k].second;
+      loss.points.emplace_back(static_cast<double>(stage.points[j + window - 1].first), sum / static_cast<double>(window));
+    }
+    auto it = std::find_if(plots.begin(), plots.end(), [&](const auto& p) { return p.first == stage.stage; });
+    if (it == plots.end()) it = plots.insert(plots.end(), {stage.stage, {}});
+    it->second.push_back(std::move(loss));
+  }
+}
+
 }  // namespace
 
 CLI::App* add_compare_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
@@ -101,41 +157,13 @@ CLI::App* add_compare_command(CLI::App& app, const GlobalOptions& global, int& e
     write_file_atomically(out / "compare.md", markdown);
     write_file_atomically(out / "compare.csv", to_csv(report.table));
 
-    // epsilon vs step under every accountant each run reports, from its ledger.
     ComponentRegistry registry;
     load_plugins(registry, global, nullptr);
-    std::vector<PlotSeries> epsilon_series, loss_series;
+    const std::vector<PlotSeries> epsilon_series = epsilon_curves(runs, labels, registry, args->points);
+    std::vector<std::pair<std::string, std::vector<PlotSeries>>> loss_plots;  // by stage
     for (std::size_t i = 0; i < runs.size(); ++i) {
+      add_loss_curves(runs[i], labels[i], static_cast<int>(i) + 1, loss_plots, report.plot_notes);
       const RunRecord& r = runs[i];
-      if (r.privacy.contains("delta") && r.steps > 0) {
-        const double delta = r.privacy["delta"].get<double>();
-        for (const auto& entry : r.privacy.value("results", nlohmann::json::array())) {
-          const std::string id = entry.value("accountant", "");
-          auto found = registry.find(sdk::ComponentKind::accountant, id);
-          if (!found) {
-            std::cerr << "note: accountant '" << id << "' of " << r.dir.string() << " is not installed; no curve\n";
-            continue;
-          }
-          auto accountant = create_component<sdk::Accountant>(
-              registry, id, sdk::make_config(found->registration->schema, "accountants." + id));
-          PlotSeries s{labels[i] + " (" + id + ")", {}};
-          for (int p = 1; p <= args->points; ++p) {
-            const std::int64_t step = std::max<std::int64_t>(1, r.steps * p / args->points);
-            if (!s.points.empty() && s.points.back().first == static_cast<double>(step)) continue;
-            s.points.emplace_back(step, accountant->epsilon(ledger_prefix(r.ledger, step), delta).epsilon);
-          }
-          epsilon_series.push_back(std::move(s));
-        }
-      }
-      // The loss, averaged over windows of steps so that the noise of single batches does not hide the trend.
-      PlotSeries loss{labels[i], {}};
-      const std::size_t window = std::max<std::size_t>(1, r.loss.size() / 100);
-      for (std::size_t j = 0; j + window <= r.loss.size(); j += window) {
-        double sum = 0;
-        for (std::size_t k = j; k < j + window; ++k) sum += r.loss[k].second;
-        loss.points.emplace_back(r.loss[j + window - 1].first, sum / static_cast<double>(window));
-      }
-      if (!loss.points.empty()) loss_series.push_back(std::move(loss));
       const fs::path grid = r.dir / "samples.png";
       if (fs::is_regular_file(grid)) {
         const fs::path copy = fs::path("grids") / (std::to_string(i) + "-" + file_safe(labels[i]) + ".png");
@@ -161,8 +189,13 @@ CLI::App* add_compare_command(CLI::App& app, const GlobalOptions& global, int& e
                   << (out / "plots").string() << "/*.gp)\n";
       }
     };
-    plot("epsilon", "privacy spent", "epsilon", epsilon_series);
-    plot("loss", "training loss (window means)", "loss", loss_series);
+    plot("epsilon", "privacy spent (colour: run; line style: accountant)", "epsilon", epsilon_series);
+    // One loss plot per stage: stages train different objectives on different scales (an
+    // autoencoder's ~600 against a denoiser's ~0.3), so they never share an axis.
+    for (std::size_t k = 0; k < loss_plots.size(); ++k) {
+      plot(("loss-" + std::to_string(k) + "-" + file_safe(loss_plots[k].first)).c_str(),
+           "training loss, stage '" + loss_plots[k].first + "' (window means)", "loss", loss_plots[k].second);
+    }
     report.runs = std::move(runs);
     report.labels = labels;
     write_file_atomically(out / "report.html", render_html_report(report));

@@ -190,8 +190,9 @@ void plot_svg(const fs::path& svg, const std::string& title, const std::string& 
     rows << std::setprecision(10);
     for (const auto& [x, y] : series[i].points) rows << x << " " << y << "\n";
     write_file_atomically(data, rows.str());
-    script << (i ? ", " : "") << gnuplot_quote(fs::absolute(data).string()) << " using 1:2 with lines lw 2 title "
-           << gnuplot_quote(series[i].label);
+    const int color = series[i].color > 0 ? series[i].color : static_cast<int>(i) + 1;
+    script << (i ? ", " : "") << gnuplot_quote(fs::absolute(data).string()) << " using 1:2 with lines lw 2 lc "
+           << color << " dt " << std::max(1, series[i].dash) << " title " << gnuplot_quote(series[i].label);
   }
   script << "\n";
   const fs::path gp = base.string() + ".gp";
@@ -212,13 +213,30 @@ void plot_svg(const fs::path& svg, const std::string& title, const std::string& 
   }
 }
 
+namespace {
+// {"samples": 500, "real_test": 10000} -> "500 samples, 10,000 real test": for people, not JSON.
+std::string counts_text(const nlohmann::json& counts) {
+  std::string out;
+  for (const auto& [key, value] : counts.items()) {
+    std::string name = key;
+    std::replace(name.begin(), name.end(), '_', ' ');
+    std::string n = value.is_number_integer() ? std::to_string(value.get<std::int64_t>()) : value.dump();
+    for (int at = static_cast<int>(n.size()) - 3; at > 0 && n[0] != '-'; at -= 3) n.insert(static_cast<std::size_t>(at), ",");
+    out += (out.empty() ? "" : ", ") + n + " " + name;
+  }
+  return out.empty() ? "no counts" : out;
+}
+}  // namespace
+
 std::string render_html_report(const ReportInputs& in) {
   std::ostringstream h;
   h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>privdiff comparison</title>\n"
-    << "<style>body{font-family:sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;font-size:13px}"
-       "th,td{border:1px solid #bbb;padding:4px 8px;text-align:right}th{background:#eee}td:first-child,"
-       "td:nth-child(2){text-align:left}.note{color:#444;font-size:13px}figure{display:inline-block;margin:1em}"
-       "img.grid{image-rendering:pixelated;width:300px}</style></head><body>\n"
+    // The table fits the page: headers wrap (at their spaces and after "/" or "_"), cells are compact.
+    << "<style>body{font-family:sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;font-size:12px;"
+       "width:100%}th,td{border:1px solid #bbb;padding:3px 5px;text-align:right}th{background:#eee;"
+       "font-weight:600}td:first-child,td:nth-child(2){text-align:left;"
+       "overflow-wrap:anywhere}.note{color:#444;font-size:13px}figure{display:inline-block;margin:1em;"
+       "vertical-align:top}img.plot{max-width:100%}img.grid{image-rendering:pixelated;width:300px}</style></head><body>\n"
     << "<h1>privdiff comparison</h1>\n<p class=\"note\">Made with <code>" << html_escape(in.command) << "</code></p>\n"
     << "<h2>Runs</h2>\n<table id=\"comparison\"><thead><tr>";
   for (const auto& c : in.table.header) h << "<th>" << html_escape(c) << "</th>";
@@ -238,13 +256,21 @@ std::string render_html_report(const ReportInputs& in) {
     if (e.is_null()) {
       h << "not evaluated";
     } else {
-      h << html_escape(e.value("counts", nlohmann::json::object()).dump()) << "; " << e.value("epochs", 0)
+      h << html_escape(counts_text(e.value("counts", nlohmann::json::object()))) << "; " << e.value("epochs", 0)
         << " classifier epochs; features: " << html_escape(e.value("features", std::string("?")));
     }
     h << "</li>\n";
   }
   h << "</ul>\n<h2>Privacy and training</h2>\n";
-  for (const auto& p : in.plots) h << "<figure><img src=\"" << html_escape(p.string()) << "\" alt=\"" << html_escape(p.stem().string()) << "\"></figure>\n";
+  for (const auto& p : in.plots) {
+    h << "<figure><img class=\"plot\" src=\"" << html_escape(p.string()) << "\" alt=\"" << html_escape(p.stem().string())
+      << "\"></figure>\n";
+  }
+  if (!in.plot_notes.empty()) {
+    h << "<ul class=\"note\" id=\"plot-notes\">";
+    for (const auto& note : in.plot_notes) h << "<li>" << html_escape(note) << "</li>";
+    h << "</ul>\n";
+  }
   h << "<h2>Samples</h2>\n";
   for (std::size_t i = 0; i < in.runs.size(); ++i) {
     h << "<figure><figcaption>" << html_escape(in.labels[i]) << "</figcaption>";
@@ -256,9 +282,11 @@ std::string render_html_report(const ReportInputs& in) {
     }
     h << "</figure>\n";
   }
-  // For headless checks (scripts/check_report_renders.sh): how many images actually loaded.
+  // For headless checks (scripts/check_report_renders.sh): how many images actually loaded, and how
+  // far the page is wider than the window (a horizontal scroll bar).
   h << "<script>window.addEventListener('load',function(){var all=document.images,ok=0;for(var i=0;i<all.length;i++)"
        "{if(all[i].complete&&all[i].naturalWidth>0&&all[i].width>0&&all[i].height>0)ok++;}document.body.setAttribute('data-images-loaded',ok+'/'+all.length);"
+       "var e=document.documentElement;document.body.setAttribute('data-overflow',Math.max(0,e.scrollWidth-e.clientWidth));"
        "});</script>\n</body></html>\n";
   return h.str();
 }

@@ -23,6 +23,8 @@ struct ComparisonTable {
 struct PlotSeries {
   std::string label;
   std::vector<std::pair<double, double>> points;
+  int color = 0;  ///< gnuplot line colour index (1, 2, ...; 0: by position), e.g. one per run
+  int dash = 1;   ///< gnuplot dash type (1 solid, 2 dashed, ...), e.g. one per accountant
 };
 
 /// Columns: run, mechanism, K, epsilon under every accountant any run reports, the accountant that
@@ -50,6 +52,7 @@ struct ReportInputs {
   std::vector<std::string> labels;              ///< unique display names, one per run
   ComparisonTable table;
   std::vector<std::filesystem::path> plots;     ///< relative to the report
+  std::vector<std::string> plot_notes;          ///< what the plots leave out, and why
   std::vector<std::filesystem::path> grids;     ///< relative to the report; empty path = none
 };
 

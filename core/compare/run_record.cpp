@@ -1,5 +1,7 @@
 #include "compare/run_record.hpp"
 
+#include <algorithm>
+
 #include "run/atomic_file.hpp"
 
 #include <privdiff/privacy/event_json.hpp>
@@ -60,19 +62,28 @@ RunRecord load_run_record(const fs::path& dir) {
     throw std::runtime_error((dir / "ledger.json").string() + ": " + e.what());
   }
   r.steps = r.ledger.steps();
+  // One loss curve per stage; each stage's steps start at 1.
+  for (const auto& stage : r.summary.value("stages", nlohmann::json::array())) {
+    RunRecord::StageLoss loss{stage.value("name", std::string()), {}, {}};
+    if (stage.value("private", false)) {
+      loss.missing = "a private stage: its loss is a noise-free statistic of the private data, logged only with "
+                     "[run] private_diagnostics = true";
+    }
+    r.losses.push_back(std::move(loss));
+  }
   std::ifstream metrics(dir / "metrics.jsonl");
-  std::int64_t offset = 0, last_step = 0;
-  std::string stage;
   for (std::string line; std::getline(metrics, line);) {
     if (line.empty()) continue;
     const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.contains("step") || !j.contains("loss")) continue;
-    if (j.value("stage", "") != stage) {  // steps restart at every stage
-      offset += last_step;
-      stage = j.value("stage", "");
-    }
-    last_step = j["step"].get<std::int64_t>();
-    r.loss.emplace_back(offset + last_step, j["loss"].get<double>());
+    if (j.is_discarded() || !j.contains("step") || !j.contains("loss") || !j["loss"].is_number()) continue;
+    const std::string stage = j.value("stage", "");
+    auto it = std::find_if(r.losses.begin(), r.losses.end(), [&](const auto& l) { return l.stage == stage; });
+    if (it == r.losses.end()) it = r.losses.insert(r.losses.end(), RunRecord::StageLoss{stage, {}, {}});
+    it->points.emplace_back(j["step"].get<std::int64_t>(), j["loss"].get<double>());
+    it->missing.clear();
+  }
+  for (auto& loss : r.losses) {
+    if (loss.points.empty() && loss.missing.empty()) loss.missing = "no loss in metrics.jsonl";
   }
   return r;
 }

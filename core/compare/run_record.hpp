@@ -21,7 +21,14 @@ struct RunRecord {
   nlohmann::json privacy;   ///< privacy.json
   nlohmann::json eval;      ///< eval.json, or null
   sdk::PrivacyLedger ledger;
-  std::vector<std::pair<std::int64_t, double>> loss;  ///< (logical step over all stages, loss)
+  /// The training loss of one stage (metrics.jsonl), by step within the stage; a stage without
+  /// one (a private stage without [run] private_diagnostics) has `missing` saying why.
+  struct StageLoss {
+    std::string stage;
+    std::vector<std::pair<std::int64_t, double>> points;
+    std::string missing;
+  };
+  std::vector<StageLoss> losses;  ///< in the order of summary.json's stages
   std::int64_t steps = 0;   ///< logical steps in the ledger
 };
 

@@ -64,14 +64,25 @@ html = open(f"{d}/report.html").read()
 plotted = sys.argv[3] == "1"
 for needle in ('<table id="comparison">', 'src="grids/0-tiny-k1.png"', 'src="grids/1-tiny-k2.png"', "not Inception"):
     assert needle in html, needle
-for svg in ("epsilon", "loss"):
+for svg in ("epsilon", "loss-0-stage0"):  # one loss plot per stage
     assert (f'src="plots/{svg}.svg"' in html) == plotted, svg
     if plotted:
         assert "<svg" in open(f"{d}/plots/{svg}.svg").read(), svg
-# One epsilon line per run and accountant.
-assert sum(1 for l in open(f"{d}/plots/epsilon.gp") if "with lines" in l) == 1
-assert open(f"{d}/plots/epsilon.gp").read().count("with lines") == 4
+# One epsilon line per run and accountant: colour by run, line style by accountant.
+gp = open(f"{d}/plots/epsilon.gp").read()
+assert sum(1 for l in gp.splitlines() if "with lines" in l) == 1 and gp.count("with lines") == 4, gp
+for style in ("lc 1 dt 1", "lc 1 dt 2", "lc 2 dt 1", "lc 2 dt 2"):
+    assert style in gp, (style, gp)
+# Sample counts for people, not JSON.
+assert "20 samples" in html and '{&quot;' not in html and '{"samples"' not in html, html
+assert 'id="plot-notes"' not in html  # both runs log their loss (private_diagnostics)
 PY
+# A private run without diagnostics has no loss curve, and the report says why.
+sed -e 's/^private_diagnostics = true.*//' -e 's/^name = "tiny-k1"/name = "tiny-quiet"/' -e '/^\[\[eval\]\]/,$d' "$tmp/k1.toml" > "$tmp/quiet.toml"
+"$privdiff" run "$tmp/quiet.toml" --out "$tmp/quiet" >/dev/null 2>&1 || fail "run quiet failed"
+out=$("$privdiff" compare "$tmp/k1" "$tmp/quiet" --out "$tmp/report2" 2>&1) || fail "compare quiet: $out"
+grep -q "No loss curve for tiny-quiet, stage 'stage0': a private stage: its loss is a noise-free statistic" "$tmp/report2/report.html" \
+  || fail "the report does not say why a run has no loss curve"
 [ -s "$tmp/k1/eval-0.json" ] && [ -s "$tmp/k1/samples/eval0-images-idx3-ubyte.gz" ] || fail "[[eval]] wrote no results"
 grep -q '"eval"' "$tmp/k1/metrics.jsonl" || fail "[[eval]] result not in metrics.jsonl"
 printf '[[eval]]\nclassifiers = ["cnnn"]\n' >> "$tmp/k2.toml"
