@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # privdiff sample and eval as a user runs them.
 #  1. sample -> eval on a tiny run and the tiny fixture data (the whole pipeline, seconds);
-#  2. the real Fashion-MNIST test set scored as if it were synthetic: high CNN accuracy and a
-#     Fréchet distance at the floor; uniform noise: chance accuracy and a large distance;
+#  2. real Fashion-MNIST test images scored as if they were synthetic: CNN accuracy far above
+#     chance and a Fréchet distance at the floor; uniform noise: chance accuracy and a large
+#     distance (on a 3,000 + 1,000-image cut of Fashion-MNIST, so that the test fits CI on the slow
+#     machines; the full-size check with its numbers is bench/eval_real_data.sh);
 #  3. corrupt and mislabelled sample files give clear errors.
 # Usage: eval_cli_test.sh PRIVDIFF FIXTURE_DIR
 set -u
@@ -81,16 +83,29 @@ lines = [json.loads(l) for l in open(f"{sys.argv[2]}/metrics.jsonl")]
 assert "eval" in lines[-1], lines[-1]
 PY
 
-# 2. Real test images scored as if synthetic, and uniform noise.
+# 2. Real test images scored as if synthetic, and uniform noise, against a cut of Fashion-MNIST
+# (the first 3,000 training and 1,000 test images).
 # (--reference train: features fitted to the training split, the floor is real test vs train.)
-json=$("$privdiff" eval "$real/t10k-images-idx3-ubyte.gz" --reference train --classifiers cnn --epochs 40 --json \
-       2>"$tmp/log") \
+small="$tmp/fm-small"
+python3 - "$real" "$small" <<'PY' || fail "cannot cut Fashion-MNIST"
+import gzip, os, struct, sys
+src, dst = sys.argv[1:3]; os.makedirs(dst)
+for split, n in (("train", 3000), ("t10k", 1000)):
+    images = gzip.open(f"{src}/{split}-images-idx3-ubyte.gz").read()[16:16 + n * 784]
+    labels = gzip.open(f"{src}/{split}-labels-idx1-ubyte.gz").read()[8:8 + n]
+    with gzip.open(f"{dst}/{split}-images-idx3-ubyte.gz", "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, n, 28, 28) + images)
+    with gzip.open(f"{dst}/{split}-labels-idx1-ubyte.gz", "wb") as f:
+        f.write(struct.pack(">II", 0x801, n) + labels)
+PY
+json=$("$privdiff" eval "$small/t10k-images-idx3-ubyte.gz" --real-path "$small" --reference train --classifiers cnn \
+       --epochs 40 --json 2>"$tmp/log") \
   || fail "eval of the real test set: $(cat "$tmp/log")"
 python3 - "$json" <<'PY' || fail "real test set as synthetic: $json"
 import json, sys
 r = json.loads(sys.argv[1])
 assert r["reference"] == "train" and any("non-private statistics" in c for c in r["caveats"]), r
-assert r["accuracy"]["cnn"] >= 0.85, r["accuracy"]
+assert r["accuracy"]["cnn"] >= 0.6, r["accuracy"]  # chance 0.1; 0.73 measured (1,000 images, 40 epochs)
 # Same images as the floor's: the distance is the floor.
 assert abs(r["frechet_distance"] - r["frechet_floor"]) <= 1e-6 * max(1, r["frechet_floor"]), r
 assert r["precision"] > 0.6 and r["recall"] > 0.6, r
@@ -98,13 +113,13 @@ PY
 python3 - "$tmp" <<'PY' || fail "cannot write the noise set"
 import gzip, random, struct, sys
 random.seed(0)
-n = 2000
+n = 1000
 with gzip.open(f"{sys.argv[1]}/noise-images-idx3-ubyte.gz", "wb") as f:
     f.write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes(random.randrange(256) for _ in range(n * 784)))
 with gzip.open(f"{sys.argv[1]}/noise-labels-idx1-ubyte.gz", "wb") as f:
     f.write(struct.pack(">II", 0x801, n) + bytes(i % 10 for i in range(n)))
 PY
-noise=$("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --reference train --classifiers cnn --epochs 2 --json \
+noise=$("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --real-path "$small" --reference train --classifiers cnn --epochs 2 --json \
         2>"$tmp/log") \
   || fail "eval of noise: $(cat "$tmp/log")"
 python3 - "$json" "$noise" <<'PY' || fail "noise: $noise"
@@ -116,7 +131,7 @@ assert noise["frechet_distance"] > 20 * max(real["frechet_floor"], 0.1), (noise[
 # into one spot inside the large k-NN balls of real outliers, the metric's known weakness.)
 assert noise["recall"] < 0.05, noise
 PY
-grep -q "(cached)" < <("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --reference train --classifiers logreg \
+grep -q "(cached)" < <("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --real-path "$small" --reference train --classifiers logreg \
                        --epochs 1 2>&1) \
   || fail "the feature network was not cached"
 
@@ -129,7 +144,7 @@ grep -q "bad-images-idx3-ubyte.gz" <<<"$out" || fail "the corrupt file is not na
 python3 - "$tmp" <<'PY'
 import gzip, struct, sys
 with gzip.open(f"{sys.argv[1]}/noise-labels-idx1-ubyte.gz", "wb") as f:
-    f.write(struct.pack(">II", 0x801, 2000) + bytes([12] + [i % 10 for i in range(1999)]))
+    f.write(struct.pack(">II", 0x801, 1000) + bytes([12] + [i % 10 for i in range(999)]))
 PY
 out=$("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --classifiers logreg --epochs 1 2>&1) && fail "eval accepted label 12"
 grep -q "label 12 at index 0 is not a class of fashion-mnist" <<<"$out" || fail "no mislabelled message: $out"

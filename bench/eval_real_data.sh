@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The evaluation on real data at full size (what tests/e2e/eval_cli_test.sh checks on a cut, to fit
+# CI): the whole Fashion-MNIST test set scored as if it were synthetic (CNN trained 40 epochs on it,
+# features fitted to the training split), and 2,000 images of uniform noise. Prints both results;
+# the README's evaluation section quotes them.
+#   bench/eval_real_data.sh [PRIVDIFF]
+set -euo pipefail
+privdiff=${1:-build/bin/privdiff}
+real=/usr/share/datasets/fashion-mnist
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+python3 - "$tmp" <<'PY'
+import gzip, random, struct, sys
+random.seed(0)
+n = 2000
+with gzip.open(f"{sys.argv[1]}/noise-images-idx3-ubyte.gz", "wb") as f:
+    f.write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes(random.randrange(256) for _ in range(n * 784)))
+with gzip.open(f"{sys.argv[1]}/noise-labels-idx1-ubyte.gz", "wb") as f:
+    f.write(struct.pack(">II", 0x801, n) + bytes(i % 10 for i in range(n)))
+PY
+for set in "$real/t10k-images-idx3-ubyte.gz" "$tmp/noise-images-idx3-ubyte.gz"; do
+  start=$(date +%s)
+  json=$("$privdiff" eval "$set" --reference train --classifiers cnn --epochs 40 --json 2>/dev/null)
+  python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(sys.argv[2], "cnn accuracy", r["accuracy"]["cnn"], "frechet", round(r["frechet_distance"], 4), "floor", round(r["frechet_floor"], 4), "precision", r["precision"], "recall", r["recall"], f"({sys.argv[3]} s)")' \
+    "$json" "$(basename "$set")" "$(( $(date +%s) - start ))"
+done
