@@ -178,6 +178,19 @@ out=$("$privdiff" sample "$tmp/edited" --count 10 --out "$tmp/s" 2>&1); code=$?
 out=$("$privdiff" run "$tmp/r.toml" --out "$tmp/whole" 2>&1) && fail "ran into a non-empty directory"
 grep -q "privdiff run --resume $tmp/whole" <<<"$out" || fail "no resume suggestion: $out"
 
+# Data the model cannot take (issue 29): refused by validate and run alike, exit 2, one line, no
+# run directory — channels, size, and labels beyond num_classes.
+for setting in "model.image_channels=3|holds 1x28x28 images (channels x height x width), but the model takes 3x28x28" \
+               "model.image_size=16|but the model takes 1x16x16" \
+               "model.num_classes=3|has labels up to 9, but the model has num_classes = 3 (set [model] num_classes to 10"; do
+  for command in validate run; do
+    out=$("$privdiff" $command "$tmp/r.toml" --set "${setting%%|*}" $([ $command = run ] && echo --out "$tmp/mismatch") 2>&1); code=$?
+    [ $code -eq 2 ] && grep -qF "${setting#*|}" <<<"$out" || fail "$command --set ${setting%%|*}: exit $code: $out"
+    [ "$(grep -c '^error' <<<"$out")" = 1 ] || fail "$command --set ${setting%%|*}: not one error line: $out"
+    [ ! -e "$tmp/mismatch" ] || fail "a refused run left a directory"
+  done
+done
+
 # Over budget: refuses to start and says by how much; nothing is trained or spent.
 out=$("$privdiff" run "$tmp/r.toml" --set stage.0.noise_multiplier=0.5 --out "$tmp/run2" 2>&1); code=$?
 [ $code -eq 2 ] || fail "over-budget run: exit code $code (want 2): $out"
