@@ -1,5 +1,6 @@
 #include "data/record_key.hpp"
 
+#include <pwd.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -21,6 +22,9 @@ fs::path record_key_path() {
   if (const char* file = std::getenv("PRIVDIFF_RECORD_KEY"); file && *file) return file;
   if (const char* dir = std::getenv("XDG_CONFIG_HOME"); dir && *dir) return fs::path(dir) / "privdiff" / "record.key";
   if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".config" / "privdiff" / "record.key";
+  if (const passwd* user = ::getpwuid(::getuid()); user && user->pw_dir && *user->pw_dir) {  // HOME unset (cron, CI)
+    return fs::path(user->pw_dir) / ".config" / "privdiff" / "record.key";
+  }
   throw std::runtime_error("no place for privdiff's record key: set PRIVDIFF_RECORD_KEY (a file path) or HOME");
 }
 
@@ -67,11 +71,30 @@ void create_key_file(const fs::path& file) {
   }
 }
 
+// A key for this process only, where none can be kept (a read-only home): the safe side, since
+// records hashed under it can never be shown disjoint from anything later.
+RecordKey ephemeral_key(const std::string& why) {
+  RecordKey k;
+  if (::getrandom(k.key.data(), k.key.size(), 0) != static_cast<ssize_t>(k.key.size())) {
+    throw std::runtime_error(std::string("getrandom failed: ") + std::strerror(errno));
+  }
+  static constexpr char label[] = "privdiff record key id";
+  k.id = "ephemeral-" + hex(siphash24(k.key, label, sizeof label - 1));
+  k.file = "(a key for this process only: " + why + ")";
+  return k;
+}
+
 RecordKey load_key() {
   RecordKey k;
   k.file = record_key_path();
   std::error_code ec;
-  if (!fs::exists(k.file, ec)) create_key_file(k.file);
+  if (!fs::exists(k.file, ec)) {
+    try {
+      create_key_file(k.file);
+    } catch (const std::runtime_error& e) {
+      return ephemeral_key(e.what());
+    }
+  }
   const std::string text = read_key_text(k.file);
   if (text.size() != 32 || text.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) {
     throw std::runtime_error("privdiff's record key " + k.file.string() + " is damaged (expected 32 hex digits); "

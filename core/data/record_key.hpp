@@ -2,7 +2,7 @@
 // The secret key under which privdiff hashes private records (record_set.hpp). It lives outside
 // every run directory, in the user's configuration, and is made once from the OS CSPRNG:
 //   $PRIVDIFF_RECORD_KEY (a file path), else $XDG_CONFIG_HOME/privdiff/record.key,
-//   else $HOME/.config/privdiff/record.key.
+//   else $HOME/.config/privdiff/record.key (the passwd entry's home where HOME is unset).
 // Runs made under the same key can show that their private data are disjoint; under another key
 // (another machine or user) they cannot, and privdiff then assumes the data overlap.
 

@@ -12,6 +12,9 @@
 //   summary.json   what ran: model size, stages (steps, sigma, trainable parameters), wall time,
 //                  privacy, the data used (privately, publicly; with init_from's ancestry)
 //   init_from.json where the initial model came from and what of its privacy was carried
+//   data-records.bin what the run and its init_from ancestry trained on, by content (keyed hashes of
+//                  private records, plain digests of public ones; data/record_set.hpp), written
+//                  before training
 
 #include "recipe/recipe.hpp"
 #include "run/composed_run.hpp"
