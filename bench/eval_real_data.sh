@@ -9,15 +9,7 @@ privdiff=${1:-build/bin/privdiff}
 real=/usr/share/datasets/fashion-mnist
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-python3 - "$tmp" <<'PY'
-import gzip, random, struct, sys
-random.seed(0)
-n = 2000
-with gzip.open(f"{sys.argv[1]}/noise-images-idx3-ubyte.gz", "wb") as f:
-    f.write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes(random.randrange(256) for _ in range(n * 784)))
-with gzip.open(f"{sys.argv[1]}/noise-labels-idx1-ubyte.gz", "wb") as f:
-    f.write(struct.pack(">II", 0x801, n) + bytes(i % 10 for i in range(n)))
-PY
+python3 "$(dirname "$0")/../scripts/make_noise_idx.py" "$tmp/noise" 2000
 for set in "$real/t10k-images-idx3-ubyte.gz" "$tmp/noise-images-idx3-ubyte.gz"; do
   start=$(date +%s)
   json=$("$privdiff" eval "$set" --reference train --classifiers cnn --epochs 40 --json 2>/dev/null)

@@ -1,7 +1,8 @@
 #include "data/record_key.hpp"
 
+#include <privdiff/engine/random_stream.hpp>
+
 #include <pwd.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -36,6 +37,12 @@ std::string hex(std::uint64_t v) {
   return os.str();
 }
 
+// The key's public name: a hash of a fixed label under the key (reveals nothing of the key).
+std::string key_id(const SipKey& key) {
+  static constexpr char label[] = "privdiff record key id";
+  return hex(siphash24(key, label, sizeof label - 1));
+}
+
 std::string read_key_text(const fs::path& file) {
   std::ifstream in(file);
   std::string text;
@@ -50,9 +57,7 @@ void create_key_file(const fs::path& file) {
   std::error_code ec;
   fs::create_directories(file.parent_path().empty() ? fs::path(".") : file.parent_path(), ec);
   SipKey key{};
-  if (::getrandom(key.data(), key.size(), 0) != static_cast<ssize_t>(key.size())) {
-    throw std::runtime_error(std::string("getrandom failed: ") + std::strerror(errno));
-  }
+  sdk::engine::os_random_bytes(key.data(), key.size());
   std::ostringstream text;
   for (std::uint8_t b : key) text << std::hex << std::setw(2) << std::setfill('0') << static_cast<int>(b);
   const fs::path tmp = file.string() + ".tmp." + std::to_string(::getpid());
@@ -75,11 +80,8 @@ void create_key_file(const fs::path& file) {
 // records hashed under it can never be shown disjoint from anything later.
 RecordKey ephemeral_key(const std::string& why) {
   RecordKey k;
-  if (::getrandom(k.key.data(), k.key.size(), 0) != static_cast<ssize_t>(k.key.size())) {
-    throw std::runtime_error(std::string("getrandom failed: ") + std::strerror(errno));
-  }
-  static constexpr char label[] = "privdiff record key id";
-  k.id = "ephemeral-" + hex(siphash24(k.key, label, sizeof label - 1));
+  sdk::engine::os_random_bytes(k.key.data(), k.key.size());
+  k.id = "ephemeral-" + key_id(k.key);
   k.file = "(a key for this process only: " + why + ")";
   return k;
 }
@@ -101,8 +103,7 @@ RecordKey load_key() {
                              "remove it to make a new one (runs made under the old key then count as unknown)");
   }
   for (std::size_t i = 0; i < 16; ++i) k.key[i] = static_cast<std::uint8_t>(std::stoul(text.substr(2 * i, 2), nullptr, 16));
-  static constexpr char label[] = "privdiff record key id";
-  k.id = hex(siphash24(k.key, label, sizeof label - 1));
+  k.id = key_id(k.key);
   return k;
 }
 

@@ -1,9 +1,8 @@
 #include "data/record_set.hpp"
 
-#include <sys/random.h>
+#include <privdiff/engine/random_stream.hpp>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <stdexcept>
 
@@ -63,12 +62,7 @@ RecordSet private_record_set(const DatasetIdentity& data, const RecordKey& key, 
   std::vector<std::uint64_t> hashes = keyed(data.records, key);
   std::vector<std::uint64_t> padding(static_cast<std::size_t>(std::max<std::int64_t>(0, data.size)) -
                                      std::min<std::size_t>(hashes.size(), static_cast<std::size_t>(data.size)));
-  const std::size_t bytes = padding.size() * sizeof(std::uint64_t);
-  for (std::size_t done = 0; done < bytes;) {
-    const ssize_t n = ::getrandom(reinterpret_cast<char*>(padding.data()) + done, bytes - done, 0);
-    if (n < 0 && errno != EINTR) throw std::runtime_error(std::string("getrandom failed: ") + std::strerror(errno));
-    if (n > 0) done += static_cast<std::size_t>(n);
-  }
+  sdk::engine::os_random_bytes(padding.data(), padding.size() * sizeof(std::uint64_t));
   hashes.insert(hashes.end(), padding.begin(), padding.end());
   std::sort(hashes.begin(), hashes.end());
   return RecordSet{true, key.id, describe(data), origin, std::move(hashes)};

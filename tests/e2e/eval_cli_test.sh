@@ -110,15 +110,7 @@ assert r["accuracy"]["cnn"] >= 0.6, r["accuracy"]  # chance 0.1; 0.73 measured (
 assert abs(r["frechet_distance"] - r["frechet_floor"]) <= 1e-6 * max(1, r["frechet_floor"]), r
 assert r["precision"] > 0.6 and r["recall"] > 0.6, r
 PY
-python3 - "$tmp" <<'PY' || fail "cannot write the noise set"
-import gzip, random, struct, sys
-random.seed(0)
-n = 1000
-with gzip.open(f"{sys.argv[1]}/noise-images-idx3-ubyte.gz", "wb") as f:
-    f.write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes(random.randrange(256) for _ in range(n * 784)))
-with gzip.open(f"{sys.argv[1]}/noise-labels-idx1-ubyte.gz", "wb") as f:
-    f.write(struct.pack(">II", 0x801, n) + bytes(i % 10 for i in range(n)))
-PY
+python3 "$(dirname "$0")/../../scripts/make_noise_idx.py" "$tmp/noise" 1000 || fail "cannot write the noise set"
 noise=$("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --real-path "$small" --reference train --classifiers cnn --epochs 2 --json \
         2>"$tmp/log") \
   || fail "eval of noise: $(cat "$tmp/log")"

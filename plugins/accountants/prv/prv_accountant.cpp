@@ -46,12 +46,15 @@ class PrvAccountant : public Accountant {
     // eps_error is absolute: where epsilon is small against it, the upper bound would be mostly
     // discretisation error (0.016 for an estimate of 0.006). There the grid is refined to a relative
     // error of 1% of the estimate (at most 1000 times finer; the grid is small at small epsilon).
+    auto compose = [&](double eps_error) {
+      return std::make_unique<PrvComposition>(atoms, eps_error, delta_error, PrvComposition::Question{true, delta});
+    };
     double eps_error = eps_error_;
-    auto composition = std::make_unique<PrvComposition>(atoms, eps_error, delta_error, PrvComposition::Question{true, delta});
+    auto composition = compose(eps_error);
     EpsilonBounds b = composition->epsilon_bounds(delta);
     if (b.estimate < 10 * eps_error_) {
       eps_error = std::max(eps_error_ / 1000, 0.01 * b.estimate);
-      composition = std::make_unique<PrvComposition>(atoms, eps_error, delta_error, PrvComposition::Question{true, delta});
+      composition = compose(eps_error);
       b = composition->epsilon_bounds(delta);
     }
     return {b.upper,

@@ -22,7 +22,7 @@ class AutoencoderModel : public Model {
   explicit AutoencoderModel(const Config& c)
       : autoencoder_(std::make_shared<dm::Autoencoder>(dm::autoencoder_config(c))),
         latent_side_(dm::latent_side(c)),
-        image_shape_{c.get_int("image_channels"), c.get_int("image_size"), c.get_int("image_size")} {}
+        image_shape_(dm::image_shape(c)) {}
 
   torch::nn::Module& module() override { return *autoencoder_; }
 

@@ -48,7 +48,7 @@ class LatentUnet : public Model {
         // Scaled latents have unit variance (LDM's scale factor), so sigma_data = 1.
         preconditioning_(dm::parameterization_from_string(c.get_string("preconditioning")), 1.0),
         label_dropout_(c.get_double("label_dropout")),
-        image_shape_{c.get_int("image_channels"), c.get_int("image_size"), c.get_int("image_size")} {
+        image_shape_(dm::image_shape(c)) {
     engine::apply_lora(*networks_->unet, engine::lora_options(c));
   }
 

@@ -39,6 +39,10 @@ AutoencoderConfig autoencoder_config(const Config& c) {
   return a;
 }
 
+std::vector<std::int64_t> image_shape(const Config& c) {
+  return {c.get_int("image_channels"), c.get_int("image_size"), c.get_int("image_size")};
+}
+
 std::int64_t latent_side(const Config& c) {
   const std::int64_t size = c.get_int("image_size");
   const std::int64_t f = downsampling_factor(autoencoder_config(c));

@@ -12,6 +12,7 @@
 #include <privdiff/sdk_api.hpp>
 
 #include <cstdint>
+#include <vector>
 
 namespace privdiff::sdk::diffusion {
 
@@ -24,6 +25,10 @@ PRIVDIFF_SDK_API AutoencoderConfig autoencoder_config(const Config& config);
 /// The side of the latents of `image_size` images (image_size / downsampling factor); throws
 /// std::invalid_argument naming `<section>.image_size` when the factor does not divide it.
 PRIVDIFF_SDK_API std::int64_t latent_side(const Config& config);
+
+/// The shape [image_channels, image_size, image_size] of the images a latent model trains on
+/// (Model::image_shape of both autoencoder models).
+PRIVDIFF_SDK_API std::vector<std::int64_t> image_shape(const Config& config);
 
 /// True when any parameter of `autoencoder` has requires_grad set (the stage trains it).
 PRIVDIFF_SDK_API bool is_trainable(torch::nn::Module& module);
