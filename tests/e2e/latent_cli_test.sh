@@ -127,4 +127,22 @@ out=$("$privdiff" validate "$tmp/dpldm.toml" --set 'stage.0.train_roles=["autoen
 echo "$out" | grep -q "stage\[0\] 'autoencoder': .*separate stages" || fail "mixed-selection refusal: $out"
 out=$("$privdiff" run "$tmp/from-autoencoder.toml" --out "$tmp/untrained" 2>&1) && fail "a UNet trained on an untrained autoencoder"
 echo "$out" | grep -q "scale factor has not been fitted" || fail "untrained-autoencoder refusal: $out"
+
+# The shipped DP-LDM quickstart and its ceiling validate, and the ceiling differs from the quickstart only
+# where it must: the run's name, Fashion-MNIST declared public, the fine-tuning stage non-private and so
+# without its DP keys. A drift (other steps, lr, model) would make the README's side-by-side unfair.
+examples="$fixtures/../../examples/recipes"
+python3 - "$examples/dpldm_quickstart.toml" "$examples/dpldm_quickstart_ceiling.toml" <<'PY' || fail "ceiling recipe drifted"
+import sys, tomllib
+private, ceiling = (tomllib.load(open(p, "rb")) for p in sys.argv[1:])
+private["run"]["name"] += "-ceiling"
+private["data"]["private"]["public"] = True
+stage = private["stage"][2]
+stage["mechanism"] = "nonprivate"
+del stage["max_grad_norm"], stage["noise_multiplier"]
+assert private == ceiling, (private, ceiling)
+PY
+for r in dpldm_quickstart dpldm_quickstart_ceiling; do
+  out=$("$privdiff" validate "$examples/$r.toml" 2>&1) || fail "validate $r: $out"
+done
 echo "1 passed, 0 failed"
