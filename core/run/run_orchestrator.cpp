@@ -1122,7 +1122,8 @@ void RunOrchestrator::write_reports(Session& s) {
                                 {"caveats", caveats}};
   if (!s.data_fingerprint.empty()) run_summary["data"] = s.data_fingerprint;
   run_summary["ledger_steps"] = s.summary.ledger.steps();
-  if (const std::string note = spending_note(s, total_steps); !note.empty()) run_summary["ledger_note"] = note;
+  const std::string note = spending_note(s, total_steps);
+  if (!note.empty()) run_summary["ledger_note"] = note;
   if (!s.record_sets.empty()) run_summary["data_use"] = data_use_json(s.record_sets);
   if (s.init) {
     run_summary["init_from"] = {{"source", s.init->run_dir.string()}, {"checkpoint_hash", s.init->checkpoint_hash},
@@ -1146,7 +1147,7 @@ void RunOrchestrator::write_reports(Session& s) {
   }
   write_file_atomically(s.run_dir / "summary.json", run_summary.dump(2) + "\n");
 
-  print_summary(s, trainable, total_steps);
+  print_summary(s, trainable, total_steps, note);
 }
 
 std::string RunOrchestrator::spending_note(const Session& s, std::int64_t planned_steps) const {
@@ -1162,14 +1163,14 @@ std::string RunOrchestrator::spending_note(const Session& s, std::int64_t planne
   return note;
 }
 
-void RunOrchestrator::print_summary(const Session& s, std::int64_t trainable, std::int64_t total_steps) const {
+void RunOrchestrator::print_summary(const Session& s, std::int64_t trainable, std::int64_t total_steps,
+                                    const std::string& note) const {
   std::ostream& log = s.log;
   log << "\nsummary\n";
   if (components_.model) {
     log << "  model       " << recipe_.model->id << ", " << s.total_params << " parameters (" << trainable
         << " trained" << (any_private(components_) ? " privately" : "") << ")\n";
   }
-  const std::string note = spending_note(s, total_steps);
   log << "  training    " << components_.mechanisms.size() << " stage(s), " << format_duration(s.training_seconds);
   if (total_steps > 0) log << ", " << total_steps << " private steps";
   if (!note.empty()) log << " (the ledger holds " << s.summary.ledger.steps() << ": " << note << ")";

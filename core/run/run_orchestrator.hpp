@@ -119,7 +119,8 @@ class RunOrchestrator {
   void sample_grid(Session& s);
   void run_evals(Session& s);
   void write_reports(Session& s);
-  void print_summary(const Session& s, std::int64_t trainable, std::int64_t total_steps) const;
+  /// `note`: spending_note of the run, as written to summary.json.
+  void print_summary(const Session& s, std::int64_t trainable, std::int64_t total_steps, const std::string& note) const;
   /// What the ledger holds beyond the planned steps (carried, redone), in words; empty if nothing.
   std::string spending_note(const Session& s, std::int64_t planned_steps) const;
 

@@ -5,7 +5,8 @@
 # fine-tuning variants of finetune.sh from the same glyph pretraining — (b) attention only,
 # (c) all parameters — with the same q (128 / 60,000): 150 private steps for (b, c), the quickstart's
 # own 400 for (a), all at epsilon 10; and (d) DPDM from scratch (dpdm_quickstart.toml: its tuned
-# 300 steps of batch 256, accounted with RDP like the others). Each is sampled, evaluated and tabulated by privdiff compare.
+# 300 steps of batch 256, accounted with RDP like the others). Each is sampled, evaluated and
+# tabulated by privdiff compare.
 #   examples/compare/dpldm.sh [OUT_DIR]     (default runs/dpldm; about 40 minutes of training on the
 #                                            fast 2-core machines, plus sampling and evaluation)
 # Environment: PRIVDIFF (default build/bin/privdiff), SAMPLES (per run, default 1000), EPOCHS
