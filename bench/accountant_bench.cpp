@@ -1,8 +1,8 @@
 // Time of one epsilon query and of a calibration, per accountant, on the settings the issue and
 // the Python libraries' users quote. Run: build/bin/accountant_bench  (configure with
 // -DPRIVDIFF_BUILD_BENCH=ON). Prints a markdown table; each time is the median of 5 runs.
-#include "plugins/component_registry.hpp"
-#include "plugins/plugin_discovery.hpp"
+#include "loader/component_registry.hpp"
+#include "loader/plugin_discovery.hpp"
 
 #include <privdiff/components/accountant.hpp>
 #include <privdiff/privacy/calibration.hpp>

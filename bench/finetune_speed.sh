@@ -15,10 +15,13 @@ recipe=examples/compare/finetune/finetune_fmnist.toml
 echo "| fine-tuning | trainable parameters | examples/s | vs all |"
 echo "|---|---|---|---|"
 full=""
-for variant in all attention resblocks lora; do
-  extra=()
-  [ "$variant" = lora ] && extra=(--set model.lora_rank=4)
-  "$privdiff" run "$recipe" --out "$tmp/$variant" --set "stage.0.steps=$steps" --set "stage.0.train=\"$variant\"" \
+for variant in all attention resblocks lora ia3; do
+  extra=() train=$variant
+  case $variant in  # the adapters are plugins: [adapter] type = ..., then train = "adapter"
+    lora) extra=(--set 'adapter.type="lora"' --set adapter.rank=4) train=adapter ;;
+    ia3) extra=(--set 'adapter.type="ia3"') train=adapter ;;
+  esac
+  "$privdiff" run "$recipe" --out "$tmp/$variant" --set "stage.0.steps=$steps" --set "stage.0.train=\"$train\"" \
     --set privacy.epsilon=50.0 --set run.checkpoint_every=0 "${extra[@]}" > "$tmp/$variant.log" 2>&1
   read -r trainable speed < <(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["model"]["trainable_parameters"], s["stages"][0]["examples_per_second"])' "$tmp/$variant/summary.json")
   [ -z "$full" ] && full=$speed

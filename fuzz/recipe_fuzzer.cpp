@@ -2,7 +2,7 @@
 // section schemas and component schemas. Any bytes either become a validated recipe or are refused
 // with a RecipeError whose diagnostics all say something. The input is split at the first NUL:
 // recipe text before it, newline-separated `--set` assignments after.
-#include "plugins/component_registry.hpp"
+#include "loader/component_registry.hpp"
 #include "recipe/recipe_document.hpp"
 #include "recipe/recipe_validator.hpp"
 

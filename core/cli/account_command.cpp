@@ -10,7 +10,7 @@
 #include "cli/commands.hpp"
 #include "recipe/recipe_document.hpp"
 #include "recipe/suggest.hpp"
-#include "run/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 #include "run/run_ledger.hpp"
 
 #include <privdiff/components/accountant.hpp>

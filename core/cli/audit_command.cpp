@@ -6,7 +6,7 @@
 #include "cli/command_setup.hpp"
 #include "cli/commands.hpp"
 #include "recipe/suggest.hpp"
-#include "run/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 #include "run/composed_run.hpp"
 
 #include <privdiff/audit/gradient_canaries.hpp>

@@ -1,6 +1,6 @@
 #include "cli/command_setup.hpp"
 
-#include "plugins/plugin_discovery.hpp"
+#include "loader/plugin_discovery.hpp"
 #include "recipe/recipe_validator.hpp"
 
 #include <filesystem>

@@ -3,7 +3,7 @@
 // and validate a recipe.
 
 #include "cli/commands.hpp"
-#include "plugins/component_registry.hpp"
+#include "loader/component_registry.hpp"
 #include "recipe/recipe.hpp"
 #include "recipe/recipe_document.hpp"
 

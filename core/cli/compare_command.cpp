@@ -5,7 +5,7 @@
 #include "cli/commands.hpp"
 #include "compare/comparison_report.hpp"
 #include "recipe/suggest.hpp"
-#include "run/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 
 #include <privdiff/components/accountant.hpp>
 #include <privdiff/config/config.hpp>

@@ -3,8 +3,8 @@
 #include "cli/commands.hpp"
 #include "cli/device_option.hpp"
 #include "evaluate/evaluation.hpp"
-#include "run/atomic_file.hpp"
-#include "run/cpu_threads.hpp"
+#include "util/atomic_file.hpp"
+#include "util/cpu_threads.hpp"
 #include "sample/sample_set.hpp"
 
 #include <fstream>

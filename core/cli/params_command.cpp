@@ -1,7 +1,7 @@
 // privdiff params RECIPE [--set key=value]...: which parameters each stage trains, grouped by role
 // and block (with DP-LDM's attention numbers), as the stage's parameter selection (train, train_roles,
 // train_blocks, train_attention_from, train_pattern)
-// and the model's LoRA adapters make them.
+// and the recipe's [adapter] (e.g. LoRA) make them.
 #include "cli/command_setup.hpp"
 #include "cli/commands.hpp"
 #include "run/composed_run.hpp"
@@ -38,7 +38,7 @@ std::string common_module(const std::string& a, const std::string& b) {
 void print_stage(sdk::Model& model, std::ostream& out) {
   std::vector<Group> groups;
   std::int64_t total = 0, trainable = 0;
-  const auto parameters = model.parameters_with_roles();
+  const auto parameters = sdk::engine::parameters_with_roles(model);
   const auto numbers = sdk::engine::attention_numbers(parameters);
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     const sdk::ParameterInfo& p = parameters[i];
@@ -82,7 +82,7 @@ CLI::App* add_params_command(CLI::App& app, const GlobalOptions& global, int& ex
   };
   auto args = std::make_shared<Args>();
   params->add_option("RECIPE", args->recipe, "recipe file (.toml)")->required();
-  params->add_option("--set", args->overrides, "override a key, e.g. --set stage.1.train=lora (repeatable)")
+  params->add_option("--set", args->overrides, "override a key, e.g. --set stage.1.train=adapter (repeatable)")
       ->allow_extra_args(false);
   params->callback([&global, &exit_code, args] {
     ComponentRegistry registry;

@@ -46,6 +46,7 @@ void list_plugins(const ComponentRegistry& registry) {
 std::string recipe_placement(ComponentKind kind, const std::string& id) {
   switch (kind) {
     case ComponentKind::model: return "[model] type = \"" + id + "\"";
+    case ComponentKind::adapter: return "[adapter] type = \"" + id + "\" (then train = \"adapter\" in a [[stage]])";
     case ComponentKind::mechanism: return "[[stage]] mechanism = \"" + id + "\"";
     case ComponentKind::sampler: return "[sampler] type = \"" + id + "\"";
     case ComponentKind::dataset: return "[data] dataset = \"" + id + "\" (or [data.NAME] dataset = \"" + id + "\")";

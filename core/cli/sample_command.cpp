@@ -4,7 +4,7 @@
 #include "cli/commands.hpp"
 #include "cli/device_option.hpp"
 #include "run/composed_run.hpp"
-#include "run/cpu_threads.hpp"
+#include "util/cpu_threads.hpp"
 #include "recipe/suggest.hpp"
 #include "run/run_checkpoint.hpp"
 #include "run/run_ledger.hpp"
@@ -84,7 +84,7 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
         resolve_device_option("sample", args->device.empty() ? recipe.run.get_string("device") : args->device);
     use_cpu_threads(args->threads);
     at::manual_seed(static_cast<std::uint64_t>(args->seed));
-    auto model = create_component<sdk::Model>(registry, recipe.model->id, recipe.model->config);
+    auto model = create_model(recipe, registry);
     auto sampler = create_component<sdk::Sampler>(registry, recipe.sampler->id, recipe.sampler->config);
     try {
       load_model_weights(checkpoint, *model);

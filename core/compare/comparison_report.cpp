@@ -1,6 +1,6 @@
 #include "compare/comparison_report.hpp"
 
-#include "run/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "run/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 
 #include <privdiff/privacy/event_json.hpp>
 

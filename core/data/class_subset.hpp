@@ -2,7 +2,7 @@
 // The `classes` filter of a [data] section, for any dataset plugin: a view of the examples whose
 // labels are listed (labels keep their values).
 
-#include <privdiff/data/dataset.hpp>
+#include <privdiff/components/dataset.hpp>
 
 #include <cstdint>
 #include <memory>

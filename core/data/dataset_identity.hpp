@@ -9,7 +9,7 @@
 
 #include "data/record_key.hpp"
 
-#include <privdiff/data/dataset.hpp>
+#include <privdiff/components/dataset.hpp>
 
 #include <cstdint>
 #include <string>

@@ -1,10 +1,10 @@
 #pragma once
 // Opens the datasets a recipe names ([data] or [data.NAME]) through their dataset plugins.
 
-#include "plugins/component_registry.hpp"
+#include "loader/component_registry.hpp"
 #include "recipe/recipe.hpp"
 
-#include <privdiff/data/dataset.hpp>
+#include <privdiff/components/dataset.hpp>
 
 #include <memory>
 

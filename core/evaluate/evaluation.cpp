@@ -5,8 +5,8 @@
 #include <privdiff/data/pixels.hpp>
 #include "evaluate/feature_statistics.hpp"
 #include "recipe/core_schemas.hpp"
-#include "run/atomic_file.hpp"
-#include "run/run_checkpoint.hpp"
+#include "util/atomic_file.hpp"
+#include "util/content_hash.hpp"
 
 #include <ATen/ATen.h>
 #include <torch/serialize/archive.h>

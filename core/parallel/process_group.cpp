@@ -1,6 +1,6 @@
 #include "parallel/process_group.hpp"
 
-#include "run/error_text.hpp"
+#include "util/error_text.hpp"
 
 #ifdef PRIVDIFF_WITH_GLOO
 #ifndef USE_C10D_GLOO

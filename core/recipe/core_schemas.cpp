@@ -75,7 +75,7 @@ const Schema& eval_schema() {
 const std::vector<SectionShape>& recipe_sections() {
   static const std::vector<SectionShape> sections = {
       {"run", false},   {"privacy", false}, {"data", false},    {"plugins", false},
-      {"model", false}, {"stage", true},    {"sampler", false}, {"accountants", false}, {"eval", true},
+      {"model", false}, {"adapter", false}, {"stage", true},    {"sampler", false}, {"accountants", false}, {"eval", true},
   };
   return sections;
 }

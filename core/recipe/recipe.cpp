@@ -43,6 +43,10 @@ std::string Recipe::to_toml() const {
     out << "\n[model]\ntype = " << sdk::to_toml(sdk::ConfigValue{model->id}) << "\n";
     write_values(out, model->config);
   }
+  if (adapter) {
+    out << "\n[adapter]\ntype = " << sdk::to_toml(sdk::ConfigValue{adapter->id}) << "\n";
+    write_values(out, adapter->config);
+  }
   for (const auto& stage : stages) {
     out << "\n[[stage]]\nname = " << sdk::to_toml(sdk::ConfigValue{stage.name})
         << "\nmechanism = " << sdk::to_toml(sdk::ConfigValue{stage.mechanism.id}) << "\n";

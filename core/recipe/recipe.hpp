@@ -38,6 +38,7 @@ struct Recipe {
   std::vector<DataSection> datasets;  ///< [data] or [data.NAME] sections, in file order
   std::vector<std::filesystem::path> plugin_search;  ///< [plugins] search, absolute
   std::optional<ComponentSection> model;
+  std::optional<ComponentSection> adapter;  ///< [adapter]: grafted onto the model when it is built
   std::vector<StageSection> stages;
   std::optional<ComponentSection> sampler;
   /// [accountants.<id>] option tables, for every accountant the recipe uses.

@@ -117,6 +117,9 @@ class Validator {
     if (auto* model = root.get_as<toml::table>("model")) {
       recipe.model = component(*model, "model", "type", ComponentKind::model);
     }
+    if (auto* adapter = root.get_as<toml::table>("adapter")) {
+      recipe.adapter = component(*adapter, "adapter", "type", ComponentKind::adapter);
+    }
     if (auto* sampler = root.get_as<toml::table>("sampler")) {
       recipe.sampler = component(*sampler, "sampler", "type", ComponentKind::sampler);
     }
@@ -193,6 +196,11 @@ class Validator {
       const Key* key = schema.find(name);
       if (!key) {
         const auto names = key_names(schema, selectors);
+        if (path == "model" && name.rfind("lora_", 0) == 0) {  // the model key of privdiff < 0.9
+          error(k, key_path, "unknown key '" + name + "': LoRA is an adapter plugin now; write [adapter] type = "
+                             "\"lora\" with rank, alpha, dropout, targets (privdiff plugins show lora)");
+          continue;
+        }
         const std::string suggestion = did_you_mean(name, names);
         error(k, key_path, "unknown key '" + name + "'" +
                                   (suggestion.empty() ? "; valid keys: " + join(names) : suggestion));

@@ -2,7 +2,7 @@
 // Validates a recipe document against the host's section schemas and the schemas of the
 // components it names, reporting every error at once.
 
-#include "plugins/component_registry.hpp"
+#include "loader/component_registry.hpp"
 #include "recipe/recipe.hpp"
 #include "recipe/recipe_document.hpp"
 

@@ -1,15 +1,33 @@
 #include "run/composed_run.hpp"
 
+#include <privdiff/components/adapter.hpp>
+
 #include <ATen/Context.h>
 
+#include <stdexcept>
+
 namespace privdiff::core {
+
+std::unique_ptr<sdk::Model> create_model(const Recipe& recipe, const ComponentRegistry& registry) {
+  auto model = create_component<sdk::Model>(registry, recipe.model->id, recipe.model->config);
+  if (recipe.adapter) {
+    auto adapter = create_component<sdk::Adapter>(registry, recipe.adapter->id, recipe.adapter->config);
+    try {
+      adapter->wrap(model->module());
+    } catch (const std::exception& e) {
+      throw std::invalid_argument("while attaching adapter '" + recipe.adapter->id + "' ([adapter]) to model '" +
+                                  recipe.model->id + "': " + e.what());
+    }
+  }
+  return model;
+}
 
 ComposedRun compose(const Recipe& recipe, const ComponentRegistry& registry) {
   // Components draw their initial weights from LibTorch's global generator: seed it from the run,
   // so the same recipe and seed give the same run.
   at::manual_seed(static_cast<std::uint64_t>(recipe.run.get_int("seed")));
   ComposedRun run;
-  if (recipe.model) run.model = create_component<sdk::Model>(registry, recipe.model->id, recipe.model->config);
+  if (recipe.model) run.model = create_model(recipe, registry);
   for (const auto& stage : recipe.stages) {
     run.mechanisms.push_back(create_component<sdk::Mechanism>(registry, stage.mechanism.id, stage.mechanism.config));
   }

@@ -1,7 +1,7 @@
 #include "run/init_from.hpp"
 
 #include "recipe/recipe_text_guard.hpp"
-#include "run/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 #include "run/run_checkpoint.hpp"
 #include "run/run_ledger.hpp"
 

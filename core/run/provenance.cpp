@@ -20,6 +20,7 @@ nlohmann::json run_provenance(const Recipe& recipe, const ComponentRegistry& reg
     components.push_back(c);
   };
   if (recipe.model) add(sdk::ComponentKind::model, recipe.model->id);
+  if (recipe.adapter) add(sdk::ComponentKind::adapter, recipe.adapter->id);
   for (const auto& stage : recipe.stages) add(sdk::ComponentKind::mechanism, stage.mechanism.id);
   if (recipe.sampler) add(sdk::ComponentKind::sampler, recipe.sampler->id);
   for (const auto& id : recipe.accountant_ids) add(sdk::ComponentKind::accountant, id);

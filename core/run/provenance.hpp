@@ -2,7 +2,7 @@
 // What made a run, for its summary.json: the privdiff version and build fingerprint, the command
 // line, and every component the recipe uses with the plugin library and version that provided it.
 
-#include "plugins/component_registry.hpp"
+#include "loader/component_registry.hpp"
 #include "recipe/recipe.hpp"
 
 #include <nlohmann/json.hpp>

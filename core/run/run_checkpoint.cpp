@@ -1,9 +1,12 @@
 #include "run/run_checkpoint.hpp"
 
-#include "run/atomic_file.hpp"
-#include "run/error_text.hpp"
+#include "util/content_hash.hpp"
+
+#include "util/atomic_file.hpp"
+#include "util/error_text.hpp"
 
 #include <privdiff/engine/device.hpp>
+#include <privdiff/engine/linear_adapter.hpp>
 
 #include <ATen/Context.h>
 #include <ATen/core/Generator.h>
@@ -32,15 +35,6 @@ constexpr std::int64_t format_version = 1;
 constexpr char trailer_magic[8] = {'p', 'r', 'i', 'v', 'd', 'i', 'f', '1'};
 constexpr std::size_t trailer_size = sizeof trailer_magic + 8;
 
-std::uint64_t fnv1a64(const char* data, std::size_t size) {
-  std::uint64_t h = 1469598103934665603ULL;
-  for (std::size_t i = 0; i < size; ++i) {
-    h ^= static_cast<unsigned char>(data[i]);
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
-
 std::string trailer_for(const std::string& archive) {
   std::string trailer(trailer_magic, sizeof trailer_magic);
   const std::uint64_t h = fnv1a64(archive.data(), archive.size());
@@ -48,13 +42,6 @@ std::string trailer_for(const std::string& archive) {
   return trailer;
 }
 }  // namespace
-
-std::string content_hash(const std::string& text) {
-  const std::uint64_t h = fnv1a64(text.data(), text.size());
-  std::ostringstream os;
-  os << std::hex << std::setw(16) << std::setfill('0') << h;
-  return os.str();
-}
 
 // Tensors land on `device` whatever device wrote them: a checkpoint written on a GPU loads on a
 // CPU-only machine, and one written on the CPU resumes a GPU run with its optimizer state there.
@@ -178,7 +165,6 @@ void copy_weights(torch::serialize::InputArchive& archive, torch::nn::Module& mo
     known.insert(name);
     at::Tensor saved;
     if (!archive.try_read(name, saved, is_buffer)) {
-      if (name.rfind("lora_", 0) == 0) return;  // a new adapter on a model trained without one
       throw std::runtime_error(path.string() + " has no '" + prefix + name + "': the source model differs from this "
                                "recipe's [model]");
     }
@@ -196,6 +182,7 @@ void copy_weights(torch::serialize::InputArchive& archive, torch::nn::Module& mo
     known.insert(child.key());
     torch::serialize::InputArchive child_archive;
     if (!archive.try_read(child.key(), child_archive)) {
+      if (sdk::engine::is_adapter(*child.value())) continue;  // a new adapter on a model trained without one
       throw std::runtime_error(path.string() + " has no '" + prefix + child.key() + "': the source model differs "
                                "from this recipe's [model]");
     }

@@ -5,6 +5,8 @@
 // Written to a temporary file and renamed, so a crash leaves the previous checkpoint intact; a
 // checksum at its end is verified before LibTorch parses it, so a damaged file is refused.
 
+#include "util/content_hash.hpp"
+
 #include <privdiff/components/mechanism.hpp>
 #include <privdiff/components/model.hpp>
 
@@ -61,8 +63,9 @@ LoadedCheckpoint load_checkpoint(const std::filesystem::path& path, sdk::Model& 
 std::string read_checkpoint_ledger(const std::filesystem::path& path);
 
 /// Initialises `model` from a checkpoint's weights for [run] init_from: every parameter and buffer
-/// must be there with the same shape, except LoRA adapter factors (lora_A, lora_B) the source has
-/// none of, which keep their initial values (B = 0: the adapted model equals the source); and the
+/// must be there with the same shape, except an adapter's (the recipe's [adapter]) where the source
+/// has none, which keeps its initial values (adapters start as the identity: the adapted model equals
+/// the source); and the
 /// checkpoint may hold nothing the model lacks. Throws std::runtime_error naming the first
 /// mismatched parameter.
 void load_initial_weights(const std::filesystem::path& path, sdk::Model& model);
@@ -72,8 +75,5 @@ void load_initial_weights(const std::filesystem::path& path, torch::nn::Module& 
 
 /// Loads only the model weights (for `privdiff sample`).
 void load_model_weights(const std::filesystem::path& path, sdk::Model& model);
-
-/// A 64-bit FNV-1a hash of a text, in hex: detects an edited recipe (not a security measure).
-std::string content_hash(const std::string& text);
 
 }  // namespace privdiff::core

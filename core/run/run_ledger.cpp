@@ -1,6 +1,6 @@
 #include "run/run_ledger.hpp"
 
-#include "run/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 #include "run/run_checkpoint.hpp"
 
 #include <privdiff/privacy/event_json.hpp>

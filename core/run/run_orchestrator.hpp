@@ -21,7 +21,7 @@
 #include "run/init_from.hpp"
 
 #include <privdiff/config/config.hpp>
-#include <privdiff/data/dataset.hpp>
+#include <privdiff/components/dataset.hpp>
 #include <privdiff/parallel/collective.hpp>
 #include <privdiff/privacy/ledger.hpp>
 
@@ -36,6 +36,8 @@
 #include <stdexcept>
 
 namespace privdiff::core {
+
+struct RunSession;  // one invocation's state (run_session.hpp)
 
 /// Opens one of the recipe's datasets (open_dataset with the registry, or a test's stand-in).
 using DatasetOpener = std::function<std::unique_ptr<sdk::Dataset>(const DataSection& data)>;
@@ -100,53 +102,55 @@ class RunOrchestrator {
   void check(std::ostream& log);
 
  private:
-  struct Session;  // one invocation's state: directory, ledger, metrics stream, timers, checkpoint
-
+  // The phases, one file each: run_orchestrator.cpp (run, check), preflight.cpp, preflight_data.cpp,
+  // privacy_plan.cpp, run_directory.cpp, stage_runner.cpp, run_reports.cpp.
   /// Where data released by stage `name` is saved, and opening it from there as a dataset.
-  std::filesystem::path released_directory(const Session& s, const std::string& name) const;
-  void open_released(Session& s, const std::string& name, std::int64_t classes) const;
+  std::filesystem::path released_directory(const RunSession& s, const std::string& name) const;
+  void open_released(RunSession& s, const std::string& name, std::int64_t classes) const;
   /// [run] device as a device of this machine; throws sdk::engine::DeviceUnavailable.
   c10::Device resolve_run_device() const;
 
   // The phases of run(), in order. preflight writes nothing, so a refused run leaves no directory.
-  void preflight(Session& s);
-  void open_run_directory(Session& s);
-  void run_stages(Session& s);
-  void run_stage(Session& s, std::size_t i);
+  void preflight(RunSession& s);
+  void open_run_directory(RunSession& s);
+  void run_stages(RunSession& s);
+  void run_stage(RunSession& s, std::size_t i);
   /// After a non-private stage: lets the model fit what depends on public data and saves its figures.
-  void show_after_public_stage(Session& s, std::size_t i);
-  void write_checkpoint(Session& s, std::int64_t stage, std::int64_t step, const sdk::StateWriter& state);
-  void sample_grid(Session& s);
-  void run_evals(Session& s);
-  void write_reports(Session& s);
+  void show_after_public_stage(RunSession& s, std::size_t i);
+  void write_checkpoint(RunSession& s, std::int64_t stage, std::int64_t step, const sdk::StateWriter& state);
+  void sample_grid(RunSession& s);
+  void run_evals(RunSession& s);
+  void write_reports(RunSession& s);
   /// `note`: spending_note of the run, as written to summary.json.
-  void print_summary(const Session& s, std::int64_t trainable, std::int64_t total_steps, const std::string& note) const;
+  void print_summary(const RunSession& s, std::int64_t trainable, std::int64_t total_steps, const std::string& note) const;
   /// What the ledger holds beyond the planned steps (carried, redone), in words; empty if nothing.
-  std::string spending_note(const Session& s, std::int64_t planned_steps) const;
+  std::string spending_note(const RunSession& s, std::int64_t planned_steps) const;
 
-  void open_datasets(Session& s);
+  void open_datasets(RunSession& s);
   /// The class count from public configuration (the model's num_classes; 0: unconditional).
   std::int64_t public_classes() const;
   /// Refuses data whose image shape or labels the model cannot take (pre-flight).
   void check_data_fits_model(const std::string& name, const sdk::Dataset& data) const;
   const DataSection* eval_data() const;
-  void check_eval_reference(Session& s) const;
-  void check_data_use(Session& s) const;
-  void check_parameter_selections(Session& s);
-  void prepare_init_from(Session& s);
-  RunData run_data(const Session& s) const;
-  void initialise_from_source(Session& s);
-  void warn_about_short_ema(Session& s) const;
-  void warn_about_delta(Session& s, double delta) const;
+  void check_eval_reference(RunSession& s) const;
+  void check_data_use(RunSession& s) const;
+  void check_parameter_selections(RunSession& s);
+  void prepare_init_from(RunSession& s);
+  RunData run_data(const RunSession& s) const;
+  void initialise_from_source(RunSession& s);
+  void warn_about_short_ema(RunSession& s) const;
+  void warn_about_delta(RunSession& s, double delta) const;
   /// Pre-flight: each private stage's best-case noise-to-signal ratio, and a warning where it is high.
-  void warn_about_noise(Session& s) const;
-  sdk::PrivacyEvent plan_privacy(Session& s);
+  void warn_about_noise(RunSession& s) const;
+  sdk::PrivacyEvent plan_privacy(RunSession& s);
   const sdk::Accountant& main_accountant() const;
 
   const Recipe& recipe_;
   ComposedRun components_;
   DatasetOpener open_dataset_;
-  std::vector<double> noise_multipliers_;  ///< per stage; NaN for non-private stages
+  /// Per stage, as set (calibrated or configured) before training: what checkpoints hold and resume
+  /// compares; NaN for a non-private stage or one without a single noise multiplier.
+  std::vector<double> noise_multipliers_;
 };
 
 }  // namespace privdiff::core

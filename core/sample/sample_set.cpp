@@ -2,7 +2,7 @@
 
 #include <privdiff/data/idx_file.hpp>
 #include <privdiff/data/pixels.hpp>
-#include "run/image_grid.hpp"
+#include "util/image_grid.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>

@@ -17,7 +17,7 @@ init=(--set "run.init_from=\"$out/pretrain\"")
 train a-all "$recipes/finetune_fmnist.toml" "${init[@]}" --set 'stage.0.train="all"'
 train b-attention "$recipes/finetune_fmnist.toml" "${init[@]}"
 train c-resblocks "$recipes/finetune_fmnist.toml" "${init[@]}" --set 'stage.0.train="resblocks"'
-train d-lora-r4 "$recipes/finetune_fmnist.toml" "${init[@]}" --set model.lora_rank=4 --set 'stage.0.train="lora"'
+train d-lora-r4 "$recipes/finetune_fmnist.toml" "${init[@]}" --set 'adapter.type="lora"' --set adapter.rank=4 --set 'stage.0.train="adapter"'
 train e-no-pretraining "$recipes/finetune_fmnist.toml" --set 'stage.0.train="all"'
 
 runs=()

@@ -5,7 +5,7 @@
 #include "parallel/local_launcher.hpp"
 
 #include <privdiff/components/model.hpp>
-#include <privdiff/data/dataset.hpp>
+#include <privdiff/components/dataset.hpp>
 #include <privdiff/engine/dp_sgd_mechanism.hpp>
 #include <privdiff/engine/per_example_layers.hpp>
 #include <privdiff/privacy/ledger.hpp>

@@ -1,5 +1,5 @@
-#include "plugins/component_registry.hpp"
-#include "plugins/plugin_loader.hpp"
+#include "loader/component_registry.hpp"
+#include "loader/plugin_loader.hpp"
 #include "recipe/recipe_document.hpp"
 #include "recipe/recipe_validator.hpp"
 #include "test_support.hpp"

@@ -2,7 +2,7 @@
 // the text in NAME.expected (every error, in order); each valid/*.toml must validate.
 #include "recipe/recipe_document.hpp"
 #include "recipe/recipe_validator.hpp"
-#include "run/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 #include "test_support.hpp"
 
 #include <gtest/gtest.h>

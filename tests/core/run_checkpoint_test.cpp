@@ -2,7 +2,7 @@
 // naming it, before the model or the global generator changes (regressions of the checkpoint
 // fuzzer's findings: fuzz/checkpoint_fuzzer.cpp).
 #include "../fixtures/models/tiny_checkpoint_model.hpp"
-#include "run/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 #include "run/run_checkpoint.hpp"
 #include "test_support.hpp"
 

@@ -1,6 +1,6 @@
 #include "recipe/recipe_document.hpp"
 #include "recipe/recipe_validator.hpp"
-#include "run/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 #include "run/run_orchestrator.hpp"
 #include "test_support.hpp"
 

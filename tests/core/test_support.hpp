@@ -1,7 +1,7 @@
 #pragma once
 // Shared helpers for the core tests: fixture locations and a registry with the fixture plugin.
 
-#include "plugins/component_registry.hpp"
+#include "loader/component_registry.hpp"
 
 #include <filesystem>
 #include <string>

@@ -69,12 +69,24 @@ assert json.load(open(run + "/init_from.json"))["reason"].startswith("the source
 assert json.load(open(run + "/privacy.json"))["ledger"]["entries"][0]["count"] == 3
 PY
 
-# LoRA from the public run: the adapters are new (the source has none), only they train.
+# LoRA (an adapter plugin) from the public run: the adapters are new (the source has none), only they train.
 out=$("$privdiff" run "$tmp/finetune.toml" --out "$tmp/lora" --set "run.init_from=\"$tmp/pretrain\"" \
-  --set model.lora_rank=2 --set 'stage.0.train="lora"' 2>&1) || fail "LoRA fine-tuning failed: $out"
+  --set 'adapter.type="lora"' --set adapter.rank=2 --set 'stage.0.train="adapter"' 2>&1) \
+  || fail "LoRA fine-tuning failed: $out"
 # 4 attention blocks x (qkv 16->48: 2x16 + 48x2, proj 16->16: 2x16 + 16x2) = 4 x 192 adapter parameters
 echo "$out" | grep -q "trains 768 of" || fail "LoRA: expected 768 adapter parameters: $out"
+echo "$out" | grep -q "adapter lora: 768 of them" || fail "LoRA: no adapter line: $out"
 "$privdiff" sample "$tmp/lora" --count 10 --out "$tmp/lora-samples" > /dev/null 2>&1 || fail "sampling the LoRA run failed"
+# The second adapter on the same interface: IA3 scales the same layers' outputs, one scalar per output.
+out=$("$privdiff" run "$tmp/finetune.toml" --out "$tmp/ia3" --set "run.init_from=\"$tmp/pretrain\"" \
+  --set 'adapter.type="ia3"' --set 'adapter.targets="qkv|proj"' --set 'stage.0.train="adapter"' 2>&1) \
+  || fail "IA3 fine-tuning failed: $out"
+echo "$out" | grep -q "trains 256 of" || fail "IA3: expected 4 x (48 + 16) adapter parameters: $out"
+"$privdiff" sample "$tmp/ia3" --count 10 --out "$tmp/ia3-samples" > /dev/null 2>&1 || fail "sampling the IA3 run failed"
+# The model key of privdiff < 0.9 is refused with where LoRA went.
+out=$("$privdiff" validate "$tmp/finetune.toml" --set model.lora_rank=2 2>&1) && fail "model.lora_rank accepted"
+echo "$out" | grep -q 'model.lora_rank: unknown key .lora_rank.: LoRA is an adapter plugin now; write \[adapter\] type = "lora"' \
+  || fail "model.lora_rank: no pointer to [adapter]: $out"
 
 # A private run started from a private run on the same data composes the two ledgers.
 out=$("$privdiff" run "$tmp/finetune.toml" --out "$tmp/twice" --set "run.init_from=\"$tmp/attention\"" \

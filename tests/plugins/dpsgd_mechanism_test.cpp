@@ -3,7 +3,7 @@
 
 #include <privdiff/components/mechanism.hpp>
 #include <privdiff/components/model.hpp>
-#include <privdiff/data/dataset.hpp>
+#include <privdiff/components/dataset.hpp>
 #include <privdiff/engine/dp_sgd_mechanism.hpp>
 #include <privdiff/engine/gaussian_noise.hpp>
 #include <privdiff/engine/per_example_layers.hpp>

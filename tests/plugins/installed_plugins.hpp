@@ -2,8 +2,8 @@
 // The plugins built into this tree (build/lib/privdiff/plugins), loaded once per test binary, and
 // a helper to construct one with a validated config.
 
-#include "plugins/component_registry.hpp"
-#include "plugins/plugin_discovery.hpp"
+#include "loader/component_registry.hpp"
+#include "loader/plugin_discovery.hpp"
 
 #include <privdiff/config/config.hpp>
 #include <privdiff/config/schema.hpp>

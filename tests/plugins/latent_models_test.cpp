@@ -6,7 +6,7 @@
 
 #include <privdiff/components/mechanism.hpp>
 #include <privdiff/components/model.hpp>
-#include <privdiff/data/dataset.hpp>
+#include <privdiff/components/dataset.hpp>
 #include <privdiff/engine/clipping.hpp>
 #include <privdiff/engine/fast_gradient_clipping.hpp>
 #include <privdiff/engine/parameter_selection.hpp>

@@ -1,8 +1,10 @@
 #include "installed_plugins.hpp"
 
+#include <privdiff/components/adapter.hpp>
 #include <privdiff/components/mechanism.hpp>
 #include <privdiff/components/model.hpp>
-#include <privdiff/data/dataset.hpp>
+#include <privdiff/components/dataset.hpp>
+#include <privdiff/engine/parameter_selection.hpp>
 #include <privdiff/privacy/ledger.hpp>
 
 #include <ATen/ATen.h>
@@ -109,14 +111,16 @@ TEST(PixelUnet, FrozenParametersAreUnchangedAfterAPrivateStage) {
   EXPECT_GT(trainable, 0);
 }
 
-// LoRA on the attention projections: only the factors train; the merged model (eval mode, as the
+// LoRA (the adapter plugin) on the attention projections: only the factors train; the merged model (eval mode, as the
 // samplers use it) gives the same denoiser output as the unmerged one.
 TEST(PixelUnet, LoraTrainsOnlyTheAdaptersAndMergesForSampling) {
-  auto model = privdiff::testing::make_installed<Model>("pixel_unet", tiny_unet({{"lora_rank", ConfigValue{std::int64_t{4}}}}));
+  auto model = privdiff::testing::make_installed<Model>("pixel_unet", tiny_unet());
+  privdiff::testing::make_installed<privdiff::sdk::Adapter>("lora", {{"rank", ConfigValue{std::int64_t{4}}}})
+      ->wrap(model->module());
   const auto before = train_two_steps(*model, "lora");
   int adapters = 0;
-  for (const auto& info : model->parameters_with_roles()) {
-    if (info.role == "lora") {
+  for (const auto& info : privdiff::sdk::engine::parameters_with_roles(*model)) {
+    if (info.role == "adapter") {
       ++adapters;
       if (info.name.find("lora_B") != std::string::npos) {
         EXPECT_FALSE(info.parameter.equal(before.at(info.name))) << info.name;

@@ -1,4 +1,4 @@
-#include <privdiff/privacy/event.hpp>
+#include <privdiff/components/privacy_event.hpp>
 #include <privdiff/privacy/event_json.hpp>
 #include <privdiff/privacy/gaussian_steps.hpp>
 #include <privdiff/privacy/ledger.hpp>

@@ -12,7 +12,7 @@ using namespace privdiff::sdk;
 class OneRunAuditor : public Auditor {
  public:
   explicit OneRunAuditor(const Config&) {}
-  audit::CanaryAuditResult lower_bound(const std::vector<double>& scores, const std::vector<bool>& included,
+  AuditResult lower_bound(const std::vector<double>& scores, const std::vector<bool>& included,
                                        double delta, double confidence) const override {
     return audit::audit_canary_scores(scores, included, delta, confidence);
   }

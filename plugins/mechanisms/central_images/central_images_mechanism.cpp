@@ -3,7 +3,7 @@
 // training; the host saves them as a dataset named after the stage, for a non-private warm-up.
 // The classes are the model's (public), so what is released never depends on the private labels.
 #include <privdiff/components/mechanism.hpp>
-#include <privdiff/data/dataset.hpp>
+#include <privdiff/components/dataset.hpp>
 #include <privdiff/engine/central_images.hpp>
 #include <privdiff/engine/dp_sgd_mechanism.hpp>
 #include <privdiff/plugin/export.hpp>
@@ -40,6 +40,7 @@ class CentralImages : public Mechanism {
   PrivacyEvent planned_events(std::int64_t) const override { return engine::central_images_event(o_); }
   // sigma_c is fixed (never "auto"): the host's size checks ask with any sigma, the answer is the plan.
   PrivacyEvent planned_events_with(double, std::int64_t n) const override { return planned_events(n); }
+  std::optional<double> noise_multiplier() const override { return o_.noise_multiplier; }
   std::int64_t released_examples(std::int64_t, std::int64_t classes) const override { return o_.queries * classes; }
 
   void run(StageContext& context) override {

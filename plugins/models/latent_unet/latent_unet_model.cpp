@@ -8,7 +8,6 @@
 #include <privdiff/diffusion/autoencoder_recipe.hpp>
 #include <privdiff/diffusion/denoising_loss.hpp>
 #include <privdiff/diffusion/unet.hpp>
-#include <privdiff/engine/lora.hpp>
 #include <privdiff/plugin/export.hpp>
 
 #include <ATen/ATen.h>
@@ -49,7 +48,6 @@ class LatentUnet : public Model {
         preconditioning_(dm::parameterization_from_string(c.get_string("preconditioning")), 1.0),
         label_dropout_(c.get_double("label_dropout")),
         image_shape_(dm::image_shape(c)) {
-    engine::apply_lora(*networks_->unet, engine::lora_options(c));
   }
 
   torch::nn::Module& module() override { return *networks_; }
@@ -144,7 +142,6 @@ void register_components(Registrar* registrar) {
           .add(Key::integer("image_size").at_least(4).defaults(28).doc("image height and width"))
           .add(Key::integer("image_channels").at_least(1).defaults(1).doc("image channels"));
   dm::add_autoencoder_keys(schema);
-  engine::add_lora_keys(schema);
   registrar->add<LatentUnet>("latent_unet",
                              "latent diffusion (DP-LDM): KL autoencoder + UNet with SpatialTransformers cross-attending "
                              "to the class",

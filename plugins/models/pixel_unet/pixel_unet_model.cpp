@@ -3,7 +3,6 @@
 #include <privdiff/components/model.hpp>
 #include <privdiff/diffusion/denoising_loss.hpp>
 #include <privdiff/diffusion/unet.hpp>
-#include <privdiff/engine/lora.hpp>
 #include <privdiff/plugin/export.hpp>
 
 namespace privdiff::plugins::pixel_unet {
@@ -20,7 +19,6 @@ class PixelUnet : public Model {
                                                         c.get_double("dropout"), c.get_int("num_classes")})),
         preconditioning_(dm::parameterization_from_string(c.get_string("preconditioning"))),
         label_dropout_(c.get_double("label_dropout")) {
-    engine::apply_lora(*unet_, engine::lora_options(c));
   }
 
   torch::nn::Module& module() override { return *unet_; }
@@ -65,7 +63,6 @@ void register_components(Registrar* registrar) {
                    .doc("probability of training with the null label (classifier-free guidance), per example"))
           .add(Key::integer("image_size").at_least(4).defaults(28).doc("image height and width"))
           .add(Key::integer("image_channels").at_least(1).defaults(1).doc("image channels"));
-  engine::add_lora_keys(schema);
   registrar->add<PixelUnet>("pixel_unet", "pixel-space diffusion UNet (DDPM++-style) under EDM, VP, VE or v-prediction",
                             std::move(schema));
 }

@@ -1,7 +1,7 @@
 #include <privdiff/audit/gradient_canaries.hpp>
 
 #include <privdiff/components/model.hpp>
-#include <privdiff/data/dataset.hpp>
+#include <privdiff/components/dataset.hpp>
 #include <privdiff/engine/per_example_layers.hpp>
 #include <privdiff/privacy/calibration.hpp>
 #include <privdiff/privacy/ledger.hpp>

@@ -65,12 +65,12 @@ double one_run_epsilon_lower_bound(std::int64_t m, std::int64_t r, std::int64_t 
   return lo;
 }
 
-CanaryAuditResult audit_canary_scores(const std::vector<double>& scores, const std::vector<bool>& included,
+AuditResult audit_canary_scores(const std::vector<double>& scores, const std::vector<bool>& included,
                                       double delta, double confidence) {
   if (scores.size() != included.size()) throw std::invalid_argument("canary audit: one score per canary");
   if (!(confidence > 0 && confidence < 1)) throw std::invalid_argument("canary audit: confidence must be in (0, 1)");
   const auto m = static_cast<std::int64_t>(scores.size());
-  CanaryAuditResult result;
+  AuditResult result;
   result.canaries = m;
   result.confidence = confidence;
   std::vector<std::int64_t> ks;

@@ -1,12 +1,13 @@
 // Out-of-line destructors (one vtable and typeinfo per interface, exported from the SDK) and the
 // default behaviours of the component interfaces.
 #include <privdiff/components/accountant.hpp>
+#include <privdiff/components/adapter.hpp>
 #include <privdiff/components/auditor.hpp>
 #include <privdiff/components/component.hpp>
 #include <privdiff/components/mechanism.hpp>
 #include <privdiff/components/model.hpp>
 #include <privdiff/components/sampler.hpp>
-#include <privdiff/data/dataset.hpp>
+#include <privdiff/components/dataset.hpp>
 
 #include <stdexcept>
 
@@ -15,6 +16,7 @@ namespace privdiff::sdk {
 std::string to_string(ComponentKind kind) {
   switch (kind) {
     case ComponentKind::model: return "model";
+    case ComponentKind::adapter: return "adapter";
     case ComponentKind::mechanism: return "mechanism";
     case ComponentKind::accountant: return "accountant";
     case ComponentKind::sampler: return "sampler";
@@ -28,6 +30,7 @@ std::string plural(ComponentKind kind) { return to_string(kind) + "s"; }
 
 Component::~Component() = default;
 Model::~Model() = default;
+Adapter::~Adapter() = default;
 Mechanism::~Mechanism() = default;
 Accountant::~Accountant() = default;
 Sampler::~Sampler() = default;

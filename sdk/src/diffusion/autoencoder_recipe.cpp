@@ -1,6 +1,6 @@
 #include <privdiff/diffusion/autoencoder_recipe.hpp>
 
-#include <privdiff/data/dataset.hpp>
+#include <privdiff/components/dataset.hpp>
 #include <privdiff/engine/device.hpp>
 
 #include <ATen/ATen.h>

@@ -245,8 +245,7 @@ std::vector<ParameterInfo> Unet::parameters_with_roles() {
       }
     }
     // A residual block's noise-embedding projection stays "resblock" (frozen with it, as in
-    // DP-LDM); "conditioning" is the class embedding. Adapter factors are "lora" in their block.
-    if (p.key().find(".lora_") != std::string::npos) info.role = "lora";
+    // DP-LDM); "conditioning" is the class embedding.
     out.push_back(info);
   }
   return out;

@@ -1,5 +1,5 @@
 #include <privdiff/components/model.hpp>
-#include <privdiff/data/dataset.hpp>
+#include <privdiff/components/dataset.hpp>
 #include <privdiff/engine/dp_sgd_mechanism.hpp>
 #include <privdiff/engine/fast_gradient_clipping.hpp>
 #include <privdiff/engine/gaussian_noise.hpp>

@@ -1,37 +1,54 @@
+#include <privdiff/engine/linear_adapter.hpp>
 #include <privdiff/engine/parameter_selection.hpp>
 
 #include <algorithm>
 #include <regex>
+#include <set>
 #include <stdexcept>
 
 namespace privdiff::sdk::engine {
 
+std::vector<ParameterInfo> parameters_with_roles(Model& model) {
+  std::set<const void*> adapters;
+  for (const auto& m : model.module().modules(/*include_self=*/false)) {
+    if (!is_adapter(*m)) continue;
+    for (const auto& p : m->parameters()) adapters.insert(p.unsafeGetTensorImpl());
+  }
+  auto parameters = model.parameters_with_roles();
+  for (auto& info : parameters) {
+    if (adapters.count(info.parameter.unsafeGetTensorImpl())) info.role = "adapter";
+  }
+  return parameters;
+}
+
 std::vector<std::string> preset_roles(const std::string& preset) {
   // "all" is the whole diffusion network: a latent model's autoencoder trains only when asked for.
-  if (preset == "all") return {"attention", "cross_attention", "conditioning", "resblock", "embedding", "norm", "io", "lora"};
+  if (preset == "all") {
+    return {"attention", "cross_attention", "conditioning", "resblock", "embedding", "norm", "io", "adapter"};
+  }
   if (preset == "attention") return {"attention", "cross_attention", "conditioning"};
   if (preset == "resblocks") return {"resblock"};
-  if (preset == "lora") return {"lora"};
+  if (preset == "adapter" || preset == "lora") return {"adapter"};  // "lora": its name before adapters were plugins
   if (preset == "autoencoder") return {"autoencoder"};
-  throw std::invalid_argument("train: unknown preset '" + preset + "' (all, attention, resblocks, lora, autoencoder)");
+  throw std::invalid_argument("train: unknown preset '" + preset + "' (all, attention, resblocks, adapter, autoencoder)");
 }
 
 namespace {
 const std::vector<std::string>& known_roles() {
   static const std::vector<std::string> roles{"attention", "cross_attention", "conditioning", "resblock", "embedding",
-                                              "norm",      "io",              "lora",         "autoencoder"};
+                                              "norm",      "io",              "adapter",      "autoencoder"};
   return roles;
 }
 }  // namespace
 
 Schema& add_parameter_selection_keys(Schema& s) {
-  s.add(Key::string("train").one_of({"all", "attention", "resblocks", "lora", "autoencoder"}).defaults("all")
+  s.add(Key::string("train").one_of({"all", "attention", "resblocks", "adapter", "lora", "autoencoder"}).defaults("all")
             .doc("which parameters train: all (the diffusion network); attention (DP-LDM: attention blocks + class "
-                 "embedding); resblocks; lora (only LoRA adapters, see the model's lora_rank); autoencoder (a latent "
-                 "model's autoencoder, by its own objective); the rest stay frozen"))
+                 "embedding); resblocks; adapter (only the recipe's [adapter], e.g. LoRA; \"lora\" says the same); "
+                 "autoencoder (a latent model's autoencoder, by its own objective); the rest stay frozen"))
       .add(Key::string_list("train_roles").optional()
                .doc("roles to train instead of the preset's: attention, cross_attention, conditioning, resblock, "
-                    "embedding, norm, io, lora, autoencoder (see privdiff params)"))
+                    "embedding, norm, io, adapter, autoencoder (see privdiff params)"))
       .add(Key::integer_list("train_blocks").optional()
                .doc("[first, last] block indices to train (last = -1: to the end); parameters outside numbered "
                     "blocks are selected by role alone"))
@@ -48,11 +65,12 @@ ParameterSelection parameter_selection(const Config& c) {
   if (c.has("train")) selection.preset = c.get_string("train");
   if (c.has("train_roles")) {
     selection.roles = c.get_string_list("train_roles");
+    std::replace(selection.roles.begin(), selection.roles.end(), std::string("lora"), std::string("adapter"));
     const auto& known = known_roles();
     for (const auto& role : selection.roles) {
       if (std::find(known.begin(), known.end(), role) == known.end()) {
         throw std::invalid_argument(c.path() + ".train_roles: unknown role '" + role +
-                                    "' (attention, cross_attention, conditioning, resblock, embedding, norm, io, lora, "
+                                    "' (attention, cross_attention, conditioning, resblock, embedding, norm, io, adapter, "
                                     "autoencoder)");
       }
     }
@@ -113,7 +131,7 @@ std::vector<bool> selected_parameters(const std::vector<ParameterInfo>& paramete
 
 std::int64_t apply_parameter_selection(Model& model, const ParameterSelection& selection) {
   std::int64_t trainable = 0;
-  const auto parameters = model.parameters_with_roles();
+  const auto parameters = parameters_with_roles(model);
   // "all" on a model with an autoencoder and a diffusion network means the network; on a model that
   // is nothing but an autoencoder, the autoencoder.
   const auto is_autoencoder = [](const ParameterInfo& p) { return p.role == "autoencoder"; };

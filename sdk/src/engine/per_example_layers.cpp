@@ -1,4 +1,5 @@
 #include <privdiff/engine/per_example_layers.hpp>
+#include <privdiff/engine/per_example_rows.hpp>
 
 #include <ATen/ATen.h>
 #include <torch/types.h>
@@ -10,23 +11,6 @@
 namespace privdiff::sdk::engine {
 
 namespace {
-
-bool trainable(const at::Tensor& p) { return p.defined() && p.requires_grad(); }
-
-// Records the call when a session is active, gradients are on, and the layer has anything to train.
-void maybe_record(PerExampleLayer* layer, const at::Tensor& saved, const at::Tensor& output) {
-  CaptureSession* session = CaptureSession::current();
-  if (!session || !at::GradMode::is_enabled() || layer->trainable_parameters().empty()) return;
-  session->record(layer, saved.detach(), output);
-}
-
-std::vector<at::Tensor> trainable_of(std::initializer_list<at::Tensor> params) {
-  std::vector<at::Tensor> out;
-  for (const auto& p : params) {
-    if (trainable(p)) out.push_back(p);
-  }
-  return out;
-}
 
 // PyTorch's default initialisation for Linear/Conv: U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
 void uniform_init(at::Tensor& t, std::int64_t fan_in) {
@@ -42,21 +26,6 @@ std::vector<std::int64_t> channel_shape(const at::Tensor& x) {
   return shape;
 }
 
-// Multiplies each example's `group` rows of g ([N, ...]) by that example's scale ([B]).
-at::Tensor scale_rows(const at::Tensor& g, const at::Tensor& scale, std::int64_t group) {
-  std::vector<std::int64_t> shape(static_cast<std::size_t>(g.dim()), 1);
-  shape[0] = g.size(0);
-  return g * scale.to(g.scalar_type()).repeat_interleave(group).view(shape);
-}
-
-std::int64_t examples(const at::Tensor& rows, std::int64_t group) {
-  if (rows.size(0) % group != 0) {
-    throw std::invalid_argument("per-example gradients: " + std::to_string(rows.size(0)) +
-                                " rows are not a multiple of the group size " + std::to_string(group));
-  }
-  return rows.size(0) / group;
-}
-
 // Affine normalisation layers (GroupNorm, LayerNorm): y = x_hat * weight + bias per channel, so the
 // gradients are sum(g * x_hat) and sum(g) over every position of the channel. `channels_view` shows a
 // tensor shaped like the layer's output as [rows, channels, positions].
@@ -64,11 +33,11 @@ using ChannelsView = std::function<at::Tensor(const at::Tensor&)>;
 
 std::vector<at::Tensor> affine_norm_per_example(const at::Tensor& weight, const at::Tensor& bias, const at::Tensor& x_hat,
                                                 const at::Tensor& g, std::int64_t group, const ChannelsView& channels_view) {
-  const std::int64_t b = examples(x_hat, group), c = weight.size(0);
+  const std::int64_t b = rows_per_example(x_hat, group), c = weight.size(0);
   auto per_example = [&](const at::Tensor& t) { return channels_view(t).sum(2).reshape({b, group, c}).sum(1); };
   std::vector<at::Tensor> out;
-  if (trainable(weight)) out.push_back(per_example(g * x_hat));
-  if (trainable(bias)) out.push_back(per_example(g));
+  if (is_trainable(weight)) out.push_back(per_example(g * x_hat));
+  if (is_trainable(bias)) out.push_back(per_example(g));
   return out;
 }
 
@@ -78,8 +47,8 @@ std::vector<at::Tensor> affine_norm_scaled_sum(const at::Tensor& weight, const a
   auto summed = [&](const at::Tensor& t) { return channels_view(t).sum(at::IntArrayRef{0, 2}); };
   std::vector<at::Tensor> out;
   std::size_t k = 0;
-  if (trainable(weight)) out.push_back(summed(scale_rows(g, scales[k++], group) * x_hat));
-  if (trainable(bias)) out.push_back(summed(scale_rows(g, scales[k++], group)));
+  if (is_trainable(weight)) out.push_back(summed(scale_rows(g, scales[k++], group) * x_hat));
+  if (is_trainable(bias)) out.push_back(summed(scale_rows(g, scales[k++], group)));
   return out;
 }
 
@@ -95,80 +64,43 @@ Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool with_bi
   }
 }
 
-void Linear::add_adapter(const LoraOptions& o) {
-  if (lora_A.defined()) throw std::logic_error("Linear: a LoRA adapter was already added");
-  if (o.rank < 1) throw std::invalid_argument("LoRA rank must be >= 1");
-  lora_A = register_parameter("lora_A", torch::empty({o.rank, weight.size(1)}));
-  uniform_init(lora_A, weight.size(1));
-  lora_B = register_parameter("lora_B", torch::zeros({weight.size(0), o.rank}));
-  lora_scale_ = (o.alpha > 0 ? o.alpha : static_cast<double>(o.rank)) / static_cast<double>(o.rank);
-  lora_dropout_ = o.dropout;
+void Linear::attach_adapter(std::shared_ptr<LinearAdapter> adapter) {
+  if (adapter_) throw std::invalid_argument("Linear: an adapter was already attached");
+  adapter_ = register_module("adapter", std::move(adapter));
 }
 
-at::Tensor Linear::merged_weight() const {
-  if (!lora_A.defined()) return weight;
-  return weight + lora_scale_ * at::mm(lora_B, lora_A);
-}
+at::Tensor Linear::merged_weight() const { return adapter_ ? adapter_->merged(weight, bias).first : weight; }
 
 at::Tensor Linear::forward(const at::Tensor& x) {
-  if (!lora_A.defined()) {
-    at::Tensor y = at::linear(x, weight, bias);
-    maybe_record(this, x, y);
-    return y;
+  if (adapter_ && !is_training() && !CaptureSession::current()) {  // sampling: the adapter folded in
+    const auto [w, b] = adapter_->merged(weight, bias);
+    return at::linear(x, w, b);
   }
-  if (!is_training() && !CaptureSession::current()) return at::linear(x, merged_weight(), bias);  // sampling
-  const bool drop = lora_dropout_ > 0 && is_training();
-  const at::Tensor xd = drop ? at::dropout(x, lora_dropout_, true) : x;
-  at::Tensor y = at::linear(x, weight, bias) + lora_scale_ * at::linear(at::linear(xd, lora_A), lora_B);
-  // The adapter's gradients need its (dropped-out) input: saved beside x when it differs.
-  maybe_record(this, drop ? at::cat({x, xd}, -1) : x, y);
-  return y;
+  at::Tensor y = at::linear(x, weight, bias);
+  record_if_capturing(this, x, y);
+  return adapter_ ? y + adapter_->delta(x, y) : y;
 }
 
-std::vector<at::Tensor> Linear::trainable_parameters() const { return trainable_of({weight, bias, lora_A, lora_B}); }
-
-namespace {
-// x and the adapter's input from a Linear's saved tensor ([..., in] or [..., 2 in] with dropout).
-std::pair<at::Tensor, at::Tensor> linear_inputs(const at::Tensor& saved, std::int64_t in) {
-  if (saved.size(-1) == in) return {saved, saved};
-  return {saved.narrow(-1, 0, in), saved.narrow(-1, in, in)};
-}
-}  // namespace
+std::vector<at::Tensor> Linear::trainable_parameters() const { return trainable_only({weight, bias}); }
 
 std::vector<at::Tensor> Linear::per_example(const CapturedCall& call, const at::Tensor& g, std::int64_t group) const {
-  const std::int64_t b = examples(call.saved, group), in = weight.size(1), out_features = weight.size(0);
-  const auto [x, xd] = linear_inputs(call.saved, in);
-  const at::Tensor a = x.reshape({b, -1, in});
+  const std::int64_t b = rows_per_example(call.saved, group), in = weight.size(1), out_features = weight.size(0);
+  const at::Tensor a = call.saved.reshape({b, -1, in});
   const at::Tensor gg = g.reshape({b, -1, out_features});
   std::vector<at::Tensor> out;
-  if (trainable(weight)) out.push_back(at::bmm(gg.transpose(1, 2), a));
-  if (trainable(bias)) out.push_back(gg.sum(1));
-  if (lora_A.defined() && (trainable(lora_A) || trainable(lora_B))) {
-    const at::Tensor ad = xd.reshape({b, -1, in});
-    if (trainable(lora_A)) {  // dL/dA = (s g B)^T xd
-      out.push_back(at::bmm(at::matmul(gg, lora_B.detach()).transpose(1, 2), ad) * lora_scale_);
-    }
-    if (trainable(lora_B)) {  // dL/dB = s g^T (xd A^T)
-      out.push_back(at::bmm(gg.transpose(1, 2), at::matmul(ad, lora_A.detach().t())) * lora_scale_);
-    }
-  }
+  if (is_trainable(weight)) out.push_back(at::bmm(gg.transpose(1, 2), a));
+  if (is_trainable(bias)) out.push_back(gg.sum(1));
   return out;
 }
 
 std::vector<at::Tensor> Linear::scaled_sum(const CapturedCall& call, const at::Tensor& g, std::int64_t group,
                                            const std::vector<at::Tensor>& scales) const {
   const std::int64_t in = weight.size(1), out_features = weight.size(0);
-  const auto [x, xd] = linear_inputs(call.saved, in);
   std::vector<at::Tensor> out;
   std::size_t k = 0;
   auto scaled = [&]() { return scale_rows(g, scales[k++], group).reshape({-1, out_features}); };
-  if (trainable(weight)) out.push_back(at::mm(scaled().t(), x.reshape({-1, in})));
-  if (trainable(bias)) out.push_back(scaled().sum(0));
-  if (lora_A.defined()) {
-    const at::Tensor ad = xd.reshape({-1, in});
-    if (trainable(lora_A)) out.push_back(at::mm(at::mm(scaled(), lora_B.detach()).t(), ad) * lora_scale_);
-    if (trainable(lora_B)) out.push_back(at::mm(scaled().t(), at::mm(ad, lora_A.detach().t())) * lora_scale_);
-  }
+  if (is_trainable(weight)) out.push_back(at::mm(scaled().t(), call.saved.reshape({-1, in})));
+  if (is_trainable(bias)) out.push_back(scaled().sum(0));
   return out;
 }
 
@@ -189,20 +121,20 @@ Conv2d::Conv2d(const Conv2dOptions& o) : options_(o) {
 at::Tensor Conv2d::forward(const at::Tensor& x) {
   const auto& o = options_;
   at::Tensor y = at::conv2d(x, weight, bias, o.stride, o.padding, o.dilation, o.groups);
-  maybe_record(this, x, y);
+  record_if_capturing(this, x, y);
   return y;
 }
 
-std::vector<at::Tensor> Conv2d::trainable_parameters() const { return trainable_of({weight, bias}); }
+std::vector<at::Tensor> Conv2d::trainable_parameters() const { return trainable_only({weight, bias}); }
 
 std::vector<at::Tensor> Conv2d::per_example(const CapturedCall& call, const at::Tensor& g, std::int64_t group) const {
   const auto& o = options_;
-  const std::int64_t b = examples(call.saved, group);
+  const std::int64_t b = rows_per_example(call.saved, group);
   const std::int64_t G = o.groups, c_out = o.out_channels / G, c_in = o.in_channels / G;
   std::vector<at::Tensor> out;
   // Output positions of the group's K rows are extra positions of the example: [B, G, c_out, K * L].
   const at::Tensor gg = g.reshape({b, group, G, c_out, -1}).permute({0, 2, 3, 1, 4}).reshape({b, G, c_out, -1});
-  if (trainable(weight)) {
+  if (is_trainable(weight)) {
     // Patches as a strided view of the padded input ([N, C, Ho, Wo, kh, kw] before the dilation
     // slice), copied once into [B, G, c_in * kh * kw, K * L]: faster than at::im2col on CPU.
     const at::Tensor padded = at::constant_pad_nd(call.saved, {o.padding[1], o.padding[1], o.padding[0], o.padding[0]});
@@ -217,7 +149,7 @@ std::vector<at::Tensor> Conv2d::per_example(const CapturedCall& call, const at::
                              .reshape({b, G, c_in * o.kernel[0] * o.kernel[1], -1});
     out.push_back(at::matmul(gg, a.transpose(-1, -2)).reshape({b, o.out_channels, c_in, o.kernel[0], o.kernel[1]}));
   }
-  if (trainable(bias)) out.push_back(gg.sum(-1).reshape({b, o.out_channels}));
+  if (is_trainable(bias)) out.push_back(gg.sum(-1).reshape({b, o.out_channels}));
   return out;
 }
 
@@ -226,13 +158,13 @@ std::vector<at::Tensor> Conv2d::scaled_sum(const CapturedCall& call, const at::T
   const auto& o = options_;
   std::vector<at::Tensor> out;
   std::size_t k = 0;
-  if (trainable(weight)) {
+  if (is_trainable(weight)) {
     // The library's own (fast) weight-gradient kernel on the rescaled output gradient.
     const at::Tensor gs = scale_rows(g, scales[k++], group);
     out.push_back(std::get<1>(at::convolution_backward(gs, call.saved, weight, c10::nullopt, o.stride, o.padding,
                                                        o.dilation, false, {0, 0}, o.groups, {false, true, false})));
   }
-  if (trainable(bias)) out.push_back(scale_rows(g, scales[k++], group).sum({0, 2, 3}));
+  if (is_trainable(bias)) out.push_back(scale_rows(g, scales[k++], group).sum({0, 2, 3}));
   return out;
 }
 
@@ -248,11 +180,11 @@ at::Tensor GroupNorm::forward(const at::Tensor& x) {
   const at::Tensor normalised = at::group_norm(x, num_groups_, {}, {}, eps_);
   const auto shape = channel_shape(x);
   at::Tensor y = normalised * weight.view(shape) + bias.view(shape);
-  maybe_record(this, normalised, y);
+  record_if_capturing(this, normalised, y);
   return y;
 }
 
-std::vector<at::Tensor> GroupNorm::trainable_parameters() const { return trainable_of({weight, bias}); }
+std::vector<at::Tensor> GroupNorm::trainable_parameters() const { return trainable_only({weight, bias}); }
 
 std::vector<at::Tensor> GroupNorm::per_example(const CapturedCall& call, const at::Tensor& g, std::int64_t group) const {
   return affine_norm_per_example(weight, bias, call.saved, g, group, [c = weight.size(0)](const at::Tensor& t) {
@@ -276,11 +208,11 @@ LayerNorm::LayerNorm(std::int64_t dim, double eps) : eps_(eps) {
 at::Tensor LayerNorm::forward(const at::Tensor& x) {
   const at::Tensor normalised = at::layer_norm(x, {weight.size(0)}, {}, {}, eps_);
   at::Tensor y = normalised * weight + bias;
-  maybe_record(this, normalised, y);
+  record_if_capturing(this, normalised, y);
   return y;
 }
 
-std::vector<at::Tensor> LayerNorm::trainable_parameters() const { return trainable_of({weight, bias}); }
+std::vector<at::Tensor> LayerNorm::trainable_parameters() const { return trainable_only({weight, bias}); }
 
 // The normalised dimension is last: [N, ..., D] -> [N, D, positions].
 std::vector<at::Tensor> LayerNorm::per_example(const CapturedCall& call, const at::Tensor& g, std::int64_t group) const {
@@ -303,22 +235,22 @@ Embedding::Embedding(std::int64_t num_embeddings, std::int64_t dim) {
 
 at::Tensor Embedding::forward(const at::Tensor& indices) {
   at::Tensor y = at::embedding(weight, indices);
-  maybe_record(this, indices, y);
+  record_if_capturing(this, indices, y);
   return y;
 }
 
-std::vector<at::Tensor> Embedding::trainable_parameters() const { return trainable_of({weight}); }
+std::vector<at::Tensor> Embedding::trainable_parameters() const { return trainable_only({weight}); }
 
 std::vector<at::Tensor> Embedding::per_example(const CapturedCall& call, const at::Tensor& g, std::int64_t group) const {
-  if (!trainable(weight)) return {};
-  const std::int64_t b = examples(call.saved, group), d = weight.size(1);
+  if (!is_trainable(weight)) return {};
+  const std::int64_t b = rows_per_example(call.saved, group), d = weight.size(1);
   const at::Tensor idx = call.saved.reshape({b, -1, 1}).expand({b, -1, d});
   return {at::zeros({b, weight.size(0), d}, g.options()).scatter_add_(1, idx, g.reshape({b, -1, d}))};
 }
 
 std::vector<at::Tensor> Embedding::scaled_sum(const CapturedCall& call, const at::Tensor& g, std::int64_t group,
                                               const std::vector<at::Tensor>& scales) const {
-  if (!trainable(weight)) return {};
+  if (!is_trainable(weight)) return {};
   const std::int64_t d = weight.size(1);
   return {at::zeros_like(weight, g.options()).index_add_(0, call.saved.flatten(), scale_rows(g, scales[0], group).reshape({-1, d}))};
 }

@@ -7,8 +7,9 @@
 #include <privdiff/engine/clipping.hpp>
 #include <privdiff/engine/fast_gradient_clipping.hpp>
 #include <privdiff/engine/per_example_gradients.hpp>
-#include <privdiff/engine/lora.hpp>
 #include <privdiff/engine/per_example_layers.hpp>
+
+#include "oracle_networks.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -19,63 +20,7 @@
 #include <functional>
 
 using namespace privdiff::sdk::engine;
-
-namespace {
-
-// A model built from a forward function over registered per-example layers.
-struct Net : torch::nn::Module {
-  std::function<at::Tensor(const at::Tensor&)> body;
-  at::Tensor forward(const at::Tensor& x) { return body(x); }
-};
-
-// Per-row loss: a fixed random projection of the output plus its squared norm (non-linear in the
-// parameters, different for every row).
-RowLoss make_loss(Net& net, const at::Tensor& inputs, std::int64_t group) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
-  const at::Tensor probe_out = net.forward(inputs.narrow(0, 0, 1));
-  std::vector<std::int64_t> shape(probe_out.sizes().begin(), probe_out.sizes().end());
-  shape[0] = inputs.size(0);
-  const at::Tensor target = at::randn(shape, gen, at::TensorOptions().dtype(at::kDouble));
-  return [&net, inputs, target, group](const at::Tensor& examples) {
-    // rows of the chosen examples: example e owns rows [e*group, (e+1)*group)
-    const at::Tensor rows = (examples.unsqueeze(1) * group + at::arange(group, at::kLong)).flatten();
-    const at::Tensor out = net.forward(inputs.index_select(0, rows));
-    const at::Tensor t = target.index_select(0, rows);
-    return (out * t).flatten(1).sum(1) + 0.1 * out.pow(2).flatten(1).sum(1);
-  };
-}
-
-double max_relative_error(const PerExampleGradients& a, const PerExampleGradients& b) {
-  EXPECT_EQ(a.params.size(), b.params.size());
-  double worst = 0;
-  for (std::size_t j = 0; j < a.grads.size(); ++j) {
-    EXPECT_EQ(a.grads[j].sizes(), b.grads[j].sizes());
-    const double scale = b.grads[j].abs().max().item<double>() + 1e-30;
-    worst = std::max(worst, (a.grads[j] - b.grads[j]).abs().max().item<double>() / scale);
-  }
-  return worst;
-}
-
-void expect_matches_oracle(Net& net, const at::Tensor& inputs, std::int64_t group = 1) {
-  net.to(at::kDouble);
-  const std::int64_t examples = inputs.size(0) / group;
-  const RowLoss loss = make_loss(net, inputs, group);
-  const auto fast = per_example_gradients(net, loss, examples, group);
-  const auto oracle = micro_batch_per_example_gradients(net, loss, examples, group);
-  ASSERT_FALSE(fast.params.empty());
-  EXPECT_LT(max_relative_error(fast, oracle), 1e-6);
-  // And every gradient is non-trivial (the test would otherwise prove nothing).
-  for (std::size_t j = 0; j < fast.grads.size(); ++j) {
-    EXPECT_GT(fast.grads[j].abs().max().item<double>(), 1e-8) << "parameter " << j << " of shape "
-                                                               << fast.params[j].sizes();
-  }
-}
-
-at::Tensor randn(std::vector<std::int64_t> shape) {
-  return at::randn(shape, at::TensorOptions().dtype(at::kDouble));
-}
-
-}  // namespace
+using namespace privdiff::testing::oracle;
 
 TEST(PerExampleGradients, Linear) {
   Net net;
@@ -146,46 +91,6 @@ TEST(PerExampleGradients, Embedding) {
   expect_matches_oracle(net, at::arange(6, at::kLong).to(at::kDouble));
 }
 
-// A UNet-shaped network: conv in, class + sigma embedding, a residual block with GroupNorm, a
-// strided down-sampling conv, self-attention over the 2-D positions, up-sampling and conv out.
-struct TinyUnet : Net {
-  std::shared_ptr<Conv2d> in, res1, res2, down, up, out;
-  std::shared_ptr<GroupNorm> norm1, norm2, attn_norm;
-  std::shared_ptr<Linear> emb_proj, qkv, proj;
-  std::shared_ptr<Embedding> label_emb;
-  TinyUnet() {
-    in = register_module("in", std::make_shared<Conv2d>(Conv2dOptions{1, 8, {3, 3}, {1, 1}, {1, 1}}));
-    norm1 = register_module("norm1", std::make_shared<GroupNorm>(4, 8));
-    res1 = register_module("res1", std::make_shared<Conv2d>(Conv2dOptions{8, 8, {3, 3}, {1, 1}, {1, 1}}));
-    label_emb = register_module("label", std::make_shared<Embedding>(10, 8));
-    emb_proj = register_module("emb_proj", std::make_shared<Linear>(8, 8));
-    norm2 = register_module("norm2", std::make_shared<GroupNorm>(4, 8));
-    res2 = register_module("res2", std::make_shared<Conv2d>(Conv2dOptions{8, 8, {3, 3}, {1, 1}, {1, 1}}));
-    down = register_module("down", std::make_shared<Conv2d>(Conv2dOptions{8, 16, {3, 3}, {2, 2}, {1, 1}}));
-    attn_norm = register_module("attn_norm", std::make_shared<GroupNorm>(4, 16));
-    qkv = register_module("qkv", std::make_shared<Linear>(16, 48));
-    proj = register_module("proj", std::make_shared<Linear>(16, 16));
-    up = register_module("up", std::make_shared<Conv2d>(Conv2dOptions{16, 8, {3, 3}, {1, 1}, {1, 1}}));
-    out = register_module("out", std::make_shared<Conv2d>(Conv2dOptions{8, 1, {3, 3}, {1, 1}, {1, 1}}));
-    body = [this](const at::Tensor& x) { return run(x); };
-  }
-  at::Tensor run(const at::Tensor& x) {
-    const at::Tensor labels = (x.flatten(1).sum(1).abs() * 3).floor().remainder(10).to(at::kLong);
-    at::Tensor h = in->forward(x);
-    const at::Tensor emb = emb_proj->forward(at::silu(label_emb->forward(labels)));
-    at::Tensor r = res1->forward(at::silu(norm1->forward(h)));
-    r = r + emb.unsqueeze(-1).unsqueeze(-1);
-    h = h + res2->forward(at::silu(norm2->forward(r)));
-    at::Tensor d = down->forward(h);  // [N, 16, 4, 4]
-    const auto n = d.size(0), c = d.size(1), hh = d.size(2), ww = d.size(3);
-    const at::Tensor tokens = attn_norm->forward(d).flatten(2).transpose(1, 2);  // [N, HW, C]
-    const auto qkv_out = qkv->forward(tokens).chunk(3, -1);
-    const at::Tensor attn = at::softmax(at::matmul(qkv_out[0], qkv_out[1].transpose(1, 2)) / std::sqrt(double(c)), -1);
-    d = d + proj->forward(at::matmul(attn, qkv_out[2])).transpose(1, 2).reshape({n, c, hh, ww});
-    at::Tensor u = up->forward(at::upsample_nearest2d(d, {2 * hh, 2 * ww}));
-    return out->forward(at::silu(u + h));
-  }
-};
 
 TEST(PerExampleGradients, UnetShapedNetworkWithGroupNormAndSelfAttention) {
   TinyUnet net;
@@ -333,30 +238,6 @@ TEST(PerExampleGradients, EmptyBatch) {
   EXPECT_EQ(g.grads[0].size(0), 0);
 }
 
-// Fast gradient clipping gives the same clipped sum (and norms) as clipping the materialised
-// per-example gradients, flat and per layer, with and without grouping.
-void expect_fast_clipping_matches_oracle(const std::function<std::shared_ptr<Net>()>& make,
-                                         std::vector<std::int64_t> example_shape) {
-  for (std::int64_t group : {1, 3}) {
-    for (auto mode : {ClipMode::flat, ClipMode::per_layer}) {
-      const std::shared_ptr<Net> made = make();
-      Net& net = *made;
-      net.to(at::kDouble);
-      example_shape[0] = 4 * group;
-      const at::Tensor x = randn(example_shape);
-      const RowLoss loss = make_loss(net, x, group);
-      const auto fast = clipped_gradient_sum(net, loss, 4, group, 0.05, mode);
-      const auto reference = clip_and_sum(micro_batch_per_example_gradients(net, loss, 4, group), 0.05, mode);
-      EXPECT_TRUE(at::allclose(fast.norms, reference.norms, 1e-9, 0));
-      EXPECT_LT(reference.factors.max().item<double>(), 1.0);  // every example was clipped
-      ASSERT_EQ(fast.sums.size(), reference.sums.size());
-      for (std::size_t j = 0; j < fast.sums.size(); ++j) {
-        const double scale = reference.sums[j].abs().max().item<double>() + 1e-30;
-        EXPECT_LT((fast.sums[j] - reference.sums[j]).abs().max().item<double>() / scale, 1e-6) << j;
-      }
-    }
-  }
-}
 
 TEST(FastGradientClipping, EqualsClippingTheOraclesPerExampleGradients) {
   expect_fast_clipping_matches_oracle([] { return std::make_shared<TinyUnet>(); }, {0, 1, 8, 8});
@@ -411,72 +292,4 @@ TEST(FastGradientClipping, ResultsAreDetachedFromTheChunksGraph) {
   EXPECT_FALSE(fast.factors.requires_grad());
   for (const auto& s : fast.sums) EXPECT_FALSE(s.requires_grad());
   for (const auto& g : per_example_gradients(net, loss, 3, 1).grads) EXPECT_FALSE(g.requires_grad());
-}
-
-// LoRA adapters (lora.hpp): the closed-form per-example gradients of A and B — alone (the base
-// frozen, as DP-LoRA trains) or with the base weights — equal the oracle's, also with K > 1.
-namespace {
-void randomise_adapters(torch::nn::Module& net) {
-  torch::NoGradGuard no_grad;
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
-  for (auto& p : net.named_parameters()) {
-    if (p.key().find("lora_B") != std::string::npos) p.value().normal_(0, 0.2, gen);  // B = 0 would zero A's gradient
-  }
-}
-}  // namespace
-
-TEST(PerExampleGradients, LoraAdaptersMatchTheOracle) {
-  for (const bool base_trains : {false, true}) {
-    for (const std::int64_t group : {1, 3}) {
-      TinyUnet net;
-      EXPECT_EQ(apply_lora(net, LoraOptions{4, 8.0, 0.0, "^(qkv|proj|emb_proj)$"}), 3);
-      randomise_adapters(net);
-      if (!base_trains) {
-        for (auto& p : net.named_parameters()) p.value().set_requires_grad(p.key().find("lora_") != std::string::npos);
-      }
-      net.to(at::kDouble);
-      EXPECT_EQ(trainable_parameters(net).size(), base_trains ? 31u : 6u);
-      expect_matches_oracle(net, randn({3 * group, 1, 8, 8}), group);
-    }
-  }
-}
-
-TEST(FastGradientClipping, CoversLoraAdapters) {
-  TinyUnet net;
-  apply_lora(net, LoraOptions{2, 0.0, 0.0, "qkv|proj"});
-  randomise_adapters(net);
-  for (auto& p : net.named_parameters()) p.value().set_requires_grad(p.key().find("lora_") != std::string::npos);
-  net.to(at::kDouble);
-  const at::Tensor x = randn({4, 1, 8, 8});
-  const RowLoss loss = make_loss(net, x, 1);
-  const auto fast = clipped_gradient_sum(net, loss, 4, 1, 0.01, ClipMode::flat);
-  const auto reference = clip_and_sum(micro_batch_per_example_gradients(net, loss, 4, 1), 0.01, ClipMode::flat);
-  EXPECT_TRUE(at::allclose(fast.norms, reference.norms, 1e-9, 0));
-  for (std::size_t j = 0; j < fast.sums.size(); ++j) EXPECT_TRUE(at::allclose(fast.sums[j], reference.sums[j], 1e-9, 1e-12));
-}
-
-TEST(Lora, TheMergedLayerComputesWhatTheAdapterDoes) {
-  TinyUnet net;
-  apply_lora(net, LoraOptions{4, 2.0, 0.0, "qkv|proj"});
-  randomise_adapters(net);
-  net.to(at::kDouble);
-  const at::Tensor x = randn({3, 1, 8, 8});
-  net.train();
-  const at::Tensor unmerged = net.forward(x).detach();
-  net.eval();  // sampling: one product with W + (alpha / r) B A
-  const at::Tensor merged = net.forward(x).detach();
-  EXPECT_TRUE(at::allclose(merged, unmerged, 1e-10, 1e-12));
-  EXPECT_TRUE(net.qkv->merged_weight().allclose(net.qkv->weight + 0.5 * at::mm(net.qkv->lora_B, net.qkv->lora_A)));
-  // Fresh adapters (B = 0) leave the model as it was.
-  TinyUnet plain;
-  const at::Tensor before = plain.forward(x.to(at::kFloat)).detach();
-  apply_lora(plain, LoraOptions{4, 0.0, 0.0, "qkv"});
-  EXPECT_TRUE(plain.forward(x.to(at::kFloat)).detach().equal(before));
-  try {
-    apply_lora(plain, LoraOptions{4, 0.0, 0.0, "nothing_matches"});
-    FAIL() << "accepted";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("matches no Linear layer (there are: emb_proj, qkv, proj)"), std::string::npos)
-        << e.what();
-  }
 }

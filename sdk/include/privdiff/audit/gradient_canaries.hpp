@@ -42,7 +42,7 @@ struct GradientCanaryOptions {
 };
 
 struct GradientCanaryAudit {
-  CanaryAuditResult bound;         ///< eps_lower and the guesses behind it
+  AuditResult bound;         ///< eps_lower and the guesses behind it
   double reported_epsilon = 0.0;   ///< the accountant's epsilon for what the engine recorded
   double delta = 0.0;
   double noise_multiplier = 0.0;   ///< the engine's sigma (calibrated when the options said "auto")

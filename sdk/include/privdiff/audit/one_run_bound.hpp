@@ -11,6 +11,7 @@
 /// (eps, delta)-DP algorithm gives eps_lower <= eps. A bound above the accountant's epsilon means
 /// the implementation (or its accounting) is wrong.
 
+#include <privdiff/components/audit_result.hpp>
 #include <privdiff/sdk_api.hpp>
 
 #include <cstdint>
@@ -29,21 +30,12 @@ PRIVDIFF_SDK_API double one_run_p_value(std::int64_t m, std::int64_t r, std::int
 PRIVDIFF_SDK_API double one_run_epsilon_lower_bound(std::int64_t m, std::int64_t r, std::int64_t v, double delta,
                                                     double beta);
 
-/// What an audit of one run's canary scores found.
-struct CanaryAuditResult {
-  std::int64_t canaries = 0;     ///< m
-  std::int64_t guesses = 0;      ///< r of the best guessing rule
-  std::int64_t correct = 0;      ///< v of it
-  double epsilon_lower = 0.0;    ///< the empirical lower bound (Bonferroni-corrected over the rules tried)
-  double confidence = 0.95;
-};
-
 /// Turns scores into the best lower bound: a higher score means "more likely included". For each k
 /// of a fixed grid (1%, 2%, 5%, 10%, 20%, 50% of m) two rules: the k highest scores guessed
 /// included, and the same plus the k lowest guessed excluded, abstaining on the rest. Each rule is
 /// tested at significance (1 - confidence) / (rules), so taking the best of them keeps the
 /// confidence (Bonferroni). `included[i]` is the truth for canary i.
-PRIVDIFF_SDK_API CanaryAuditResult audit_canary_scores(const std::vector<double>& scores,
+PRIVDIFF_SDK_API AuditResult audit_canary_scores(const std::vector<double>& scores,
                                                        const std::vector<bool>& included, double delta,
                                                        double confidence = 0.95);
 

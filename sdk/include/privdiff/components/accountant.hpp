@@ -3,7 +3,7 @@
 /// Accountant: turns privacy events into (epsilon, delta).
 
 #include <privdiff/components/component.hpp>
-#include <privdiff/privacy/event.hpp>
+#include <privdiff/components/privacy_event.hpp>
 
 #include <string>
 #include <utility>

@@ -6,7 +6,7 @@
 /// shows it. The built-in `one_run` auditor is Steinke, Nasr and Jagielski's one-run bound
 /// (audit/one_run_bound.hpp); other bounds (f-DP one-run audits, other guessing rules) are plugins.
 
-#include <privdiff/audit/one_run_bound.hpp>
+#include <privdiff/components/audit_result.hpp>
 #include <privdiff/components/component.hpp>
 
 #include <vector>
@@ -21,7 +21,7 @@ class PRIVDIFF_SDK_API Auditor : public Component {
   /// `scores[i]`: higher = canary i looks included; `included[i]`: the truth. Returns a lower bound
   /// on epsilon that holds with probability >= `confidence` for every (epsilon, delta)-DP algorithm
   /// (a bound above the accountant's epsilon is a failed audit).
-  virtual audit::CanaryAuditResult lower_bound(const std::vector<double>& scores, const std::vector<bool>& included,
+  virtual AuditResult lower_bound(const std::vector<double>& scores, const std::vector<bool>& included,
                                                double delta, double confidence) const = 0;
 };
 

@@ -3,12 +3,13 @@
 /// Mechanism: a (private) training strategy for one stage of a run.
 
 #include <privdiff/components/component.hpp>
-#include <privdiff/privacy/event.hpp>
+#include <privdiff/components/privacy_event.hpp>
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace torch::serialize {
@@ -86,6 +87,10 @@ class PRIVDIFF_SDK_API Mechanism : public Component {
   virtual PrivacyEvent planned_events_with(double noise_multiplier, std::int64_t dataset_size) const;
   /// Called by the host with the calibrated noise multiplier (sigma / max_grad_norm).
   virtual void set_noise_multiplier(double noise_multiplier);
+  /// The noise multiplier (noise std / sensitivity) of this stage's Gaussian steps as set, configured or
+  /// calibrated: what the host keeps per stage (a resumed stage must have the same). None (the
+  /// default) for a non-private stage or one without a single noise multiplier.
+  virtual std::optional<double> noise_multiplier() const { return std::nullopt; }
   /// Marks the parameters this stage trains (requires_grad true) and freezes the rest. Called by
   /// the host before run() (and by `privdiff params`). Default: every parameter trains.
   virtual void select_trainable(Model& model) const;

@@ -24,8 +24,10 @@ struct Conditioning {
 
 /// A parameter with the role and block index that parameter selectors match on, e.g.
 /// {"down.2.attn.qkv.weight", "attention", 2, tensor}. Roles: "attention", "cross_attention",
-/// "conditioning", "resblock", "embedding", "norm", "io", "lora", "autoencoder" (a latent model's codec,
-/// trained only by a stage that selects it, by its own objective).
+/// "conditioning", "resblock", "embedding", "norm", "io", "autoencoder" (a latent model's codec,
+/// trained only by a stage that selects it, by its own objective). An adapter's parameters (e.g. LoRA's,
+/// grafted on by an adapter plugin) take the role "adapter" (engine::parameters_with_roles), whatever
+/// role the model gives them.
 struct ParameterInfo {
   std::string name;
   std::string role;

@@ -3,7 +3,7 @@
 /// ImageDataset: labelled images held in memory as bytes (60,000 x 28 x 28 is 47 MB), served as
 /// float tensors in [-1, 1]. What the in-tree dataset plugins return; out-of-tree ones may too.
 
-#include <privdiff/data/dataset.hpp>
+#include <privdiff/components/dataset.hpp>
 #include <privdiff/sdk_api.hpp>
 
 #include <ATen/core/Tensor.h>

@@ -52,7 +52,7 @@ class PRIVDIFF_SDK_API Unet : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x, const at::Tensor& c_noise, const at::Tensor& labels);
   const UnetConfig& config() const { return config_; }
   /// Every parameter with its role ("attention", "resblock", "embedding" (noise level),
-  /// "conditioning" (class embedding), "io", "lora") and the index of its block in forward order
+  /// "conditioning" (class embedding), "io") and the index of its block in forward order
   /// (-1 for none).
   std::vector<ParameterInfo> parameters_with_roles();
   std::int64_t parameter_count();

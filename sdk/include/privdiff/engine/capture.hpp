@@ -51,6 +51,11 @@ class PRIVDIFF_SDK_API CaptureSession {
   CaptureSession* previous_;
 };
 
+/// Records a forward call of `layer` (`saved`: what its per-example gradients need, detached here;
+/// `output`: its output, still attached to the graph) when a session is active on this thread,
+/// gradients are on, and the layer has trainable parameters; otherwise does nothing.
+PRIVDIFF_SDK_API void record_if_capturing(PerExampleLayer* layer, const at::Tensor& saved, const at::Tensor& output);
+
 /// Implemented by every layer with a closed-form per-example gradient.
 class PRIVDIFF_SDK_API PerExampleLayer {
  public:

@@ -25,7 +25,7 @@
 
 #include <privdiff/engine/gaussian_noise.hpp>
 #include <privdiff/engine/poisson_sampler.hpp>
-#include <privdiff/privacy/event.hpp>
+#include <privdiff/components/privacy_event.hpp>
 #include <privdiff/sdk_api.hpp>
 
 #include <ATen/core/Tensor.h>

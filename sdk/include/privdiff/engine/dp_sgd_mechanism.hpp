@@ -69,6 +69,9 @@ class PRIVDIFF_SDK_API DpSgdMechanism : public Mechanism {
   bool needs_calibration() const override { return options_.is_private && !options_.noise_multiplier; }
   PrivacyEvent planned_events_with(double noise_multiplier, std::int64_t dataset_size) const override;
   void set_noise_multiplier(double noise_multiplier) override;
+  std::optional<double> noise_multiplier() const override {
+    return options_.is_private ? options_.noise_multiplier : std::nullopt;
+  }
   void select_trainable(Model& model) const override;
   void run(StageContext& context) override;
   /// Data parallel (StageContext::collective): rank 0 samples the logical batch and shares it; its

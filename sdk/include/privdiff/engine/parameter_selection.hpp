@@ -20,7 +20,8 @@ namespace privdiff::sdk::engine {
 
 struct ParameterSelection {
   /// "all" | "attention" (DP-LDM: attention and cross-attention blocks + the class embedding) |
-  /// "resblocks" | "lora" (only LoRA adapter factors).
+  /// "resblocks" | "adapter" (only the parameters of the model's adapter, e.g. LoRA's factors; "lora"
+  /// is accepted for it) |
   /// "autoencoder" (a latent model's autoencoder, by its own objective; "all" leaves it frozen).
   std::string preset = "all";
   std::vector<std::string> roles;  ///< when set, replaces the preset's roles
@@ -36,6 +37,10 @@ struct ParameterSelection {
 /// For each parameter, the number of its attention block (1, 2, ... in forward order, counting blocks
 /// with an "attention" or "cross_attention" parameter), or 0 for a parameter of no attention block.
 PRIVDIFF_SDK_API std::vector<int> attention_numbers(const std::vector<ParameterInfo>& parameters);
+
+/// The model's parameters with their roles, where every parameter of an adapter (linear_adapter.hpp)
+/// has the role "adapter" whatever the model says: models know nothing of adapters.
+PRIVDIFF_SDK_API std::vector<ParameterInfo> parameters_with_roles(Model& model);
 
 /// The roles a preset trains.
 PRIVDIFF_SDK_API std::vector<std::string> preset_roles(const std::string& preset);

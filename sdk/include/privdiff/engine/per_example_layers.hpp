@@ -7,7 +7,7 @@
 /// Attention blocks are built from Linear layers plus parameter-free operations.
 
 #include <privdiff/engine/capture.hpp>
-#include <privdiff/engine/lora.hpp>
+#include <privdiff/engine/linear_adapter.hpp>
 #include <privdiff/sdk_api.hpp>
 
 #include <torch/nn/module.h>
@@ -18,16 +18,17 @@
 
 namespace privdiff::sdk::engine {
 
-/// y = x W^T + b over the last dimension; x: [N, ..., in]. Optionally with a LoRA adapter
-/// (lora.hpp): y += (alpha / r) dropout(x) A^T B^T.
+/// y = x W^T + b over the last dimension; x: [N, ..., in]. An adapter plugin may add to it
+/// (linear_adapter.hpp): y = x W^T + b + delta(x, x W^T + b).
 class PRIVDIFF_SDK_API Linear : public torch::nn::Module, public PerExampleLayer {
  public:
   Linear(std::int64_t in_features, std::int64_t out_features, bool bias = true);
   at::Tensor forward(const at::Tensor& x);
-  /// Registers lora_A [r, in] (uniform init) and lora_B [out, r] (zeros). Once per layer.
-  void add_adapter(const LoraOptions& options);
-  bool has_adapter() const { return lora_A.defined(); }
-  /// W + (alpha / r) B A (W itself without an adapter).
+  /// Registers `adapter` as the submodule "adapter". Once per layer (std::invalid_argument otherwise).
+  void attach_adapter(std::shared_ptr<LinearAdapter> adapter);
+  /// The attached adapter, or null.
+  LinearAdapter* adapter() const { return adapter_.get(); }
+  /// The weight with the adapter folded in (the weight itself without one).
   at::Tensor merged_weight() const;
   std::vector<at::Tensor> trainable_parameters() const override;
   std::vector<at::Tensor> per_example(const CapturedCall& call, const at::Tensor& output_grad,
@@ -35,10 +36,9 @@ class PRIVDIFF_SDK_API Linear : public torch::nn::Module, public PerExampleLayer
   std::vector<at::Tensor> scaled_sum(const CapturedCall& call, const at::Tensor& output_grad, std::int64_t group,
                                      const std::vector<at::Tensor>& scales) const override;
   at::Tensor weight, bias;  ///< [out, in], [out] (bias undefined when disabled)
-  at::Tensor lora_A, lora_B;  ///< [r, in], [out, r]; undefined without an adapter
 
  private:
-  double lora_scale_ = 0, lora_dropout_ = 0;
+  std::shared_ptr<LinearAdapter> adapter_;
 };
 
 struct Conv2dOptions {

@@ -6,7 +6,7 @@
 /// event in the algebra), and never return a value whose epsilon exceeds the target.
 
 #include <privdiff/components/accountant.hpp>
-#include <privdiff/privacy/event.hpp>
+#include <privdiff/components/privacy_event.hpp>
 #include <privdiff/sdk_api.hpp>
 
 #include <cstdint>

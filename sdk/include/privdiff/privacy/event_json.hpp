@@ -9,7 +9,7 @@
 ///   {"type": "no_op"}
 /// A ledger is {"format": "privdiff-ledger", "version": 1, "entries": [event, ...], "caveats": [text, ...]}.
 
-#include <privdiff/privacy/event.hpp>
+#include <privdiff/components/privacy_event.hpp>
 #include <privdiff/privacy/ledger.hpp>
 #include <privdiff/sdk_api.hpp>
 

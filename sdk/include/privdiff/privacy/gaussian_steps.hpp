@@ -4,7 +4,7 @@
 /// the analytic Gaussian, zCDP, ...) starts from. SelfComposed(PoissonSampled(0.01, Gaussian(1.1)),
 /// 1000) is one step kind {q 0.01, sigma 1.1} taken 1000 times; compositions add counts.
 
-#include <privdiff/privacy/event.hpp>
+#include <privdiff/components/privacy_event.hpp>
 #include <privdiff/sdk_api.hpp>
 
 #include <cstdint>

@@ -7,7 +7,7 @@
 /// "noise from a published seed: holds only while the seed stays secret"); none means the
 /// guarantee is unconditional. They travel with the ledger into every report.
 
-#include <privdiff/privacy/event.hpp>
+#include <privdiff/components/privacy_event.hpp>
 #include <privdiff/sdk_api.hpp>
 
 #include <cstdint>

@@ -9,7 +9,7 @@
 /// always-add variant of dp_accounting >= 2024, which over-estimates by up to a few percent).
 /// Everything is evaluated in log space.
 
-#include <privdiff/privacy/event.hpp>
+#include <privdiff/components/privacy_event.hpp>
 #include <privdiff/sdk_api.hpp>
 
 #include <string>

@@ -1,4 +1,4 @@
-#include "plugins/plugin_loader.hpp"
+#include "loader/plugin_loader.hpp"
 
 #include <privdiff/plugin/descriptor.hpp>
 #include <privdiff/plugin/fingerprint.hpp>

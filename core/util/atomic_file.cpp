@@ -1,4 +1,4 @@
-#include "run/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 
 #include <cerrno>
 #include <cstdio>

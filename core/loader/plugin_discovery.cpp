@@ -1,4 +1,4 @@
-#include "plugins/plugin_discovery.hpp"
+#include "loader/plugin_discovery.hpp"
 
 #include <cstdlib>
 #include <sstream>

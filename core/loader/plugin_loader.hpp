@@ -4,7 +4,7 @@
 // its code (vtables, autograd nodes, modules grafted into other plugins' models) can outlive
 // any object that refers to it.
 
-#include "plugins/loaded_plugin.hpp"
+#include "loader/loaded_plugin.hpp"
 
 #include <filesystem>
 

@@ -1,4 +1,4 @@
-#include "run/image_grid.hpp"
+#include "util/image_grid.hpp"
 
 #include <privdiff/data/pixels.hpp>
 

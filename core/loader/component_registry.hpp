@@ -2,7 +2,7 @@
 // The host's registry: every plugin it tried (loaded or refused) and the components of the
 // loaded ones, looked up by (kind, id).
 
-#include "plugins/loaded_plugin.hpp"
+#include "loader/loaded_plugin.hpp"
 
 #include <privdiff/components/component.hpp>
 #include <privdiff/config/config.hpp>

@@ -1,4 +1,4 @@
-#include <privdiff/privacy/event.hpp>
+#include <privdiff/components/privacy_event.hpp>
 
 #include <cmath>
 #include <sstream>

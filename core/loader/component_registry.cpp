@@ -1,6 +1,6 @@
-#include "plugins/component_registry.hpp"
+#include "loader/component_registry.hpp"
 
-#include "plugins/plugin_loader.hpp"
+#include "loader/plugin_loader.hpp"
 
 #include <algorithm>
 #include <stdexcept>

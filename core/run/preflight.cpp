@@ -1,0 +1,242 @@
+// Pre-flight: every check that needs no training, writing nothing (a refused run leaves no
+// directory): data-use rules, evaluation references, batch sizes, parameter selections, init_from,
+// the privacy plan (privacy_plan.cpp), and warnings a researcher can act on.
+#include "run/run_session.hpp"
+
+#include "sample/sample_set.hpp"
+#include <privdiff/engine/parameter_selection.hpp>
+#include <privdiff/privacy/gaussian_steps.hpp>
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace privdiff::core {
+
+namespace fs = std::filesystem;
+
+void RunOrchestrator::check_data_use(RunSession& s) const {
+  // A run protects one private dataset: the ledger and epsilon are about it. Non-private stages may
+  // only train on data that is public, and never on a record a private stage protects — naming
+  // them twice, another path, plugin or copy, or `public = true` cannot make them public (records
+  // are compared by content, data/dataset_identity.hpp).
+  const auto& mechanisms = components_.mechanisms;
+  std::size_t first_private = mechanisms.size();
+  for (std::size_t i = 0; i < mechanisms.size(); ++i) {
+    if (!mechanisms[i]->is_private()) continue;
+    if (s.is_released(recipe_.stages[i].data)) {
+      throw std::runtime_error("stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "' trains privately on '" +
+                               recipe_.stages[i].data + "', data released by an earlier stage: a release is already "
+                               "private (train on it with a non-private mechanism, at no further cost)");
+    }
+    if (first_private == mechanisms.size()) {
+      first_private = i;
+      s.private_data = recipe_.stages[i].data;
+    } else if (recipe_.stages[i].data != s.private_data) {
+      throw std::runtime_error("stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "' trains privately on '" +
+                               recipe_.stages[i].data + "', but stage[" + std::to_string(first_private) + "] '" +
+                               recipe_.stages[first_private].name + "' on '" + s.private_data + "': a run protects one "
+                               "private dataset (its ledger and epsilon are about it); use one run per private dataset");
+    }
+  }
+  for (std::size_t i = 0; i < mechanisms.size(); ++i) {
+    if (mechanisms[i]->is_private()) continue;
+    if (s.is_released(recipe_.stages[i].data)) continue;  // a DP release: its cost is in the ledger
+    const sdk::Dataset& data = s.stage_data(recipe_, i);
+    const DataSection& section = recipe_.dataset(recipe_.stages[i].data);
+    const std::string stage = "stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "': mechanism '" +
+                              recipe_.stages[i].mechanism.id + "' is not private";
+    if (!data.is_public()) {
+      throw std::runtime_error(stage + " and may only train on data marked public ([" + section.path +
+                               "] public = true, or a public dataset such as glyphs); " + data.name() + " is private");
+    }
+    if (first_private == mechanisms.size()) continue;
+    const std::int64_t shared = shared_records(s.identities.at(section.name).records,
+                                               s.identities.at(s.private_data).records);
+    if (section.name == s.private_data || shared > 0) {
+      throw std::runtime_error(stage + ", but stage[" + std::to_string(first_private) + "] '" +
+                               recipe_.stages[first_private].name + "' trains privately on " +
+                               (section.name == s.private_data
+                                    ? "the same data (" + data.name() + ")"
+                                    : "data that shares " + std::to_string(shared) + " of its records (" + data.name() +
+                                          " and " + s.stage_data(recipe_, first_private).name() + " hold the same images)") +
+                               ": data a private stage protects cannot also be public; train the non-private stage on "
+                               "other data, or make it private");
+    }
+  }
+}
+
+void RunOrchestrator::check_parameter_selections(RunSession& s) {
+  // Each stage's parameter selection must select something; counted for the log and summary.json.
+  s.stage_trainable.clear();
+  for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {
+    try {
+      components_.mechanisms[i]->select_trainable(*components_.model);
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error("stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "': " + e.what());
+    }
+    std::int64_t n = 0;
+    for (const auto& p : components_.model->module().parameters()) n += p.requires_grad() ? p.numel() : 0;
+    s.stage_trainable.push_back(n);
+    if (n != s.total_params) {
+      s.log << "stage '" << recipe_.stages[i].name << "' trains " << n << " of " << s.total_params
+            << " parameters (the rest stay frozen)\n";
+    }
+  }
+}
+
+RunData RunOrchestrator::run_data(const RunSession& s) const {
+  // The private dataset, and the public ones by stage (releases are neither: already private).
+  RunData data;
+  if (!s.private_data.empty()) data.private_data = &s.identities.at(s.private_data);
+  for (std::size_t i = 0; i < recipe_.stages.size(); ++i) {
+    if (components_.mechanisms[i]->is_private() || s.is_released(recipe_.stages[i].data)) continue;
+    data.public_data.push_back({"stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "'",
+                                &s.identities.at(recipe_.stages[i].data)});
+  }
+  return data;
+}
+
+void RunOrchestrator::prepare_init_from(RunSession& s) {
+  // What the initial model inherits (see init_from.hpp), decided on the data's content.
+  const bool fresh = !s.options.resume;
+  if (!recipe_.run.has("init_from")) return;
+  if (!components_.model) throw std::runtime_error("run.init_from: the recipe has no [model] to initialise");
+  std::error_code ec;
+  if (!fresh && fs::is_regular_file(s.run_dir / "init_from.json", ec)) {
+    // Resuming: what was decided when the run started, whatever became of the source since.
+    s.init = read_recorded_init(s.run_dir / "init_from.json");
+    s.carry = s.init->carried;
+    s.carry_reason = s.init->reason;
+    return;
+  }
+  s.init = read_init_source(recipe_.run.get_string("init_from"));
+  const InitSource& src = *s.init;
+  const InitDecision decision =
+      decide_init_from(src, run_data(s), recipe_.run.get_bool("init_from_disjoint"), record_key());
+  s.carry = decision.carry;
+  // Rank 0 writes the ledger; a rank on another machine (another record key) may be unable to
+  // compare what rank 0 could, so rank 0's decision is the run's.
+  if (s.options.collective) s.carry = sdk::agree_with_rank0(*s.options.collective, s.carry);
+  s.carry_reason = decision.reason;
+  s.init_caveats = decision.caveats;
+  if (fresh) {  // here, before anything is written: a model that does not fit is refused up front
+    const std::string& mine_type = recipe_.model->id;
+    if (src.model_type.empty() || src.model_type == mine_type) {
+      load_initial_weights(src.checkpoint, *components_.model);
+    } else if (torch::nn::Module* part = components_.model->part_initialised_by(src.model_type)) {
+      load_initial_weights(src.checkpoint, *part);  // e.g. a latent model's autoencoder from an autoencoder run
+      s.log << "init_from: the " << src.model_type << " run's weights fill its part of this " << mine_type
+            << "; the rest keeps its initialisation\n";
+    } else {
+      throw std::runtime_error("run.init_from: " + src.run_dir.string() + " trained a " + src.model_type + " model; this "
+                               "recipe's [model] is " + mine_type + ", which cannot start from one");
+    }
+    s.log << "init_from " << src.checkpoint.string() << ": " << s.carry_reason << "\n";
+  }
+}
+
+const DataSection* RunOrchestrator::eval_data() const {
+  // Samples are scored against the data the run protects, else the data of its last stage.
+  if (recipe_.stages.empty()) return nullptr;
+  for (std::size_t i = 0; i < recipe_.stages.size(); ++i) {
+    if (components_.mechanisms[i]->is_private() && !recipe_.stages[i].data.empty()) {
+      return &recipe_.dataset(recipe_.stages[i].data);
+    }
+  }
+  return recipe_.stages.back().data.empty() ? nullptr : &recipe_.dataset(recipe_.stages.back().data);
+}
+
+void RunOrchestrator::check_eval_reference(RunSession&) const {
+  const DataSection* data = eval_data();
+  for (std::size_t e = 0; e < recipe_.evals.size() && data; ++e) {
+    const auto& config = data->dataset.config;
+    if (!config.has("split") || !config.has("path")) {
+      throw std::runtime_error("eval[" + std::to_string(e) + "]: [[eval]] scores samples against the real images of "
+                               "an IDX dataset (idx, fashion-mnist, mnist); the run's data '" + data->name + "' is " +
+                               data->dataset.id + "; use privdiff eval with --real-path instead");
+    }
+    if (recipe_.evals[e].get_string("reference") == "held_out" && config.get_string("split") == "test") {
+      throw std::runtime_error("eval[" + std::to_string(e) + "].reference: \"held_out\" scores against the test "
+                               "split, but the run trains on it (" + data->path + ".split = \"test\"); set reference = "
+                               "\"training\" to score against it anyway (the run then carries a caveat)");
+    }
+  }
+}
+
+void RunOrchestrator::preflight(RunSession& s) {
+  if (components_.model) {
+    for (const auto& p : components_.model->module().parameters()) s.total_params += p.numel();
+    s.log << "model " << recipe_.model->id << ": " << s.total_params << " parameters\n";
+    if (recipe_.adapter) {
+      std::int64_t adapter_params = 0;
+      for (const auto& p : sdk::engine::parameters_with_roles(*components_.model)) {
+        if (p.role == "adapter") adapter_params += p.parameter.numel();
+      }
+      s.log << "adapter " << recipe_.adapter->id << ": " << adapter_params << " of them\n";
+    }
+  }
+  if (!recipe_.evals.empty() && components_.model && model_classes(recipe_.model->config) <= 0) {
+    throw std::runtime_error("eval: [[eval]] scores labelled samples; the model is unconditional (num_classes = 0)");
+  }
+  if (components_.mechanisms.empty()) {
+    if (!recipe_.privacy.has("delta") && !recipe_.privacy.has("epsilon")) {
+      throw std::runtime_error("the recipe has nothing to run: add [model] and [[stage]] sections to train, or "
+                               "[privacy] delta to report a privacy plan (see examples/recipes)");
+    }
+    return;
+  }
+  if (!components_.model) throw std::runtime_error("stage: the recipe has stages but no [model]");
+  if (s.options.collective && s.options.collective->world_size() > 1) {
+    for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {
+      if (!components_.mechanisms[i]->supports_several_processes()) {
+        throw std::runtime_error("stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "': mechanism '" +
+                                 recipe_.stages[i].mechanism.id + "' runs in one process only; run this recipe "
+                                 "without --nproc (or with --nproc 1)");
+      }
+    }
+  }
+  open_datasets(s);
+  check_data_use(s);
+  check_eval_reference(s);
+  for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {  // e.g. a batch larger than the data
+    try {
+      components_.mechanisms[i]->planned_events_with(1.0, s.stage_size(i));
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error("stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "': " + e.what());
+    }
+  }
+  check_parameter_selections(s);
+  prepare_init_from(s);
+  plan_privacy(s);
+  // Each stage's noise multiplier as set (configured, or calibrated by plan_privacy): kept as the
+  // mechanism holds it, never worked back out of its planned events.
+  noise_multipliers_.clear();
+  for (const auto& m : components_.mechanisms) {
+    noise_multipliers_.push_back(m->is_private() ? m->noise_multiplier().value_or(std::nan("")) : std::nan(""));
+  }
+  warn_about_short_ema(s);
+  warn_about_noise(s);
+}
+
+void RunOrchestrator::warn_about_short_ema(RunSession& s) const {
+  // An EMA of rate r averages over ~1/(1-r) steps; a shorter stage ends with weights that are
+  // mostly its starting point (r^steps of them).
+  for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {
+    const auto& config = recipe_.stages[i].mechanism.config;
+    if (!config.has("ema")) continue;
+    const double ema = config.get_double("ema");
+    const auto steps = sdk::gaussian_steps(components_.mechanisms[i]->planned_events(s.stage_size(i)));
+    std::int64_t n = config.has("steps") ? config.get_int("steps") : 0;
+    for (const auto& k : steps) n = std::max(n, k.count);
+    if (ema <= 0 || n <= 0 || static_cast<double>(n) * (1 - ema) >= 1) continue;
+    s.log << "warning: stage '" << recipe_.stages[i].name << "': ema " << ema << " averages over ~"
+          << std::llround(1 / (1 - ema)) << " steps but the stage has " << n << "; its final weights keep "
+          << std::llround(100 * std::pow(ema, static_cast<double>(n))) << "% of the initial ones (lower ema, e.g. "
+          << format_epsilon(std::max(0.0, 1 - 10.0 / static_cast<double>(n))) << ")\n";
+  }
+}
+
+}  // namespace privdiff::core

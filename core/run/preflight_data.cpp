@@ -1,0 +1,109 @@
+// Pre-flight, the data: open every dataset the stages train on (and what earlier stages release),
+// fingerprint them by content, and refuse data the model cannot take.
+#include "run/run_session.hpp"
+
+#include "sample/sample_set.hpp"
+#include <privdiff/data/idx_file.hpp>
+#include <privdiff/data/image_dataset.hpp>
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace privdiff::core {
+
+namespace fs = std::filesystem;
+
+void RunOrchestrator::open_datasets(RunSession& s) {
+  auto is_section = [&](const std::string& name) {
+    return std::any_of(recipe_.datasets.begin(), recipe_.datasets.end(), [&](const DataSection& d) { return d.name == name; });
+  };
+  for (std::size_t i = 0; i < recipe_.stages.size(); ++i) {
+    const StageSection& stage = recipe_.stages[i];
+    if (stage.data.empty()) {
+      throw std::runtime_error("data: the recipe's stages need data: add a [data] section with dataset = \"...\" "
+                               "(e.g. \"fashion-mnist\"), or [data.NAME] sections that stages name with data = \"NAME\"");
+    }
+    if (is_section(stage.data)) {
+      if (!s.datasets.count(stage.data)) s.datasets[stage.data] = open_dataset_(recipe_.dataset(stage.data));
+      s.stage_sizes.push_back(s.datasets.at(stage.data)->size());
+      continue;
+    }
+    // The data an earlier stage releases (the validator allows only earlier stages' names).
+    std::size_t j = 0;
+    while (j < i && recipe_.stages[j].name != stage.data) ++j;
+    if (j == i) {
+      throw std::runtime_error("stage[" + std::to_string(i) + "] '" + stage.name + "': no dataset or earlier stage is "
+                               "named '" + stage.data + "'");
+    }
+    // How much is released depends on public configuration only (the model's classes), never on
+    // the private labels.
+    if (public_classes() < 1 && components_.mechanisms.at(j)->released_examples(s.stage_sizes.at(j), 1) > 0) {
+      throw std::runtime_error("stage[" + std::to_string(j) + "] '" + recipe_.stages[j].name + "' releases images per "
+                               "class: the model must be class-conditional (set [model] num_classes)");
+    }
+    const std::int64_t count = components_.mechanisms.at(j)->released_examples(s.stage_sizes.at(j), public_classes());
+    if (count < 1) {
+      throw std::runtime_error("stage[" + std::to_string(i) + "] '" + stage.name + "': data = '" + stage.data +
+                               "' names stage '" + stage.data + "', whose mechanism '" +
+                               recipe_.stages[j].mechanism.id + "' releases no data");
+    }
+    s.released[stage.data] = j;
+    s.stage_sizes.push_back(count);
+  }
+  // What each dataset holds, by content: the data-use rules compare records, not names.
+  for (const auto& [name, data] : s.datasets) {
+    s.identities.emplace(name, dataset_identity(*data));
+    check_data_fits_model(name, *data);
+  }
+}
+
+std::int64_t RunOrchestrator::public_classes() const {
+  return recipe_.model ? model_classes(recipe_.model->config) : 0;
+}
+
+void RunOrchestrator::check_data_fits_model(const std::string& name, const sdk::Dataset& data) const {
+  // Input validation before anything is written (seen only by whoever holds the data): data the
+  // model cannot take would otherwise fail mid-run, or train without a word on what it cannot be.
+  if (!components_.model || data.size() == 0) return;
+  const std::string& section = recipe_.dataset(name).path;
+  const at::Tensor first = data.images(at::arange(1, at::kLong));
+  if (!first.defined()) return;  // (test stand-ins without content)
+  const auto shape = first.sizes().vec();
+  const auto wanted = components_.model->image_shape();
+  auto text = [](const std::vector<std::int64_t>& s) {
+    std::string t;
+    for (std::size_t i = 0; i < s.size(); ++i) t += (i ? "x" : "") + std::to_string(s[i]);
+    return t;
+  };
+  if (shape.size() != 4 || std::vector<std::int64_t>(shape.begin() + 1, shape.end()) != wanted) {
+    throw std::runtime_error(section + ": " + data.name() + " holds " +
+                             text(std::vector<std::int64_t>(shape.begin() + 1, shape.end())) + " images (channels x "
+                             "height x width), but the model takes " + text(wanted) + " (set [model] image_channels "
+                             "and image_size to match the data)");
+  }
+  // A label the model has no class for would fail mid-run, or train as the guidance null label.
+  const std::int64_t classes = public_classes();
+  if (classes < 1) return;
+  const std::int64_t largest = data.labels(at::arange(data.size(), at::kLong)).max().item<std::int64_t>();
+  if (largest >= classes) {
+    throw std::runtime_error(section + ": " + data.name() + " has labels up to " + std::to_string(largest) +
+                             ", but the model has num_classes = " + std::to_string(classes) + " (set [model] "
+                             "num_classes to " + std::to_string(largest + 1) + ", or keep fewer classes with " +
+                             section + ".classes)");
+  }
+}
+
+fs::path RunOrchestrator::released_directory(const RunSession& s, const std::string& name) const {
+  return s.run_dir / ("released-" + name);
+}
+
+void RunOrchestrator::open_released(RunSession& s, const std::string& name, std::int64_t classes) const {
+  sdk::LabelledBytes bytes = sdk::read_idx_split(released_directory(s, name), "train");
+  bytes.num_classes = classes;
+  s.datasets[name] = std::make_unique<sdk::ImageDataset>(
+      std::move(bytes), true, "data released by stage '" + name + "' (" + s.run_dir.string() + ")");
+}
+
+}  // namespace privdiff::core

@@ -1,0 +1,135 @@
+// Pre-flight, privacy: compose what every stage plans to spend (with what init_from carries), calibrate
+// the one noise_multiplier = "auto" stage, refuse a plan over the target, and warn where the noise will
+// drown the signal or delta is too large.
+#include "run/run_session.hpp"
+
+#include <privdiff/components/accountant.hpp>
+#include <privdiff/privacy/calibration.hpp>
+#include <privdiff/privacy/gaussian_steps.hpp>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace privdiff::core {
+
+namespace fs = std::filesystem;
+
+sdk::PrivacyEvent RunOrchestrator::plan_privacy(RunSession& s) {
+  auto& mechanisms = components_.mechanisms;
+  std::ostream& log = s.log;
+  // What an init_from source spent on this run's private data counts against the target too.
+  const sdk::PrivacyEvent carried = s.carry ? s.init->ledger.total() : sdk::PrivacyEvent::no_op();
+  if (!any_private(components_)) {
+    if (s.carry && !s.init->ledger.entries().empty() && !recipe_.privacy.has("delta")) {
+      throw std::runtime_error("privacy: the initial model (run.init_from) spent privacy; set [privacy] delta (and "
+                               "epsilon) so this run reports it");
+    }
+    return carried;
+  }
+  if (!recipe_.privacy.has("epsilon") || !recipe_.privacy.has("delta")) {
+    throw std::runtime_error("privacy: this recipe has private stages; set [privacy] epsilon and delta");
+  }
+  const double target = recipe_.privacy.get_double("epsilon");
+  const double delta = recipe_.privacy.get_double("delta");
+  const sdk::Accountant& accountant = main_accountant();
+  warn_about_delta(s, delta);
+
+  std::size_t auto_stage = mechanisms.size();
+  for (std::size_t i = 0; i < mechanisms.size(); ++i) {
+    if (!mechanisms[i]->needs_calibration()) continue;
+    if (auto_stage != mechanisms.size()) {
+      throw std::runtime_error("stage[" + std::to_string(i) + "].noise_multiplier: only one stage may use \"auto\" (stage[" +
+                               std::to_string(auto_stage) + "] already does)");
+    }
+    auto_stage = i;
+  }
+  // Everything the run plans to spend, with stage `auto_stage` at noise multiplier sigma.
+  auto planned = [&](double sigma) {
+    std::vector<sdk::PrivacyEvent> events;
+    for (std::size_t i = 0; i < mechanisms.size(); ++i) {
+      events.push_back(i == auto_stage ? mechanisms[i]->planned_events_with(sigma, s.stage_size(i))
+                                       : mechanisms[i]->planned_events(s.stage_size(i)));
+    }
+    events.push_back(carried);
+    return sdk::PrivacyEvent::composed(std::move(events));
+  };
+  if (auto_stage != mechanisms.size()) {
+    std::vector<sdk::PrivacyEvent> others{carried};
+    for (std::size_t i = 0; i < mechanisms.size(); ++i) {
+      if (i != auto_stage) others.push_back(mechanisms[i]->planned_events(s.stage_size(i)));
+    }
+    const double others_epsilon = accountant.epsilon(sdk::PrivacyEvent::composed(others), delta).epsilon;
+    if (!(others_epsilon < target)) {
+      throw std::runtime_error("privacy: the stages other than '" + recipe_.stages[auto_stage].name +
+                               "'" + (s.carry ? " and the initial model (run.init_from)" : "") + " already spend epsilon " + format_epsilon(others_epsilon) + " of the target " +
+                               format_epsilon(target) + "; nothing is left to calibrate its noise multiplier against");
+    }
+    const auto calibration = sdk::calibrate_noise_multiplier(accountant, planned, target, delta);
+    mechanisms[auto_stage]->set_noise_multiplier(calibration.noise_multiplier);
+    log << "calibrated stage '" << recipe_.stages[auto_stage].name << "' noise multiplier to "
+        << calibration.noise_multiplier << " (epsilon " << format_epsilon(calibration.epsilon) << " <= "
+        << target << " at delta " << delta << ")\n";
+  }
+  std::vector<sdk::PrivacyEvent> events{carried};
+  for (std::size_t i = 0; i < mechanisms.size(); ++i) events.push_back(mechanisms[i]->planned_events(s.stage_size(i)));
+  const sdk::PrivacyEvent total = sdk::PrivacyEvent::composed(std::move(events));
+  if (auto why = accountant.cannot_evaluate(total); !why.empty()) {
+    throw std::runtime_error("privacy.accountant: " + why);
+  }
+  const double planned_epsilon = accountant.epsilon(total, delta).epsilon;
+  if (planned_epsilon > target) {
+    throw std::runtime_error("privacy: the stages plan to spend epsilon " + format_epsilon(planned_epsilon) +
+                             " at delta " + format_epsilon(delta) + ", over the target " + format_epsilon(target) +
+                             " by " + format_epsilon(planned_epsilon - target) +
+                             "; raise noise_multiplier, lower the steps or the batch size, or use \"auto\"");
+  }
+  log << "planned privacy: epsilon " << format_epsilon(planned_epsilon) << " of " << target << " ("
+      << recipe_.privacy.get_string("accountant") << ", delta " << delta << ")\n";
+  return total;
+}
+
+void RunOrchestrator::warn_about_noise(RunSession& s) const {
+  // The best case of a private stage: T steps whose clipped mean gradients (norm <= C) all point
+  // the same way add up to T C; the noise they carry adds up to a norm of about sigma C sqrt(d T) / B
+  // (d trained parameters, expected batch B = q N). Where the ratio, sigma sqrt(d) / (B sqrt(T)),
+  // nears 1, even a perfectly consistent signal is lost in the noise: said before training, with
+  // the numbers a researcher can change (published: N, the recipe, sigma).
+  for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {
+    const double sigma = noise_multipliers_[i];
+    const bool trains = components_.mechanisms[i]->released_examples(s.stage_size(i), 1) == 0;  // not a release
+    if (!components_.mechanisms[i]->is_private() || !trains || std::isnan(sigma) || i >= s.stage_trainable.size()) continue;
+    const auto kinds = sdk::gaussian_steps(components_.mechanisms[i]->planned_events(s.stage_size(i)));
+    if (kinds.size() != 1 || kinds.front().count < 1) continue;
+    const double n = static_cast<double>(s.stage_size(i)), batch = kinds.front().sampling_rate * n;
+    const double steps = static_cast<double>(kinds.front().count), d = static_cast<double>(s.stage_trainable[i]);
+    const double ratio = sigma * std::sqrt(d) / (batch * std::sqrt(steps));
+    s.log << "stage '" << recipe_.stages[i].name << "': " << s.stage_size(i) << " private records, expected batch "
+          << format_epsilon(batch) << ", " << kinds.front().count << " steps, sigma " << format_epsilon(sigma)
+          << ": noise-to-signal " << format_epsilon(ratio) << " at best (sigma sqrt(d) / (B sqrt(T)), d = "
+          << s.stage_trainable[i] << " trained parameters)\n";
+    if (ratio >= 0.3) {
+      s.log << "warning: stage '" << recipe_.stages[i].name << "': the privacy noise is " << format_epsilon(ratio)
+            << " times the largest signal its steps can add up to; expect samples that look like noise. More records, "
+            << "a larger batch (q N), more steps or fewer trained parameters (e.g. train = \"attention\") lower it; "
+            << "see the README, \"Small private datasets\"\n";
+    }
+  }
+}
+
+void RunOrchestrator::warn_about_delta(RunSession& s, double delta) const {
+  // delta is the probability the guarantee fails outright; at 1/N a mechanism that publishes one
+  // random record whole is (0, delta)-DP. The usual rule: well below 1/N.
+  for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {
+    if (!components_.mechanisms[i]->is_private()) continue;
+    const double n = static_cast<double>(s.stage_size(i));
+    if (delta * n >= 1) {
+      s.log << "warning: privacy.delta " << delta << " is not below 1/N = " << format_epsilon(1 / n) << " (N = "
+            << s.stage_size(i) << " private records): a mechanism that publishes one random record whole meets "
+            << "(0, 1/N)-DP; choose delta well below 1/N (e.g. " << format_epsilon(std::pow(10.0, std::floor(std::log10(0.1 / n))))
+            << ")\n";
+    }
+    return;
+  }
+}
+
+}  // namespace privdiff::core

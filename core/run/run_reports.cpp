@@ -1,0 +1,221 @@
+// The reports of a finished run: samples.png, the [[eval]] evaluations, privacy.json, summary.json and
+// the summary on the console.
+#include "run/run_session.hpp"
+
+#include "evaluate/evaluation.hpp"
+#include "util/image_grid.hpp"
+#include "sample/sample_set.hpp"
+
+#include <privdiff/components/accountant.hpp>
+#include <privdiff/components/sampler.hpp>
+#include <privdiff/data/pixels.hpp>
+#include <privdiff/privacy/gaussian_steps.hpp>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <iomanip>
+#include <stdexcept>
+
+namespace privdiff::core {
+
+namespace fs = std::filesystem;
+
+void RunOrchestrator::sample_grid(RunSession& s) {
+  // A class-by-row sample grid (10 samples per class, up to 10 classes) from the trained model.
+  if (!components_.model || !components_.sampler) return;
+  // Rows by the model's classes (public), never the data's.
+  const std::int64_t classes = public_classes() > 0 ? std::min<std::int64_t>(10, public_classes()) : 10;
+  sdk::SampleRequest request;
+  request.count = classes * 10;
+  request.labels = at::arange(classes, at::kLong).repeat_interleave(10);
+  request.seed = static_cast<std::uint64_t>(recipe_.run.get_int("seed"));
+  const auto start = std::chrono::steady_clock::now();
+  components_.model->module().eval();
+  const at::Tensor images = components_.model->decode(components_.sampler->sample(*components_.model, request));
+  write_image_grid(s.run_dir / "samples.png", images, classes, 10);
+  s.log << "samples: " << (s.run_dir / "samples.png").string() << " (" << request.count << " images, "
+        << std::setprecision(3) << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
+        << " s, " << recipe_.sampler->id << ")\n";
+}
+
+void RunOrchestrator::run_evals(RunSession& s) {
+  // [[eval]]: sample the trained model and score the samples, as `privdiff sample` + `privdiff eval`.
+  for (std::size_t e = 0; e < recipe_.evals.size(); ++e) {
+    const sdk::Config& entry = recipe_.evals[e];
+    SampleOptions sampling;
+    sampling.count = entry.get_int("samples");
+    sampling.num_classes = model_classes(recipe_.model->config);
+    sampling.balanced = entry.get_string("labels") == "balanced";
+    sampling.batch_size = entry.get_int("batch_size");
+    sampling.seed = static_cast<std::uint64_t>(entry.get_int("seed"));
+    s.log << "eval[" << e << "]: sampling " << sampling.count << " images\n";
+    const SampleSet set = generate_samples(*components_.model, *components_.sampler, sampling, s.log);
+    const fs::path images = write_sample_set(s.run_dir / "samples" / ("eval" + std::to_string(e)), set,
+                                             sampling.balanced, sampling.num_classes);
+    EvalOptions options;
+    options.classifiers.clear();
+    for (const auto& name : entry.get_string_list("classifiers")) options.classifiers.push_back(classifier_kind_from_string(name));
+    options.epochs = entry.get_int("epochs");
+    options.seed = sampling.seed;
+    options.device = s.device;
+    const DataSection& data = *eval_data();  // an IDX dataset (checked in pre-flight)
+    options.real_dataset = data.dataset.id;
+    options.real_path = data.dataset.config.get_string("path");
+    const std::string split = data.dataset.config.get_string("split");
+    // held_out: the test split, disjoint from the training split (preflight refused a run that
+    // trains on it); training: the split the run trained on.
+    options.reference = entry.get_string("reference") == "training" ? split : "test";
+    nlohmann::json result = evaluate_image_set(
+        LabelledImages{sdk::pixels_from_bytes(set.images), set.labels}, options, s.log);
+    if (entry.get_string("reference") == "training") {
+      result["caveats"] = nlohmann::json::array({"scored against the run's own training data (" +
+                                                 split + " split): " +
+                                                 train_reference_caveat()});
+      s.summary.ledger.add_caveat("eval-" + std::to_string(e) + ".json: " + result["caveats"][0].get<std::string>());
+    }
+    result["samples"] = images.string();
+    result["eval"] = e;
+    write_file_atomically(s.run_dir / ("eval-" + std::to_string(e) + ".json"), result.dump(2) + "\n");
+    write_file_atomically(s.run_dir / "eval.json", result.dump(2) + "\n");
+    s.metrics << nlohmann::json{{"eval", result}}.dump() << "\n" << std::flush;
+  }
+}
+
+void RunOrchestrator::write_reports(RunSession& s) {
+  s.write_ledger();  // with the caveats the evaluations may have added
+  const auto& caveats = s.summary.ledger.caveats();
+  nlohmann::json report = {{"ledger", nlohmann::json::parse(sdk::to_json(s.summary.ledger))}, {"caveats", caveats}};
+  nlohmann::json results = nlohmann::json::array();
+  if (recipe_.privacy.has("delta")) {
+    const double delta = recipe_.privacy.get_double("delta");
+    report["delta"] = delta;
+    const sdk::PrivacyEvent spent = s.summary.ledger.total();
+    for (const auto& id : recipe_.accountant_ids) {
+      const auto& accountant = *components_.accountants.at(id);
+      nlohmann::json entry = {{"accountant", id}};
+      if (auto why = accountant.cannot_evaluate(spent); !why.empty()) {
+        entry["error"] = why;
+      } else {
+        AccountantResult r{id, accountant.epsilon(spent, delta)};
+        entry["epsilon"] = r.result.epsilon;
+        for (const auto& [k, v] : r.result.details) entry[k] = v;
+        s.summary.privacy.push_back(r);
+      }
+      results.push_back(entry);
+    }
+    report["results"] = results;
+  }
+  write_file_atomically(s.run_dir / "privacy.json", report.dump(2) + "\n");
+
+  // summary.json: what `privdiff compare` tabulates; and the same, short, on the log.
+  nlohmann::json stages = nlohmann::json::array();
+  std::int64_t total_steps = 0;
+  for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {
+    const auto& m = *components_.mechanisms[i];
+    nlohmann::json stage = {{"name", recipe_.stages[i].name}, {"mechanism", recipe_.stages[i].mechanism.id},
+                            {"private", m.is_private()}, {"data", recipe_.stages[i].data}};
+    if (i < s.stage_trainable.size()) stage["trainable_parameters"] = s.stage_trainable[i];
+    if (!s.stage_sizes.empty() && m.is_private()) {
+      const auto kinds = sdk::gaussian_steps(m.planned_events(s.stage_size(i)));
+      std::int64_t steps = 0;
+      for (const auto& k : kinds) steps += k.count;
+      stage["steps"] = steps;
+      total_steps += steps;
+      if (kinds.size() == 1) {
+        stage["noise_multiplier"] = kinds.front().noise_multiplier;
+        stage["sampling_rate"] = kinds.front().sampling_rate;
+      }
+    }
+    const auto& config = recipe_.stages[i].mechanism.config;
+    for (const char* key : {"batch_size", "noise_multiplicity", "steps"}) {
+      if (config.has(key) && !stage.contains(key)) stage[key] = config.get_int(key);
+    }
+    // Speed in expected examples (batch_size x steps: the realised count is private) per second,
+    // for stages trained start to end in this session.
+    if (s.stage_seconds.count(i) && stage.contains("batch_size") && stage.contains("steps") && s.stage_seconds[i] > 0) {
+      stage["seconds"] = s.stage_seconds[i];
+      stage["examples_per_second"] =
+          stage["batch_size"].get<double>() * stage["steps"].get<double>() / s.stage_seconds[i];
+    }
+    stages.push_back(stage);
+  }
+  nlohmann::json run_summary = {{"name", recipe_.run.get_string("name")},
+                                {"stages", stages},
+                                {"training_seconds", s.training_seconds},
+                                {"device", s.device.str()},
+                                {"privacy", results},
+                                {"caveats", caveats}};
+  if (!s.data_fingerprint.empty()) run_summary["data"] = s.data_fingerprint;
+  run_summary["ledger_steps"] = s.summary.ledger.steps();
+  const std::string note = spending_note(s, total_steps);
+  if (!note.empty()) run_summary["ledger_note"] = note;
+  if (!s.record_sets.empty()) run_summary["data_use"] = data_use_json(s.record_sets);
+  if (s.init) {
+    run_summary["init_from"] = {{"source", s.init->run_dir.string()}, {"checkpoint_hash", s.init->checkpoint_hash},
+                                {"carried", s.carry}, {"reason", s.carry_reason}};
+  }
+  if (any_private(components_)) run_summary["calibration_accountant"] = recipe_.privacy.get_string("accountant");
+  if (!s.options.provenance.is_null()) run_summary["provenance"] = s.options.provenance;
+  if (recipe_.privacy.has("epsilon")) run_summary["target_epsilon"] = recipe_.privacy.get_double("epsilon");
+  if (recipe_.privacy.has("delta")) run_summary["delta"] = recipe_.privacy.get_double("delta");
+  // The model's trainable parameters: those of the (last) private stage, else of the last stage.
+  std::int64_t trainable = s.total_params;
+  for (std::size_t i = 0; i < s.stage_trainable.size(); ++i) {
+    if (components_.mechanisms[i]->is_private() || i + 1 == s.stage_trainable.size()) trainable = s.stage_trainable[i];
+  }
+  for (std::size_t i = 0; i < s.stage_trainable.size(); ++i) {
+    if (components_.mechanisms[i]->is_private()) trainable = s.stage_trainable[i];
+  }
+  if (components_.model) {
+    run_summary["model"] = {{"type", recipe_.model->id}, {"parameters", s.total_params},
+                            {"trainable_parameters", trainable}};
+  }
+  write_file_atomically(s.run_dir / "summary.json", run_summary.dump(2) + "\n");
+
+  print_summary(s, trainable, total_steps, note);
+}
+
+std::string RunOrchestrator::spending_note(const RunSession& s, std::int64_t planned_steps) const {
+  // What the ledger holds beyond the planned steps: an init_from source's, and steps redone after an
+  // interruption (spent again: what a killed run computed may have reached the disk).
+  const std::int64_t carried = s.carry && s.init ? s.init->ledger.steps() : 0;
+  const std::int64_t redone = s.summary.ledger.steps() - carried - planned_steps;
+  std::string note;
+  if (carried > 0) note += std::to_string(carried) + " carried from init_from";
+  if (redone > 0) {
+    note += (note.empty() ? "" : ", ") + std::to_string(redone) + " redone after an interruption and spent again";
+  }
+  return note;
+}
+
+void RunOrchestrator::print_summary(const RunSession& s, std::int64_t trainable, std::int64_t total_steps,
+                                    const std::string& note) const {
+  std::ostream& log = s.log;
+  log << "\nsummary\n";
+  if (components_.model) {
+    log << "  model       " << recipe_.model->id << ", " << s.total_params << " parameters (" << trainable
+        << " trained" << (any_private(components_) ? " privately" : "") << ")\n";
+  }
+  log << "  training    " << components_.mechanisms.size() << " stage(s), " << format_duration(s.training_seconds);
+  if (total_steps > 0) log << ", " << total_steps << " private steps";
+  if (!note.empty()) log << " (the ledger holds " << s.summary.ledger.steps() << ": " << note << ")";
+  log << "\n";
+  for (const auto& r : s.summary.privacy) {
+    log << "  privacy     epsilon " << format_epsilon(r.result.epsilon) << " (" << r.accountant << ") at delta "
+        << recipe_.privacy.get_double("delta") << "\n";
+    const bool calibrated_with = r.accountant == recipe_.privacy.get_string("accountant");
+    if (calibrated_with && recipe_.privacy.has("epsilon") && r.result.epsilon > recipe_.privacy.get_double("epsilon")) {
+      log << "  NOTE        epsilon " << format_epsilon(r.result.epsilon) << " is over the target "
+          << recipe_.privacy.get_double("epsilon") << (note.empty() ? "" : ": the ledger holds " + note) << "\n";
+    }
+  }
+  for (const auto& caveat : s.summary.ledger.caveats()) log << "  CAVEAT      " << caveat << "\n";
+  if (components_.model && components_.sampler) {
+    log << "  samples     " << (s.run_dir / "samples.png").string() << " (10 per class, one class per row)\n";
+  }
+  if (!components_.mechanisms.empty()) log << "  checkpoint  " << s.checkpoint_path().string() << "\n";
+}
+
+}  // namespace privdiff::core

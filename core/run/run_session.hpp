@@ -1,0 +1,107 @@
+#pragma once
+// What the phases of one run share (RunSession: its directory, ledger, metrics stream, timers,
+// datasets, checkpoint) and the small helpers they have in common. Private to core/run: the phases
+// are RunOrchestrator's member functions, one file each (preflight*.cpp, privacy_plan.cpp,
+// run_directory.cpp, stage_runner.cpp, run_reports.cpp).
+
+#include "data/dataset_identity.hpp"
+#include "data/record_set.hpp"
+#include "util/atomic_file.hpp"
+#include "run/init_from.hpp"
+#include "run/run_checkpoint.hpp"
+#include "run/run_orchestrator.hpp"
+
+#include <privdiff/privacy/event_json.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace privdiff::core {
+
+namespace fs = std::filesystem;
+
+// One invocation of run() (or check()): what the phases share.
+struct RunSession {
+  RunSession(fs::path dir, std::ostream& out, const RunOptions& opts) : run_dir(std::move(dir)), log(out), options(opts) {}
+
+  fs::path run_dir;
+  std::ostream& log;
+  const RunOptions& options;
+  RunSummary summary;
+  // The recipe's datasets by name, opened once; the dataset private stages train on ("" if none).
+  std::map<std::string, std::unique_ptr<sdk::Dataset>> datasets;
+  std::map<std::string, DatasetIdentity> identities;  // by dataset name (data read from files, not releases)
+  // Data released by a stage (DP-FETA's central images), by name -> the releasing stage. Opened
+  // (into `datasets`) when that stage has run, or from the run directory on resume.
+  std::map<std::string, std::size_t> released;
+  bool is_released(const std::string& name) const { return released.count(name) > 0; }
+  std::string private_data;
+  std::string data_fingerprint;  // of every dataset the stages use (keyed), for the resume check
+  std::string data_digest;       // the same, plain: for the ranks' check, never written
+  std::int64_t total_params = 0;
+  c10::Device device{c10::kCPU};  // [run] device, resolved
+  std::vector<std::int64_t> stage_trainable;  // trainable parameters of each stage
+  std::map<std::size_t, double> stage_seconds;  // training time of each stage in this session
+  std::optional<InitSource> init;  // [run] init_from
+  bool carry = false;              // its ledger is carried into this run's
+  std::string carry_reason;
+  std::vector<std::string> init_caveats;  // what [run] init_from_disjoint waived
+  std::vector<RecordSet> record_sets;     // what the run trained on by content, with the ancestry's
+  std::string recipe_sha;
+  std::optional<LoadedCheckpoint> resumed;
+  bool restart = false;  // --resume of a run killed before its first checkpoint: a fresh start in place
+  std::ofstream metrics;
+  double earlier_seconds = 0;  // training time of earlier sessions of this run
+  std::chrono::steady_clock::time_point session_start = std::chrono::steady_clock::now();
+  std::int64_t session_steps = 0;
+  double training_seconds = 0;
+
+  const sdk::Dataset& stage_data(const Recipe& recipe, std::size_t i) const { return *datasets.at(recipe.stages[i].data); }
+  std::int64_t stage_size(std::size_t i) const { return stage_sizes.at(i); }
+  std::vector<std::int64_t> stage_sizes;  // N of each stage's dataset
+  fs::path checkpoint_path() const { return run_dir / "checkpoint.pt"; }
+  fs::path metrics_path() const { return run_dir / "metrics.jsonl"; }
+  double wall_now() const {
+    return earlier_seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - session_start).count();
+  }
+  /// Rank 0 of a multi-process run (or the only process): the one that writes the run directory.
+  bool writes() const { return !options.collective || options.collective->rank() == 0; }
+  /// Whether to stop here; in a multi-process run rank 0 decides for all (every rank calls this at
+  /// the same points), so they stop at the same step.
+  bool stop_wanted() const {
+    const bool wanted = (options.stop_after_steps > 0 && session_steps >= options.stop_after_steps) ||
+                        (options.stop_requested && options.stop_requested());
+    return options.collective ? sdk::agree_with_rank0(*options.collective, wanted) : wanted;
+  }
+  void write_ledger() const {
+    if (writes()) write_file_atomically(run_dir / "ledger.json", sdk::to_json(summary.ledger));
+  }
+};
+
+bool any_private(const ComposedRun& run);
+/// epsilon (or any number) with 4 significant digits.
+std::string format_epsilon(double eps);
+/// "1 h 2 min", "3 min 4 s", "5.6 s".
+std::string format_duration(double seconds);
+/// Equal noise multipliers (NaN = none), as a checkpoint compares them.
+bool same_sigma(double a, double b);
+/// A run killed after writing its recipe.toml but before its first checkpoint.
+bool killed_before_first_checkpoint(const fs::path& run_dir);
+/// Refuses a run directory that cannot be used, before anything is computed or written.
+void check_run_dir(const fs::path& run_dir, bool resume, bool restart);
+/// Examples per logical step as planned (q N of the stage's first Gaussian kind).
+double expected_examples_per_step(const sdk::Mechanism& mechanism, std::int64_t dataset_size);
+/// PRIVDIFF_TEST_KILL_AT=NAME kills the process here (the crash-safety tests).
+void test_kill_point(const char* name);
+extern const char* const private_diagnostics_caveat;
+/// The ranks of a multi-process run start together or not at all: a refusal on any rank (`refused`
+/// not empty) refuses the run on every rank, said once.
+void agree_to_start(sdk::Collective& ranks, const std::string& refused);
+
+}  // namespace privdiff::core

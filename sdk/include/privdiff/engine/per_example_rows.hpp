@@ -1,0 +1,28 @@
+#pragma once
+/// @file
+/// Small pieces every per-example layer needs (the SDK's own layers and a plugin's alike): which of
+/// its parameters train, how a call's rows group into examples, and per-example row scaling.
+
+#include <privdiff/sdk_api.hpp>
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+namespace privdiff::sdk::engine {
+
+/// The tensors of `parameters` that are defined and require gradients, in order: what a layer's
+/// trainable_parameters() returns, and the order its per_example()/scaled_sum() results follow.
+PRIVDIFF_SDK_API std::vector<at::Tensor> trainable_only(std::initializer_list<at::Tensor> parameters);
+/// True when `parameter` is defined and requires gradients.
+PRIVDIFF_SDK_API bool is_trainable(const at::Tensor& parameter);
+/// The number of examples in a call of `rows.size(0)` rows, `group` consecutive rows per example
+/// (noise multiplicity K). Throws std::invalid_argument when the rows do not divide evenly.
+PRIVDIFF_SDK_API std::int64_t rows_per_example(const at::Tensor& rows, std::int64_t group);
+/// `g` ([N, ...], N = B * group) with each example's `group` rows multiplied by that example's
+/// entry of `scale` ([B]): the output gradient of a scaled_sum().
+PRIVDIFF_SDK_API at::Tensor scale_rows(const at::Tensor& g, const at::Tensor& scale, std::int64_t group);
+
+}  // namespace privdiff::sdk::engine
