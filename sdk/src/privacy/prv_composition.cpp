@@ -1,4 +1,4 @@
-#include "prv_composition.hpp"
+#include <privdiff/privacy/prv_composition.hpp>
 
 #include <privdiff/numerics/log_math.hpp>
 #include <privdiff/privacy/rdp.hpp>
@@ -16,12 +16,11 @@
 #include <stdexcept>
 #include <string>
 
-namespace privdiff::plugins::prv {
+namespace privdiff::sdk::prv {
 
 namespace {
 
-using privdiff::sdk::numerics::log_add;
-namespace rdp = privdiff::sdk::rdp;
+using numerics::log_add;
 constexpr double inf = std::numeric_limits<double>::infinity();
 
 double phi_cdf(double u) { return 0.5 * std::erfc(-u / std::sqrt(2.0)); }
@@ -151,7 +150,7 @@ void parallel_for(std::size_t n, const std::function<void(std::size_t, std::size
 
 }  // namespace
 
-PrvComposition::PrvComposition(const std::vector<sdk::GaussianSteps>& atoms, double eps_error, double delta_error,
+PrvComposition::PrvComposition(const std::vector<GaussianSteps>& atoms, double eps_error, double delta_error,
                                Question question)
     : eps_error_(eps_error), delta_error_(delta_error) {
   if (!(eps_error > 0)) throw std::invalid_argument("prv: eps_error must be > 0");
@@ -383,4 +382,4 @@ double PrvComposition::delta_upper(double epsilon) const {
   return std::min(1.0, delta_estimate(std::max(0.0, epsilon - eps_error_)) + delta_error_);
 }
 
-}  // namespace privdiff::plugins::prv
+}  // namespace privdiff::sdk::prv
