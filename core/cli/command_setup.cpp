@@ -22,6 +22,14 @@ void load_plugins(ComponentRegistry& registry, const GlobalOptions& global, cons
   registry.add_directory(default_plugin_directory());
 }
 
+std::shared_ptr<RecipeArguments> add_recipe_arguments(CLI::App& command, const std::string& set_example) {
+  auto args = std::make_shared<RecipeArguments>();
+  command.add_option("RECIPE", args->recipe, "recipe file (.toml)")->required();
+  command.add_option("--set", args->overrides, "override a key, e.g. --set " + set_example + " (repeatable)")
+      ->allow_extra_args(false);
+  return args;
+}
+
 Recipe load_recipe(const std::string& file, const std::vector<std::string>& overrides, const GlobalOptions& global,
                    ComponentRegistry& registry) {
   return load_recipe(RecipeDocument::load(file), overrides, global, registry);

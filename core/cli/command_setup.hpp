@@ -7,10 +7,22 @@
 #include "recipe/recipe.hpp"
 #include "recipe/recipe_document.hpp"
 
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace privdiff::core::cli {
+
+/// The RECIPE argument and --set overrides of a command that reads one recipe.
+struct RecipeArguments {
+  std::string recipe;
+  std::vector<std::string> overrides;
+};
+
+/// Declares RECIPE (required) and --set (repeatable) on `command`; `set_example` is the override
+/// its help shows, e.g. "stage.0.epochs=3". The parsed values land in the returned object, which
+/// the command's callback keeps alive by holding the pointer.
+std::shared_ptr<RecipeArguments> add_recipe_arguments(CLI::App& command, const std::string& set_example);
 
 /// Loads plugins from: --plugin-path dirs, $PRIVDIFF_PLUGIN_PATH, the recipe's [plugins] search
 /// (when a recipe is given), then the plugins installed next to the executable.

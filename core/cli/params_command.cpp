@@ -76,14 +76,7 @@ CLI::App* add_params_command(CLI::App& app, const GlobalOptions& global, int& ex
   CLI::App* params = app.add_subcommand(
       "params", "Show the model's parameters by role and block, and which ones each stage trains (the rest stay "
                 "frozen: no per-example gradients, bit-identical after the stage)");
-  struct Args {
-    std::string recipe;
-    std::vector<std::string> overrides;
-  };
-  auto args = std::make_shared<Args>();
-  params->add_option("RECIPE", args->recipe, "recipe file (.toml)")->required();
-  params->add_option("--set", args->overrides, "override a key, e.g. --set stage.1.train=adapter (repeatable)")
-      ->allow_extra_args(false);
+  const auto args = add_recipe_arguments(*params, "stage.1.train=adapter");
   params->callback([&global, &exit_code, args] {
     ComponentRegistry registry;
     const Recipe recipe = load_recipe(args->recipe, args->overrides, global, registry);

@@ -14,14 +14,7 @@ CLI::App* add_validate_command(CLI::App& app, const GlobalOptions& global, int& 
   CLI::App* validate = app.add_subcommand(
       "validate", "Check a recipe: the installed plugins' schemas, then every check run makes before training "
                   "(data, privacy plan, batch sizes)");
-  struct Args {
-    std::string recipe;
-    std::vector<std::string> overrides;
-  };
-  auto args = std::make_shared<Args>();
-  validate->add_option("RECIPE", args->recipe, "recipe file (.toml)")->required();
-  validate->add_option("--set", args->overrides, "override a key, e.g. --set stage.0.epochs=3 (repeatable)")
-      ->allow_extra_args(false);
+  const auto args = add_recipe_arguments(*validate, "stage.0.epochs=3");
   validate->callback([&global, &exit_code, args] {
     ComponentRegistry registry;
     const Recipe recipe = load_recipe(args->recipe, args->overrides, global, registry);

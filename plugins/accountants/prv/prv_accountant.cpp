@@ -1,11 +1,10 @@
 // prv: privacy-loss-random-variable accountant (Gopi, Lee & Wutschitz 2021) for compositions of
 // (Poisson-subsampled) Gaussian events: lower bound, estimate and upper bound of epsilon, and an
 // upper bound of delta(epsilon). The reported epsilon is the upper bound.
-#include "prv_composition.hpp"
-
 #include <privdiff/components/accountant.hpp>
 #include <privdiff/plugin/export.hpp>
 #include <privdiff/privacy/gaussian_steps.hpp>
+#include <privdiff/privacy/prv_composition.hpp>
 
 #include <cmath>
 #include <algorithm>
@@ -16,6 +15,8 @@
 namespace privdiff::plugins::prv {
 
 using namespace privdiff::sdk;
+using sdk::prv::EpsilonBounds;
+using sdk::prv::PrvComposition;
 
 namespace {
 

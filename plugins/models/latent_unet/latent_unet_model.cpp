@@ -8,6 +8,7 @@
 #include <privdiff/diffusion/autoencoder_recipe.hpp>
 #include <privdiff/diffusion/denoising_loss.hpp>
 #include <privdiff/diffusion/unet.hpp>
+#include <privdiff/diffusion/unet_recipe.hpp>
 #include <privdiff/plugin/export.hpp>
 
 #include <ATen/ATen.h>
@@ -19,17 +20,6 @@ namespace privdiff::plugins::latent_unet {
 
 using namespace privdiff::sdk;
 namespace dm = privdiff::sdk::diffusion;
-
-dm::UnetConfig latent_unet_config(const Config& c) {
-  dm::UnetConfig u{c.get_int("latent_channels"), dm::latent_side(c), c.get_int("channels"), c.get_int_list("channel_mult"),
-                   c.get_int("num_res_blocks"), c.get_int_list("attention_resolutions"), c.get_double("dropout"),
-                   c.get_int("num_classes")};
-  u.transformer_heads = c.get_int("transformer_heads");
-  u.transformer_head_dim = c.get_int("transformer_head_dim");
-  u.transformer_depth = c.get_int("transformer_depth");
-  u.context_dim = c.get_int("context_dim");
-  return u;
-}
 
 // The module tree: "autoencoder.*" and "unet.*" (what checkpoints and init_from see).
 struct LatentNetworks : torch::nn::Module {
@@ -43,7 +33,8 @@ struct LatentNetworks : torch::nn::Module {
 class LatentUnet : public Model {
  public:
   explicit LatentUnet(const Config& c)
-      : networks_(std::make_shared<LatentNetworks>(dm::autoencoder_config(c), latent_unet_config(c))),
+      : networks_(std::make_shared<LatentNetworks>(
+            dm::autoencoder_config(c), dm::unet_config(c, c.get_int("latent_channels"), dm::latent_side(c)))),
         // Scaled latents have unit variance (LDM's scale factor), so sigma_data = 1.
         preconditioning_(dm::parameterization_from_string(c.get_string("preconditioning")), 1.0),
         label_dropout_(c.get_double("label_dropout")),
@@ -118,29 +109,15 @@ class LatentUnet : public Model {
 
 namespace {
 void register_components(Registrar* registrar) {
-  using V = std::vector<std::int64_t>;
-  Schema schema =
-      Schema{}
-          .add(Key::integer("channels").at_least(4).defaults(64).doc("UNet base channels (DP-LDM's MNIST LDM: 64)"))
-          .add(Key::integer_list("channel_mult").at_least(1).defaults(ConfigValue{V{1, 2}})
-                   .doc("UNet channel multiplier per latent resolution level (DP-LDM: [1, 2])"))
-          .add(Key::integer("num_res_blocks").at_least(1).defaults(1).doc("UNet residual blocks per level (DP-LDM: 1)"))
-          .add(Key::integer_list("attention_resolutions").at_least(1).defaults(ConfigValue{V{14, 7}})
-                   .doc("latent resolutions with a SpatialTransformer (and one in the middle); DP-LDM: both levels"))
-          .add(Key::integer("transformer_heads").at_least(1).defaults(2).doc("attention heads (DP-LDM: 2)"))
-          .add(Key::integer("transformer_head_dim").at_least(0).defaults(0)
-                   .doc("width of a head; 0: the block's channels / heads (LDM's num_head_channels = -1)"))
-          .add(Key::integer("transformer_depth").at_least(1).defaults(1).doc("transformer blocks per SpatialTransformer"))
-          .add(Key::integer("context_dim").at_least(0).defaults(0)
-                   .doc("width of the class embedding the transformers cross-attend to; 0: 4 x channels"))
-          .add(Key::number("dropout").at_least(0).less_than(1).defaults(0.0).doc("dropout in residual blocks"))
-          .add(Key::integer("num_classes").at_least(1).defaults(10).doc("classes for conditioning"))
-          .add(Key::string("preconditioning").one_of({"edm", "vp", "ve", "v"}).defaults("edm")
-                   .doc("diffusion parameterisation in latent space (sigma_data = 1: scaled latents)"))
-          .add(Key::number("label_dropout").at_least(0).less_than(1).defaults(0.1)
-                   .doc("probability of training with the null label (classifier-free guidance), per example"))
-          .add(Key::integer("image_size").at_least(4).defaults(28).doc("image height and width"))
-          .add(Key::integer("image_channels").at_least(1).defaults(1).doc("image channels"));
+  Schema schema;
+  dm::add_unet_keys(schema, {{64, "UNet base channels (DP-LDM's MNIST LDM: 64)"},
+                             {{1, 2}, "UNet channel multiplier per latent resolution level (DP-LDM: [1, 2])"},
+                             {1, "UNet residual blocks per level (DP-LDM: 1)"},
+                             {{14, 7}, "latent resolutions with a SpatialTransformer (and one in the middle); DP-LDM: "
+                                       "both levels"},
+                             1, "classes for conditioning",
+                             "diffusion parameterisation in latent space (sigma_data = 1: scaled latents)",
+                             /*spatial_transformers=*/true});
   dm::add_autoencoder_keys(schema);
   registrar->add<LatentUnet>("latent_unet",
                              "latent diffusion (DP-LDM): KL autoencoder + UNet with SpatialTransformers cross-attending "

@@ -3,6 +3,7 @@
 #include <privdiff/components/model.hpp>
 #include <privdiff/diffusion/denoising_loss.hpp>
 #include <privdiff/diffusion/unet.hpp>
+#include <privdiff/diffusion/unet_recipe.hpp>
 #include <privdiff/plugin/export.hpp>
 
 namespace privdiff::plugins::pixel_unet {
@@ -13,10 +14,7 @@ namespace dm = privdiff::sdk::diffusion;
 class PixelUnet : public Model {
  public:
   explicit PixelUnet(const Config& c)
-      : unet_(std::make_shared<dm::Unet>(dm::UnetConfig{c.get_int("image_channels"), c.get_int("image_size"),
-                                                        c.get_int("channels"), c.get_int_list("channel_mult"),
-                                                        c.get_int("num_res_blocks"), c.get_int_list("attention_resolutions"),
-                                                        c.get_double("dropout"), c.get_int("num_classes")})),
+      : unet_(std::make_shared<dm::Unet>(dm::unet_config(c, c.get_int("image_channels"), c.get_int("image_size")))),
         preconditioning_(dm::parameterization_from_string(c.get_string("preconditioning"))),
         label_dropout_(c.get_double("label_dropout")) {
   }
@@ -48,21 +46,13 @@ class PixelUnet : public Model {
 
 namespace {
 void register_components(Registrar* registrar) {
-  using V = std::vector<std::int64_t>;
-  Schema schema =
-      Schema{}
-          .add(Key::integer("channels").at_least(4).defaults(32).doc("base channels (DPDM: 32)"))
-          .add(Key::integer_list("channel_mult").at_least(1).defaults(ConfigValue{V{1, 2, 2}}).doc("channel multiplier per resolution level"))
-          .add(Key::integer("num_res_blocks").at_least(1).defaults(2).doc("residual blocks per level"))
-          .add(Key::integer_list("attention_resolutions").at_least(1).defaults(ConfigValue{V{7}}).doc("resolutions with self-attention"))
-          .add(Key::number("dropout").at_least(0).less_than(1).defaults(0.0).doc("dropout in residual blocks"))
-          .add(Key::integer("num_classes").at_least(0).defaults(10).doc("classes for conditioning; 0 = unconditional"))
-          .add(Key::string("preconditioning").one_of({"edm", "vp", "ve", "v"}).defaults("edm")
-                   .doc("diffusion parameterisation (DPDM Table 7)"))
-          .add(Key::number("label_dropout").at_least(0).less_than(1).defaults(0.1)
-                   .doc("probability of training with the null label (classifier-free guidance), per example"))
-          .add(Key::integer("image_size").at_least(4).defaults(28).doc("image height and width"))
-          .add(Key::integer("image_channels").at_least(1).defaults(1).doc("image channels"));
+  Schema schema;
+  dm::add_unet_keys(schema, {{32, "base channels (DPDM: 32)"},
+                             {{1, 2, 2}, "channel multiplier per resolution level"},
+                             {2, "residual blocks per level"},
+                             {{7}, "resolutions with self-attention"},
+                             0, "classes for conditioning; 0 = unconditional",
+                             "diffusion parameterisation (DPDM Table 7)"});
   registrar->add<PixelUnet>("pixel_unet", "pixel-space diffusion UNet (DDPM++-style) under EDM, VP, VE or v-prediction",
                             std::move(schema));
 }

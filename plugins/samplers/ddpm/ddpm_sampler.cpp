@@ -1,30 +1,16 @@
-// ddpm: ancestral (DDPM-style) sampler.
-#include <privdiff/diffusion/sampling.hpp>
-#include <privdiff/plugin/export.hpp>
+// ddpm: ancestral (DDPM-style) sampler: DDIM at eta = 1.
+#include <privdiff/diffusion/sampler_plugin.hpp>
 
 namespace privdiff::plugins::ddpm {
 
-using namespace privdiff::sdk;
 namespace dm = privdiff::sdk::diffusion;
 
-class Ddpm : public dm::KarrasSampler {
- public:
-  using KarrasSampler::KarrasSampler;
-
- protected:
-  at::Tensor integrate(Model& model, const at::Tensor& noise, const at::Tensor& labels, double w,
-                       at::Generator& generator) override {
-    return dm::ddim_sample(model, noise, labels, w, steps(), 1.0, sigma_min(), sigma_max(), rho(), generator);
-  }
-};
-
-namespace {
-void register_components(Registrar* registrar) {
-  registrar->add<Ddpm>("ddpm", "ancestral (DDPM-style) sampler",
-                        dm::karras_sampler_schema(1000));
+at::Tensor integrate(const dm::KarrasRun& r) {
+  return dm::ddim_sample(r.model, r.noise, r.labels, r.guidance, r.steps, 1.0, r.sigma_min, r.sigma_max, r.rho,
+                         r.generator);
 }
-}  // namespace
 
 }  // namespace privdiff::plugins::ddpm
 
-PRIVDIFF_PLUGIN("ddpm", "0.1.0", "ancestral (DDPM-style) sampler", privdiff::plugins::ddpm::register_components)
+PRIVDIFF_KARRAS_SAMPLER_PLUGIN("ddpm", "0.1.0", "ancestral (DDPM-style) sampler",
+                               privdiff::sdk::diffusion::karras_sampler_schema(1000), privdiff::plugins::ddpm::integrate)

@@ -19,6 +19,7 @@
 #include <torch/types.h>
 
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 
@@ -131,9 +132,215 @@ std::int64_t DpSgdMechanism::steps_for(std::int64_t n) const {
 }
 
 namespace {
+
 double sampling_rate(std::int64_t batch_size, std::int64_t n) {
   return std::min(1.0, static_cast<double>(batch_size) / static_cast<double>(n));
 }
+
+// A non-private mechanism never trains on private data, and a private one must have its sigma by
+// now (the host calibrates "auto" before the run).
+void check_runnable(const DpSgdOptions& options, const Dataset& data) {
+  if (!options.is_private && !data.is_public()) {
+    throw std::runtime_error("a non-private mechanism refuses private data: " + data.name() +
+                             " is not marked public ([data] public = true)");
+  }
+  if (options.is_private && !options.noise_multiplier) {
+    throw std::logic_error("noise_multiplier is \"auto\" and has not been calibrated");
+  }
+}
+
+// Batches and noise: secret streams by default (fresh OS randomness, also on resume: the batches
+// already drawn must stay secret for subsampling amplification, so a checkpoint never holds
+// them); reproducible streams keyed by (seed, stage) only when opted into.
+RandomStream stage_stream(bool secret, std::uint64_t seed, std::uint64_t stage, StreamPurpose purpose) {
+  return secret ? RandomStream::secret(purpose) : RandomStream::reproducible(seed, stage, purpose);
+}
+
+// The loss's own randomness (diffusion noise levels, augmentation) is not part of the privacy
+// argument (the guarantee holds for every fixed value of it). In secret mode its seed is fresh OS
+// randomness too, never saved: the chunks' sizes follow the secret batches.
+std::uint64_t loss_seed_for(bool secret, std::uint64_t seed, std::uint64_t stage) {
+  std::uint64_t loss_seed = derive_seed(seed + stage * 0x9E3779B97F4A7C15ULL, SeedStream::loss);
+  if (secret) {
+    os_random_bytes(&loss_seed, sizeof loss_seed);
+    loss_seed >>= 1;  // < 2^63, as derive_seed's: torch handles seeds as signed
+  }
+  return loss_seed;
+}
+
+// Every rank starts from rank 0's weights, whatever initialised them.
+void broadcast_weights(Collective& ranks, torch::nn::Module& module) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : module.parameters()) {
+    at::Tensor t = p.detach();
+    ranks.broadcast(t, 0);
+  }
+  for (auto& b : module.buffers()) ranks.broadcast(b, 0);
+}
+
+// Over the trainable parameters only: frozen ones get no optimizer state.
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const DpSgdOptions& o, const std::vector<at::Tensor>& params) {
+  if (o.optimizer == "sgd") {
+    return std::make_unique<torch::optim::SGD>(
+        params, torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
+  }
+  if (o.optimizer == "adamw") {
+    return std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay));
+  }
+  return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(o.lr).weight_decay(o.weight_decay));
+}
+
+// The EMA of the weights (empty when off): started from the weights, updated after each optimizer
+// step, and what the model ends the stage with.
+std::vector<at::Tensor> start_ema(const std::vector<at::Tensor>& params, double rate) {
+  std::vector<at::Tensor> ema;
+  if (rate > 0) {
+    for (const auto& p : params) ema.push_back(p.detach().clone());
+  }
+  return ema;
+}
+void update_ema(std::vector<at::Tensor>& ema, const std::vector<at::Tensor>& params, double rate) {
+  if (ema.empty()) return;
+  torch::NoGradGuard no_grad;
+  for (std::size_t j = 0; j < params.size(); ++j) ema[j].mul_(rate).add_(params[j].detach(), 1 - rate);
+}
+void load_ema(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& ema) {
+  if (ema.empty()) return;
+  torch::NoGradGuard no_grad;
+  for (std::size_t j = 0; j < params.size(); ++j) params[j].copy_(ema[j]);
+}
+
+// What a checkpoint of the stage holds so that a resumed run equals an uninterrupted one: the
+// optimizer, the EMA and, for reproducible streams only, the streams' states (secret streams never
+// reach the disk).
+struct ResumableState {
+  torch::optim::Optimizer& optimizer;
+  std::vector<at::Tensor>& ema;
+  PoissonSampler& sampler;
+  GaussianNoise& noise;
+  bool secret;
+
+  void load(torch::serialize::InputArchive& state) const {
+    torch::serialize::InputArchive optimizer_state;
+    state.read("optimizer", optimizer_state);
+    optimizer.load(optimizer_state);
+    for (std::size_t j = 0; j < ema.size(); ++j) {
+      at::Tensor saved;
+      state.read("ema." + std::to_string(j), saved);
+      ema[j].copy_(saved);
+    }
+    if (!secret) {
+      at::Tensor sampler_state, noise_state;
+      state.read("sampler_state", sampler_state);
+      state.read("noise_state", noise_state);
+      sampler.set_state(sampler_state);
+      noise.set_state(noise_state);
+    }
+  }
+  void save(torch::serialize::OutputArchive& state) const {
+    torch::serialize::OutputArchive optimizer_state(state.compilation_unit());
+    optimizer.save(optimizer_state);
+    state.write("optimizer", optimizer_state);
+    for (std::size_t j = 0; j < ema.size(); ++j) state.write("ema." + std::to_string(j), ema[j]);
+    if (!secret) {
+      state.write("sampler_state", sampler.state());
+      state.write("noise_state", noise.state());
+    }
+  }
+};
+
+// One Poisson draw per logical step for the whole run (rank 0's, shared): every example is in
+// the batch with probability q exactly once, as the accountant assumes.
+at::Tensor draw_batch(Collective* ranks, PoissonSampler& sampler) {
+  if (!ranks) return sampler.next();
+  return broadcast_from_rank0(*ranks, ranks->rank() == 0 ? sampler.next() : at::Tensor());
+}
+
+// Non-private data parallel: the plain gradients summed over the ranks (a private step's sums
+// meet inside PrivateGradient).
+void all_reduce_gradients(Collective& ranks, const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> grads;
+  for (const auto& p : params) grads.push_back(p.grad().defined() ? p.grad() : at::zeros_like(p));
+  ranks.all_reduce_sum(grads);
+  for (std::size_t j = 0; j < params.size(); ++j) params[j].mutable_grad() = grads[j];
+}
+
+// The step's loss over every rank's chunks (progress and metrics only).
+double all_reduce_loss(Collective& ranks, double loss_sum, c10::Device device) {
+  std::vector<at::Tensor> total{at::full({1}, loss_sum, at::TensorOptions(at::kDouble).device(device))};
+  ranks.all_reduce_sum(total);
+  return total[0].item<double>();
+}
+
+// This rank's share of each logical batch: physical chunks (numbered; chunk c is trained by rank
+// c mod world) whose gradients go into the step's PrivateGradient, clipped (private) or plainly
+// (non-private). The loss's randomness is seeded afresh for each chunk from (loss seed, step,
+// chunk), so it does not depend on which rank trains the chunk.
+class ChunkTrainer {
+ public:
+  using ClippedSumFn = std::function<ClippedSum(torch::nn::Module&, const RowLoss&, std::int64_t)>;
+
+  ChunkTrainer(const DpSgdOptions& options, const Dataset& data, Model& model, std::uint64_t loss_seed,
+               double expected_batch, c10::Device device, Collective* ranks, ClippedSumFn clipped_sum)
+      : options_(options), data_(data), model_(model), loss_seed_(loss_seed),
+        loss_generator_(at::make_generator<at::CPUGeneratorImpl>(loss_seed)), expected_batch_(expected_batch),
+        device_(device), rank_(ranks ? ranks->rank() : 0), world_(ranks ? ranks->world_size() : 1),
+        clipped_sum_(std::move(clipped_sum)) {}
+
+  // Trains this rank's chunks of `batch`; returns their loss, summed over examples (K rows averaged).
+  double train(const at::Tensor& batch, std::int64_t step, PrivateGradient& gradient) {
+    const std::int64_t b = batch.numel();
+    // Without a physical batch size, one chunk per rank.
+    const std::int64_t chunk_len = options_.physical_batch_size > 0
+                                       ? options_.physical_batch_size
+                                       : std::max<std::int64_t>(1, (b + world_ - 1) / world_);
+    double loss_sum = 0;
+    std::int64_t chunk = -1;
+    for (std::int64_t start = 0; start < b; start += chunk_len) {
+      if (++chunk % world_ != rank_) continue;
+      const at::Tensor indices = batch.narrow(0, start, std::min(b - start, chunk_len));
+      loss_generator_.set_current_seed(chunk_seed(loss_seed_, step, chunk));
+      train_chunk(indices, gradient, loss_sum);
+    }
+    return loss_sum;
+  }
+
+ private:
+  void train_chunk(const at::Tensor& indices, PrivateGradient& gradient, double& loss_sum) {
+    const std::int64_t len = indices.numel(), k = options_.noise_multiplicity;
+    // Augmentation (per example, from the loss's generator: no effect on the privacy analysis).
+    at::Tensor batch_images = data_.images(indices);
+    if (options_.augment.ops_per_image > 0) {
+      batch_images = data::rand_augment(batch_images, options_.augment, loss_generator_);
+    }
+    const at::Tensor images = batch_images.to(device_);
+    const at::Tensor labels = data_.labels(indices).to(device_);
+    const RowLoss loss = [&](const at::Tensor& examples) {
+      const at::Tensor e = examples.to(device_);
+      at::Tensor rows = model_.training_loss(images.index_select(0, e), Conditioning{labels.index_select(0, e)}, k,
+                                             loss_generator_);
+      loss_sum += rows.detach().sum().item<double>() / static_cast<double>(k);
+      return rows;
+    };
+    if (options_.is_private) {
+      gradient.add_clipped(clipped_sum_(model_.module(), loss, len), len);
+    } else {
+      const at::Tensor rows = loss(at::arange(len, at::kLong));
+      (rows.reshape({len, k}).mean(1).sum() / expected_batch_).backward();
+    }
+  }
+
+  const DpSgdOptions& options_;
+  const Dataset& data_;
+  Model& model_;
+  std::uint64_t loss_seed_;
+  at::Generator loss_generator_;
+  double expected_batch_;  // q N: the divisor, never the realised batch size
+  c10::Device device_;
+  int rank_, world_;
+  ClippedSumFn clipped_sum_;
+};
+
 }  // namespace
 
 void DpSgdMechanism::check_dataset_size(std::int64_t n) const {
@@ -177,176 +384,62 @@ void DpSgdMechanism::noise_step_gradient(PrivateGradient& gradient, double expec
 void DpSgdMechanism::run(StageContext& context) {
   const Dataset& data = context.data;
   const std::int64_t n = data.size();
-  if (!options_.is_private && !data.is_public()) {
-    throw std::runtime_error("a non-private mechanism refuses private data: " + data.name() +
-                             " is not marked public ([data] public = true)");
-  }
-  if (options_.is_private && !options_.noise_multiplier) {
-    throw std::logic_error("noise_multiplier is \"auto\" and has not been calibrated");
-  }
+  check_runnable(options_, data);
   check_dataset_size(n);
   const double q = sampling_rate(options_.batch_size, n);
   const std::int64_t total_steps = steps_for(n);
-  const std::int64_t k = options_.noise_multiplicity;
   const std::uint64_t seed = options_.seed.value_or(context.seed);
   const auto stage = static_cast<std::uint64_t>(context.stage_index);
-  // Batches and noise: secret streams by default (fresh OS randomness, also on resume: the batches
-  // already drawn must stay secret for subsampling amplification, so a checkpoint never holds
-  // them); reproducible streams keyed by (seed, stage) only when opted into.
   const bool secret = options_.is_private && options_.secure_noise;
-  auto stream = [&](StreamPurpose purpose) {
-    return secret ? RandomStream::secret(purpose) : RandomStream::reproducible(seed, stage, purpose);
-  };
-  PoissonSampler sampler(n, q, stream(StreamPurpose::sampling));
-  GaussianNoise noise(stream(StreamPurpose::noise));
+  PoissonSampler sampler(n, q, stage_stream(secret, seed, stage, StreamPurpose::sampling));
+  GaussianNoise noise(stage_stream(secret, seed, stage, StreamPurpose::noise));
   if (options_.is_private && !secret) context.ledger.add_caveat(reproducible_noise_caveat());
-  // The loss's own randomness (diffusion noise levels, augmentation) is not part of the privacy
-  // argument (the guarantee holds for every fixed value of it); it is seeded afresh for each
-  // physical chunk from (loss seed, step, chunk), so it does not depend on which rank trains the
-  // chunk. In secret mode the loss seed is fresh OS randomness (never saved: the chunks' sizes
-  // follow the secret batches).
-  std::uint64_t loss_seed = derive_seed(seed + stage * 0x9E3779B97F4A7C15ULL, SeedStream::loss);
-  if (secret) {
-    os_random_bytes(&loss_seed, sizeof loss_seed);
-    loss_seed >>= 1;  // < 2^63, as derive_seed's: torch handles seeds as signed
-  }
-  at::Generator loss_generator = at::make_generator<at::CPUGeneratorImpl>(loss_seed);
+  const std::uint64_t loss_seed = loss_seed_for(secret, seed, stage);
   // A data-parallel run: rank 0 samples and noises, every rank trains its share of the chunks.
   Collective* ranks = context.collective;
-  const int rank = ranks ? ranks->rank() : 0;
-  const int world = ranks ? ranks->world_size() : 1;
 
   Model& model = context.model;
-  torch::nn::Module& module = model.module();
   select_trainable(model);  // frozen parameters: no per-example gradients, no optimizer state, no EMA
-  module.train();
-  const std::vector<at::Tensor> params = trainable_parameters(module);
+  model.module().train();
+  const std::vector<at::Tensor> params = trainable_parameters(model.module());
   if (params.empty()) throw std::runtime_error("the model has no trainable parameters");
-  if (ranks) {  // every rank starts from rank 0's weights, whatever initialised them
-    torch::NoGradGuard no_grad;
-    for (auto& p : module.parameters()) {
-      at::Tensor t = p.detach();
-      ranks->broadcast(t, 0);
-    }
-    for (auto& b : module.buffers()) ranks->broadcast(b, 0);
-  }
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
-  if (options_.optimizer == "sgd") {
-    optimizer = std::make_unique<torch::optim::SGD>(
-        params, torch::optim::SGDOptions(options_.lr).momentum(options_.momentum).weight_decay(options_.weight_decay));
-  } else if (options_.optimizer == "adamw") {
-    optimizer = std::make_unique<torch::optim::AdamW>(
-        params, torch::optim::AdamWOptions(options_.lr).weight_decay(options_.weight_decay));
-  } else {
-    optimizer = std::make_unique<torch::optim::Adam>(
-        params, torch::optim::AdamOptions(options_.lr).weight_decay(options_.weight_decay));
-  }
-  std::vector<at::Tensor> ema;
-  if (options_.ema > 0) {
-    for (const auto& p : params) ema.push_back(p.detach().clone());
-  }
-  std::int64_t first_step = 0;
-  if (context.resume) {
-    torch::serialize::InputArchive& state = *context.resume;
-    torch::serialize::InputArchive optimizer_state;
-    state.read("optimizer", optimizer_state);
-    optimizer->load(optimizer_state);
-    for (std::size_t j = 0; j < ema.size(); ++j) {
-      at::Tensor saved;
-      state.read("ema." + std::to_string(j), saved);
-      ema[j].copy_(saved);
-    }
-    if (!secret) {
-      at::Tensor sampler_state, noise_state;
-      state.read("sampler_state", sampler_state);
-      state.read("noise_state", noise_state);
-      sampler.set_state(sampler_state);
-      noise.set_state(noise_state);
-    }
-    first_step = context.resume_step;
-  }
-  const StateWriter save_state = [&](torch::serialize::OutputArchive& state) {
-    torch::serialize::OutputArchive optimizer_state(state.compilation_unit());
-    optimizer->save(optimizer_state);
-    state.write("optimizer", optimizer_state);
-    for (std::size_t j = 0; j < ema.size(); ++j) state.write("ema." + std::to_string(j), ema[j]);
-    if (!secret) {  // secret streams never reach the disk
-      state.write("sampler_state", sampler.state());
-      state.write("noise_state", noise.state());
-    }
-  };
+  if (ranks) broadcast_weights(*ranks, model.module());
+  const std::unique_ptr<torch::optim::Optimizer> optimizer = make_optimizer(options_, params);
+  std::vector<at::Tensor> ema = start_ema(params, options_.ema);
+  const ResumableState resumable{*optimizer, ema, sampler, noise, secret};
+  if (context.resume) resumable.load(*context.resume);
+  const std::int64_t first_step = context.resume ? context.resume_step : 0;
+  const StateWriter save_state = [&resumable](torch::serialize::OutputArchive& state) { resumable.save(state); };
   const auto device = params.front().device();
-  const auto chunk_size = options_.physical_batch_size;
+  const double expected_batch = q * static_cast<double>(n);
+  ChunkTrainer chunks(options_, data, model, loss_seed, expected_batch, device, ranks,
+                      [this](torch::nn::Module& module, const RowLoss& loss, std::int64_t examples) {
+                        return clipped_chunk_sum(module, loss, examples);
+                      });
   const PrivacyEvent step_event =
       options_.is_private ? PrivacyEvent::poisson_sampled(q, PrivacyEvent::gaussian(*options_.noise_multiplier))
                           : PrivacyEvent::no_op();
 
   for (std::int64_t step = first_step; step < total_steps; ++step) {
-    // One Poisson draw per logical step for the whole run (rank 0's, shared): every example is in
-    // the batch with probability q exactly once, as the accountant assumes.
-    const at::Tensor batch = ranks ? broadcast_from_rank0(*ranks, rank == 0 ? sampler.next() : at::Tensor())
-                                   : sampler.next();
+    const at::Tensor batch = draw_batch(ranks, sampler);
     const std::int64_t b = batch.numel();
     optimizer->zero_grad();
-    double loss_sum = 0;
     PrivateGradient gradient(params, options_.max_grad_norm, options_.clipping, ranks);
-    // Physical chunks, numbered; chunk c is trained by rank c mod world. Without a physical batch
-    // size, one chunk per rank.
-    const std::int64_t chunk_len = chunk_size > 0 ? chunk_size : std::max<std::int64_t>(1, (b + world - 1) / world);
-    std::int64_t chunk = -1;
-    for (std::int64_t start = 0; start < b; start += chunk_len) {
-      if (++chunk % world != rank) continue;
-      const std::int64_t len = std::min(b - start, chunk_len);
-      const at::Tensor indices = batch.narrow(0, start, len);
-      loss_generator.set_current_seed(chunk_seed(loss_seed, step, chunk));
-      // Augmentation (per example, from the loss's generator: no effect on the privacy analysis).
-      at::Tensor batch_images = data.images(indices);
-      if (options_.augment.ops_per_image > 0) {
-        batch_images = data::rand_augment(batch_images, options_.augment, loss_generator);
-      }
-      const at::Tensor images = batch_images.to(device);
-      const at::Tensor labels = data.labels(indices).to(device);
-      const RowLoss loss = [&](const at::Tensor& examples) {
-        const at::Tensor e = examples.to(device);
-        at::Tensor rows = model.training_loss(images.index_select(0, e), Conditioning{labels.index_select(0, e)}, k,
-                                              loss_generator);
-        loss_sum += rows.detach().sum().item<double>() / static_cast<double>(k);
-        return rows;
-      };
-      if (options_.is_private) {
-        gradient.add_clipped(clipped_chunk_sum(module, loss, len), len);
-      } else {
-        const at::Tensor rows = loss(at::arange(len, at::kLong));
-        (rows.reshape({len, k}).mean(1).sum() / (q * static_cast<double>(n))).backward();
-      }
-    }
+    double loss_sum = chunks.train(batch, step, gradient);
     if (options_.is_private) {
-      noise_step_gradient(gradient, q * static_cast<double>(n), noise);
+      noise_step_gradient(gradient, expected_batch, noise);  // once per logical step, however many chunks
     } else if (ranks) {
-      std::vector<at::Tensor> grads;
-      for (const auto& p : params) grads.push_back(p.grad().defined() ? p.grad() : at::zeros_like(p));
-      ranks->all_reduce_sum(grads);
-      for (std::size_t j = 0; j < params.size(); ++j) params[j].mutable_grad() = grads[j];
+      all_reduce_gradients(*ranks, params);
     }
-    if (ranks) {  // the step's loss over every rank's chunks (progress and metrics only)
-      std::vector<at::Tensor> total{at::full({1}, loss_sum, at::TensorOptions(at::kDouble).device(device))};
-      ranks->all_reduce_sum(total);
-      loss_sum = total[0].item<double>();
-    }
+    if (ranks) loss_sum = all_reduce_loss(*ranks, loss_sum, device);
     if (options_.is_private || b > 0) {  // a non-private empty batch has nothing to learn from
       optimizer->step();
       if (options_.is_private) context.ledger.record(step_event);  // the noisy gradient has been released
-      if (!ema.empty()) {
-        torch::NoGradGuard no_grad;
-        for (std::size_t j = 0; j < params.size(); ++j) ema[j].mul_(options_.ema).add_(params[j].detach(), 1 - options_.ema);
-      }
+      update_ema(ema, params, options_.ema);
     }
     if (context.step_done) context.step_done(StepReport{step + 1, total_steps, b ? loss_sum / b : 0.0, b}, save_state);
   }
-  if (!ema.empty()) {
-    torch::NoGradGuard no_grad;
-    for (std::size_t j = 0; j < params.size(); ++j) params[j].copy_(ema[j]);
-  }
+  load_ema(params, ema);
 }
 
 }  // namespace privdiff::sdk::engine
