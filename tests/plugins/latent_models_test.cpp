@@ -4,6 +4,7 @@
 // that leaves everything else bit-identical.
 #include "installed_plugins.hpp"
 
+#include <privdiff/components/adapter.hpp>
 #include <privdiff/components/mechanism.hpp>
 #include <privdiff/components/model.hpp>
 #include <privdiff/components/dataset.hpp>
@@ -263,5 +264,26 @@ TEST(LatentModels, AnImageSizeTheAutoencoderCannotDownsampleIsRefusedByKey) {
                 std::string::npos)
           << e.what();
     }
+  }
+}
+
+// LoRA's default targets find the latent UNet's transformer projections (to_q/k/v/out of every
+// attention), and only the diffusion network's: the autoencoder has no attention to adapt.
+TEST(LatentModels, LoraDefaultTargetsAreTheTransformersProjections) {
+  auto model = privdiff::testing::make_installed<Model>("latent_unet", tiny_latent_unet());
+  const int wrapped = privdiff::testing::make_installed<Adapter>("lora")->wrap(model->module());
+  int expected = 0;
+  for (const auto& item : model->module().named_modules("", false)) {
+    const std::string& name = item.key();
+    const auto dot = name.rfind('.');
+    const std::string leaf = dot == std::string::npos ? name : name.substr(dot + 1);
+    if (name.find("attn") != std::string::npos && (leaf == "to_q" || leaf == "to_k" || leaf == "to_v" || leaf == "to_out")) {
+      ++expected;
+    }
+  }
+  EXPECT_GT(expected, 0);
+  EXPECT_EQ(wrapped, expected);
+  for (const auto& p : engine::parameters_with_roles(*model)) {
+    if (p.role == "adapter") EXPECT_EQ(p.name.rfind("unet.", 0), 0u) << p.name;
   }
 }

@@ -106,9 +106,10 @@ void register_components(Registrar* registrar) {
           .add(Key::integer("rank").at_least(1).defaults(4).doc("adapter rank r"))
           .add(Key::number("alpha").at_least(0).defaults(0.0).doc("scale alpha / r; 0 = alpha equal to the rank (scale 1)"))
           .add(Key::number("dropout").at_least(0).less_than(1).defaults(0.0).doc("dropout on the adapters' input, training only"))
-          .add(Key::string("targets").defaults("attn[0-9]*\\.(qkv|proj|q|k|v|out)$")
+          .add(Key::string("targets").defaults("attn[0-9]*\\.(qkv|proj|q|k|v|out|to_q|to_k|to_v|to_out)$")
                    .doc("regex searched in the Linear layers' names (privdiff params lists them); default: the attention "
-                        "q/k/v/out projections")));
+                        "q/k/v/out projections (qkv and proj of self-attention, to_q/k/v/out of the latent model's "
+                        "transformers)")));
 }
 }  // namespace
 
