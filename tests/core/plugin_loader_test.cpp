@@ -121,7 +121,8 @@ TEST(ComponentRegistry, ARecipeNeedingARefusedPluginFailsWithTheReason) {
               "r.toml:2:14: privacy.accountant: unknown accountant 'wrong_abi'; available accountants: none; "
               "refused plugins that might provide it: " +
                   std::filesystem::canonical(fixture_plugin("wrong_abi")).string() +
-                  ": plugin ABI version 2, this privdiff expects 1 (rebuild the plugin against this SDK)");
+                  ": plugin ABI version " + std::to_string(sdk::plugin_abi_version + 1) + ", this privdiff expects " +
+                      std::to_string(sdk::plugin_abi_version) + " (rebuild the plugin against this SDK)");
   }
 }
 
