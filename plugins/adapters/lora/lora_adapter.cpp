@@ -78,12 +78,16 @@ class LoraLayer : public engine::LinearAdapter {
   LoraOptions options_;
 };
 
+LoraOptions lora_options(const Config& c) {
+  const auto rank = static_cast<double>(c.get_int("rank"));
+  const double alpha = c.get_double("alpha") > 0 ? c.get_double("alpha") : rank;  // 0: alpha = r, scale 1
+  return {c.get_int("rank"), alpha / rank, c.get_double("dropout")};
+}
+
 class Lora : public Adapter {
  public:
   explicit Lora(const Config& c)
-      : options_{c.get_int("rank"), (c.get_double("alpha") > 0 ? c.get_double("alpha") : double(c.get_int("rank"))) /
-                                        double(c.get_int("rank")),
-                 c.get_double("dropout")},
+      : options_(lora_options(c)),
         targets_(c.get_string("targets")),
         targets_key_(c.path() + ".targets") {}
 
