@@ -1,11 +1,17 @@
-// privdiff eval SAMPLES [--labels FILE] [--real fashion-mnist | --real-path DIR] [--classifiers logreg,mlp,cnn]
-//                       [--epochs N] [--max-samples N] [--run DIR] [--json]
+// privdiff eval SAMPLES [--labels FILE] [--evaluator ID ...] [--real DATASET] [--real-path DIR]
+//                       [--set ID.KEY=VALUE | real.KEY=VALUE ...] [--epochs N] [--max-samples N] [--run DIR] [--json]
+#include "cli/command_setup.hpp"
 #include "cli/commands.hpp"
 #include "cli/device_option.hpp"
+#include "data/open_dataset.hpp"
 #include "evaluate/evaluation.hpp"
+#include "recipe/core_schemas.hpp"
+#include "recipe/recipe_validator.hpp"
 #include "util/atomic_file.hpp"
 #include "util/cpu_threads.hpp"
 #include "sample/sample_set.hpp"
+
+#include <privdiff/config/value.hpp>
 
 #include <fstream>
 #include <iostream>
@@ -17,6 +23,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
+struct EvalArguments {
+  std::string images, labels, real = "fashion-mnist", real_path, classifiers, run, reference = "test", device = "auto";
+  std::vector<std::string> evaluators, overrides;
+  std::int64_t epochs = 0, max_samples = 0, threads = 0, seed = 0;
+  bool json = false, real_given = false;
+};
+
 /// The run a samples file belongs to: RUN/samples/PREFIX-images-idx3-ubyte.gz -> RUN.
 fs::path run_of(const fs::path& images) {
   const fs::path dir = fs::absolute(images).parent_path();
@@ -24,54 +37,109 @@ fs::path run_of(const fs::path& images) {
   return {};
 }
 
+std::string quoted(const std::string& text) { return sdk::to_toml(sdk::ConfigValue{text}); }
+
+/// The command's choices as the document validate_evaluation() checks (so --set values are checked
+/// exactly like a recipe's [[eval]] keys, with the same messages).
+RecipeDocument evaluation_document(const EvalArguments& args) {
+  std::vector<std::string> ids;
+  for (const auto& item : args.evaluators) {
+    std::stringstream list(item);
+    for (std::string id; std::getline(list, id, ',');) {
+      if (!id.empty()) ids.push_back(id);
+    }
+  }
+  if (ids.empty()) ids = default_evaluators();
+  std::ostringstream text;
+  text << "evaluators = " << sdk::to_toml(sdk::ConfigValue{ids}) << "\n";
+  if (args.epochs > 0) text << "epochs = " << args.epochs << "\n";
+  text << "[real]\n";
+  // --real-path alone names the data by its directory (the idx plugin), not by --real's default.
+  if (args.real_given || args.real_path.empty()) text << "dataset = " << quoted(args.real) << "\n";
+  if (!args.real_path.empty()) text << "path = " << quoted(args.real_path) << "\n";
+  RecipeDocument document = RecipeDocument::parse(text.str(), "privdiff eval");
+  std::vector<std::string> overrides = args.overrides;
+  if (!args.classifiers.empty()) {  // shorthand for --set dpdm_classifiers.classifiers=[...]
+    std::vector<std::string> names;
+    std::stringstream list(args.classifiers);
+    for (std::string name; std::getline(list, name, ',');) names.push_back(name);
+    overrides.push_back("dpdm_classifiers.classifiers=" + sdk::to_toml(sdk::ConfigValue{names}));
+  }
+  if (auto problems = document.apply_overrides(overrides); !problems.empty()) throw RecipeError(std::move(problems));
+  return document;
+}
+
+/// validate_evaluation() with the problems of the generated document put in the command's terms:
+/// "--real cifar100: real.dataset: unknown dataset ..." rather than a line of a file nobody wrote.
+EvaluationChoice checked_choice(const EvalArguments& args, const ComponentRegistry& registry) {
+  try {
+    return validate_evaluation(evaluation_document(args), registry);
+  } catch (const RecipeError& e) {
+    std::vector<Diagnostic> problems = e.diagnostics();
+    for (auto& d : problems) {
+      if (d.location.rfind("privdiff eval:", 0) != 0) continue;  // a --set value: already named
+      const std::string& key = d.key_path;
+      if (key.rfind("real.path", 0) == 0) d.location = "--real-path " + args.real_path;
+      else if (key.rfind("real", 0) == 0) d.location = "--real " + args.real;
+      else if (key.rfind("evaluators", 0) == 0) d.location = "--evaluator";
+      else if (key == "epochs") d.location = "--epochs";
+      else d.location = "eval";
+    }
+    throw RecipeError(std::move(problems));
+  }
+}
+
+void record_in_run(const fs::path& run, const nlohmann::json& result, std::ostream& log) {
+  write_file_atomically(run / "eval.json", result.dump(2) + "\n");
+  std::ofstream(run / "metrics.jsonl", std::ios::app) << nlohmann::json{{"eval", result}}.dump() << "\n";
+  log << "recorded in " << (run / "eval.json").string() << " and metrics.jsonl\n";
+}
+
 }  // namespace
 
-CLI::App* add_eval_command(CLI::App& app, const GlobalOptions&, int& exit_code) {
+CLI::App* add_eval_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
-      "eval", "Score labelled images: downstream accuracy on the real test set, Fréchet distance, precision/recall");
-  struct Args {
-    std::string images, labels, real = "fashion-mnist", real_path, classifiers = "logreg,mlp,cnn", run, reference = "test";
-    std::int64_t epochs = 50, max_samples = 60000, threads = 0, seed = 0;
-    bool json = false;
-    std::string device = "auto";
-  };
-  auto args = std::make_shared<Args>();
+      "eval", "Score labelled images with evaluator plugins (accuracy of classifiers trained on them, FID, IS, "
+              "precision/recall) against a real dataset");
+  auto args = std::make_shared<EvalArguments>();
   cmd->add_option("SAMPLES", args->images, "IDX images file (e.g. from privdiff sample)")->required();
   cmd->add_option("--labels", args->labels, "IDX labels file (default: the ...-labels-idx1-ubyte file beside SAMPLES)");
-  CLI::Option* real_option =
-      cmd->add_option("--real", args->real, "real dataset the classifiers are tested on and features are fitted to");
-  cmd->add_option("--real-path", args->real_path, "directory of the real dataset's IDX files");
+  cmd->add_option("--evaluator", args->evaluators,
+                  "evaluator plugin(s), repeatable or comma-separated (default: dpdm_classifiers,feature_cnn; "
+                  "privdiff plugins list shows them all)");
+  cmd->add_option("--set", args->overrides,
+                  "an evaluator's option (ID.KEY=VALUE, e.g. inception.weights=FILE) or the real data's "
+                  "(real.KEY=VALUE, e.g. real.attribute=Smiling); repeatable")
+      ->allow_extra_args(false);
+  CLI::Option* real_option = cmd->add_option(
+      "--real", args->real, "real dataset plugin the samples are scored against (fashion-mnist, mnist, idx, cifar10, celeba)");
+  cmd->add_option("--real-path", args->real_path, "directory of the real dataset (its plugin's `path`)");
   cmd->add_option("--reference", args->reference,
-                  "real split the feature network, Fréchet distance and precision/recall use: test (default; disjoint "
-                  "from training data) or train (non-private statistics of it: the result carries a caveat)")
+                  "real split distribution metrics are fitted to: test (default; disjoint from training data) or "
+                  "train (non-private statistics of it: the result carries a caveat)")
       ->check(CLI::IsMember({"test", "train"}));
-  cmd->add_option("--classifiers", args->classifiers, "comma-separated: logreg, mlp, cnn");
-  cmd->add_option("--epochs", args->epochs, "epochs per downstream classifier (DPDM: 50)")->check(at_least(1));
+  cmd->add_option("--classifiers", args->classifiers,
+                  "shorthand for --set dpdm_classifiers.classifiers=[...]: comma-separated logreg, mlp, cnn");
+  cmd->add_option("--epochs", args->epochs, "epochs of every evaluator that trains classifiers (scaled-down runs)")
+      ->check(at_least(1));
   cmd->add_option("--max-samples", args->max_samples, "use at most N images of SAMPLES")->check(at_least(1));
   cmd->add_option("--run", args->run, "run directory to record the result in (default: the run SAMPLES belongs to)");
   cmd->add_option("--seed", args->seed, "seed of the classifiers' training")->check(at_least(0));
   cmd->add_option("--threads", args->threads, "CPU threads (default: all cores)")->check(at_least(0));
   add_device_option(*cmd, args->device);
   cmd->add_flag("--json", args->json, "print one JSON object on stdout (progress goes to stderr)");
-  cmd->callback([&exit_code, args, real_option] {
-    EvalOptions options;
-    options.classifiers.clear();
-    std::stringstream list(args->classifiers);
-    for (std::string name; std::getline(list, name, ',');) {
-      try {
-        options.classifiers.push_back(classifier_kind_from_string(name));
-      } catch (const std::invalid_argument& e) {
-        throw UsageError(std::string("eval --classifiers: ") + e.what());
-      }
-    }
-    options.epochs = args->epochs;
-    options.max_samples = args->max_samples;
-    // --real-path alone names the data by its directory, not by --real's default (fashion-mnist).
-    options.real_dataset = !args->real_path.empty() && real_option->count() == 0 ? "" : args->real;
-    options.real_path = args->real_path;
-    options.reference = args->reference;
-    options.seed = static_cast<std::uint64_t>(args->seed);
-    options.device = resolve_device_option("eval", args->device);
+  cmd->callback([&global, &exit_code, args, real_option] {
+    args->real_given = real_option->count() > 0;
+    ComponentRegistry registry;
+    load_plugins(registry, global, nullptr);
+    EvaluationChoice choice = checked_choice(*args, registry);
+    const std::vector<NamedEvaluator> evaluators = create_evaluators(choice.evaluators, registry);
+    EvaluationPlan plan;
+    plan.real = std::move(*choice.real);
+    plan.reference = args->reference;
+    plan.max_samples = args->max_samples;
+    plan.seed = static_cast<std::uint64_t>(args->seed);
+    plan.device = resolve_device_option("eval", args->device);
     const fs::path images(args->images);
     fs::path labels(args->labels);
     if (labels.empty()) {
@@ -83,28 +151,24 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions&, int& exit_code) 
     }
     use_cpu_threads(args->threads);
     std::ostream& log = args->json ? std::cerr : std::cout;
-    // Labels are checked against the real data's classes inside the evaluation.
-    // Unreadable or mismatched inputs and unknown real data are bad input (exit code 2).
-    LabelledImages set;
-    try {
-      set = read_labelled_images(images, labels, 256);
-    } catch (const std::runtime_error& e) {
-      throw UsageError(std::string("eval: ") + e.what());
-    }
+    // Unreadable or mismatched inputs, unknown real data and data an evaluator cannot score are bad
+    // input (exit code 2); labels are checked against the real data's classes inside.
+    sdk::LabelledImages set;
     nlohmann::json result;
     try {
-      result = evaluate_image_set(set, options, log);
+      set = read_labelled_images(images, labels, 256);
+      result = evaluate_image_set(set, plan, evaluators,
+                                  [&registry](const DataSection& data) { return open_dataset(data, registry); }, log);
     } catch (const std::invalid_argument& e) {
       throw UsageError(std::string("eval: ") + e.what());
+    } catch (const std::runtime_error& e) {
+      if (!set.images.defined()) throw UsageError(std::string("eval: ") + e.what());
+      throw;
     }
     result["samples"] = images.string();
     result["labels"] = labels.string();
     const fs::path run = args->run.empty() ? run_of(images) : fs::path(args->run);
-    if (!run.empty()) {
-      write_file_atomically(run / "eval.json", result.dump(2) + "\n");
-      std::ofstream(run / "metrics.jsonl", std::ios::app) << nlohmann::json{{"eval", result}}.dump() << "\n";
-      log << "recorded in " << (run / "eval.json").string() << " and metrics.jsonl\n";
-    }
+    if (!run.empty()) record_in_run(run, result, log);
     for (const auto& caveat : result["caveats"]) log << "caveat: " << caveat.get<std::string>() << "\n";
     if (args->json) std::cout << result.dump() << "\n";
     exit_code = exit_ok;

@@ -50,6 +50,8 @@ std::string recipe_placement(ComponentKind kind, const std::string& id) {
     case ComponentKind::mechanism: return "[[stage]] mechanism = \"" + id + "\"";
     case ComponentKind::sampler: return "[sampler] type = \"" + id + "\"";
     case ComponentKind::dataset: return "[data] dataset = \"" + id + "\" (or [data.NAME] dataset = \"" + id + "\")";
+    case ComponentKind::evaluator:
+      return "[[eval]] evaluators = [\"" + id + "\"] (options in [eval." + id + "]), or privdiff eval --evaluator " + id;
     case ComponentKind::auditor: return "privdiff audit RECIPE --auditor " + id;
     case ComponentKind::accountant:
       return "[privacy] accountant = \"" + id + "\" (or in report); options in [accountants." + id + "]";

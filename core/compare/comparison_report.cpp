@@ -58,6 +58,23 @@ std::string gnuplot_quote(const std::string& text) {
   return out + "'";
 }
 
+/// Every (evaluator, metric) pair any run reports, in the order they first appear.
+std::vector<std::pair<std::string, std::string>> evaluation_columns(const std::vector<RunRecord>& runs) {
+  std::vector<std::pair<std::string, std::string>> columns;
+  for (const auto& r : runs) {
+    if (!r.eval.is_object()) continue;
+    const nlohmann::json evaluators = r.eval.value("evaluators", nlohmann::json::object());
+    for (const auto& [id, result] : evaluators.items()) {
+      const nlohmann::json metrics = result.value("metrics", nlohmann::json::object());
+      for (const auto& [metric, value] : metrics.items()) {
+        const std::pair<std::string, std::string> column{id, metric};
+        if (std::find(columns.begin(), columns.end(), column) == columns.end()) columns.push_back(column);
+      }
+    }
+  }
+  return columns;
+}
+
 }  // namespace
 
 ComparisonTable make_comparison_table(const std::vector<RunRecord>& runs, const std::vector<std::string>& labels) {
@@ -81,12 +98,15 @@ ComparisonTable make_comparison_table(const std::vector<RunRecord>& runs, const 
   for (const auto& [display, csv] : std::vector<std::pair<const char*, const char*>>{
            {"δ", "delta"}, {"σ", "noise_multiplier"}, {"steps", "steps"},
            {"trainable params", "trainable_parameters"}, {"ex/s (private)", "private_examples_per_second"},
-           {"train time (s)", "training_seconds"},
-           {"acc logreg", "accuracy_logreg"}, {"acc mlp", "accuracy_mlp"}, {"acc cnn", "accuracy_cnn"},
-           {"Fréchet dist.", "frechet_distance"}, {"Fréchet floor", "frechet_floor"}, {"precision", "precision"},
-           {"recall", "recall"}, {"eval samples", "eval_samples"}, {"caveats", "caveats"}}) {
+           {"train time (s)", "training_seconds"}}) {
     column(display, csv);
   }
+  // One column per metric, named with the evaluator that produced it: Inception FID and the feature
+  // CNN's Fréchet distance are never under one name.
+  const auto metrics = evaluation_columns(runs);
+  for (const auto& [id, metric] : metrics) column(metric + " [" + id + "]", id + "." + metric);
+  column("eval samples", "eval_samples");
+  column("caveats", "caveats");
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const RunRecord& r = runs[i];
     const auto& stages = r.summary.value("stages", nlohmann::json::array());
@@ -126,11 +146,7 @@ ComparisonTable make_comparison_table(const std::vector<RunRecord>& runs, const 
     text(r.summary.contains("model") ? r.summary["model"].value("trainable_parameters", nlohmann::json(0)).dump() : none);
     cell(join_stage_values(stages, "examples_per_second", true, 3), join_stage_values(stages, "examples_per_second", true, 17));
     real(found(r.summary, {"training_seconds"}));
-    for (const char* c : {"logreg", "mlp", "cnn"}) real(found(r.eval, {"accuracy", c}));
-    real(found(r.eval, {"frechet_distance"}));
-    real(found(r.eval, {"frechet_floor"}));
-    real(found(r.eval, {"precision"}));
-    real(found(r.eval, {"recall"}));
+    for (const auto& [id, metric] : metrics) real(found(r.eval, {"evaluators", id.c_str(), "metrics", metric.c_str()}));
     const nlohmann::json samples = found(r.eval, {"counts", "samples"});
     text(samples.is_number() ? samples.dump() : none);
     text(std::to_string(r.privacy.value("caveats", nlohmann::json::array()).size()));
@@ -247,17 +263,21 @@ std::string render_html_report(const ReportInputs& in) {
     h << "</tr>\n";
   }
   h << "</tbody></table>\n<p class=\"note\">ε: the privacy spent by each run's ledger under each accountant (upper bounds; "
-       "the target was checked with the run's own accountant). Accuracy: classifiers trained on the run's synthetic samples "
-       "(selected on a synthetic validation split), tested on the real test set. Fréchet distance, precision and recall use "
-       "privdiff's own feature network, <b>not Inception</b>: do not compare them with published FID. Sample counts:</p><ul class=\"note\">";
+       "the target was checked with the run's own accountant). Each metric column names the evaluator that produced it "
+       "[in brackets]; only the inception evaluator's FID and IS are comparable with published numbers. What each "
+       "evaluator measured with, and the sample counts:</p><ul class=\"note\">";
   for (std::size_t i = 0; i < in.runs.size(); ++i) {
     const auto& e = in.runs[i].eval;
     h << "<li>" << html_escape(in.labels[i]) << " (" << html_escape(in.runs[i].dir.string()) << "): ";
     if (e.is_null()) {
       h << "not evaluated";
     } else {
-      h << html_escape(counts_text(e.value("counts", nlohmann::json::object()))) << "; " << e.value("epochs", 0)
-        << " classifier epochs; features: " << html_escape(e.value("features", std::string("?")));
+      h << html_escape(counts_text(e.value("counts", nlohmann::json::object()))) << "<ul>";
+      const nlohmann::json evaluators = e.value("evaluators", nlohmann::json::object());
+      for (const auto& [id, result] : evaluators.items()) {
+        h << "<li>" << html_escape(id) << ": " << html_escape(result.value("provenance", std::string("?"))) << "</li>";
+      }
+      h << "</ul>";
     }
     h << "</li>\n";
   }

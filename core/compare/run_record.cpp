@@ -47,6 +47,29 @@ sdk::PrivacyEvent ledger_prefix(const sdk::PrivacyLedger& ledger, std::int64_t s
   return sdk::PrivacyEvent::composed(std::move(parts));
 }
 
+nlohmann::json evaluation_in_current_form(nlohmann::json eval) {
+  if (!eval.is_object() || eval.contains("evaluators")) return eval;
+  // privdiff < 0.10 wrote DPDM's protocol without evaluator plugins: the same numbers, renamed.
+  nlohmann::json classifiers = nlohmann::json::object(), fidelity = nlohmann::json::object();
+  const nlohmann::json accuracy = eval.value("accuracy", nlohmann::json::object());
+  for (const auto& [name, value] : accuracy.items()) {
+    classifiers["accuracy." + name] = value;
+  }
+  for (const char* name : {"frechet_distance", "frechet_floor", "precision", "recall"}) {
+    if (eval.contains(name)) fidelity[name] = eval[name];
+  }
+  eval["evaluators"] = nlohmann::json::object();
+  if (!classifiers.empty()) {
+    eval["evaluators"]["dpdm_classifiers"] = {
+        {"metrics", classifiers},
+        {"provenance", "DPDM's classifiers, " + std::to_string(eval.value("epochs", 0)) + " epochs (privdiff < 0.10)"}};
+  }
+  if (!fidelity.empty()) {
+    eval["evaluators"]["feature_cnn"] = {{"metrics", fidelity}, {"provenance", eval.value("features", std::string())}};
+  }
+  return eval;
+}
+
 RunRecord load_run_record(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw std::runtime_error(dir.string() + ": not a directory");
@@ -54,7 +77,7 @@ RunRecord load_run_record(const fs::path& dir) {
   r.dir = dir;
   r.summary = read_json(dir / "summary.json", true);
   r.privacy = read_json(dir / "privacy.json", true);
-  r.eval = read_json(dir / "eval.json", false);
+  r.eval = evaluation_in_current_form(read_json(dir / "eval.json", false));
   r.name = r.summary.value("name", dir.filename().string());
   try {
     r.ledger = sdk::privacy_ledger_from_json(read_file(dir / "ledger.json"));

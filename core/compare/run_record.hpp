@@ -19,7 +19,7 @@ struct RunRecord {
   std::string name;
   nlohmann::json summary;   ///< summary.json
   nlohmann::json privacy;   ///< privacy.json
-  nlohmann::json eval;      ///< eval.json, or null
+  nlohmann::json eval;      ///< eval.json (in the current form: evaluation_in_current_form), or null
   sdk::PrivacyLedger ledger;
   /// The training loss of one stage (metrics.jsonl), by step within the stage; a stage without
   /// one (a private stage without [run] private_diagnostics) has `missing` saying why.
@@ -31,6 +31,11 @@ struct RunRecord {
   std::vector<StageLoss> losses;  ///< in the order of summary.json's stages
   std::int64_t steps = 0;   ///< logical steps in the ledger
 };
+
+/// eval.json as privdiff writes it now: {"evaluators": {ID: {"metrics", "provenance", ...}}, ...}.
+/// Results of privdiff < 0.10 (top-level "accuracy", "frechet_distance", ...) become the
+/// dpdm_classifiers and feature_cnn evaluators' results they are.
+nlohmann::json evaluation_in_current_form(nlohmann::json eval);
 
 /// Throws std::runtime_error naming the directory and the missing or broken file.
 RunRecord load_run_record(const std::filesystem::path& dir);

@@ -57,13 +57,19 @@ const Schema& plugins_schema() {
   return schema;
 }
 
+const std::vector<std::string>& default_evaluators() {
+  static const std::vector<std::string> ids{"dpdm_classifiers", "feature_cnn"};
+  return ids;
+}
+
 const Schema& eval_schema() {
   static const Schema schema = Schema{}
       .add(Key::integer("samples").at_least(20).defaults(10000).doc("images to sample from the trained model"))
       .add(Key::string("labels").one_of({"balanced", "uniform"}).defaults("balanced").doc("class labels of the samples"))
-      .add(Key::string_list("classifiers").defaults(sdk::ConfigValue{std::vector<std::string>{"logreg", "mlp", "cnn"}})
-               .doc("downstream classifiers: logreg, mlp, cnn"))
-      .add(Key::integer("epochs").at_least(1).defaults(50).doc("epochs per downstream classifier (DPDM: 50)"))
+      .add(Key::string_list("evaluators").defaults(sdk::ConfigValue{default_evaluators()})
+               .doc("evaluator plugins that score the samples (privdiff plugins list); options in [eval.ID]"))
+      .add(Key::integer("epochs").at_least(1).optional()
+               .doc("epochs of every evaluator that trains classifiers, unless its [eval.ID] table sets them"))
       .add(Key::integer("batch_size").at_least(1).defaults(250).doc("images per sampler call"))
       .add(Key::integer("seed").at_least(0).defaults(0).doc("seed of the sampler noise and the classifiers"))
       .add(Key::string("reference").one_of({"held_out", "training"}).defaults("held_out")

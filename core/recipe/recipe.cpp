@@ -63,7 +63,11 @@ std::string Recipe::to_toml() const {
   }
   for (const auto& entry : evals) {
     out << "\n[[eval]]\n";
-    write_values(out, entry);
+    write_values(out, entry.settings);
+    for (const auto& evaluator : entry.evaluators) {
+      out << "[eval." << evaluator.id << "]\n";
+      write_values(out, evaluator.config);
+    }
   }
   return out.str();
 }

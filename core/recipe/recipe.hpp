@@ -31,6 +31,13 @@ struct StageSection {
   std::string data;  ///< the DataSection it trains on (empty when the recipe has none)
 };
 
+/// An [[eval]] entry: the host's keys (eval_schema(): samples, reference, evaluators, ...) and the
+/// evaluators it runs, each with the options of its [eval.ID] table.
+struct EvalSection {
+  sdk::Config settings;
+  std::vector<ComponentSection> evaluators;
+};
+
 struct Recipe {
   std::string file;
   sdk::Config run;      ///< [run]
@@ -43,8 +50,8 @@ struct Recipe {
   std::optional<ComponentSection> sampler;
   /// [accountants.<id>] option tables, for every accountant the recipe uses.
   std::map<std::string, sdk::Config> accountants;
-  /// [[eval]] entries: evaluations run after training (see eval_schema()).
-  std::vector<sdk::Config> evals;
+  /// [[eval]] entries: evaluations run after training.
+  std::vector<EvalSection> evals;
   /// Accountants the recipe names ([privacy] accountant first, then report), without repeats.
   std::vector<std::string> accountant_ids;
 

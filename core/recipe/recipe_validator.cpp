@@ -141,22 +141,81 @@ class Validator {
       const toml::table* entry = entries->get(i)->as_table();
       if (!entry) continue;  // check_top_level reported it
       const std::string path = child_path("eval", i);
-      auto values = table_values(*entry, path, eval_schema(), {});
-      if (const toml::array* names = entry->get_as<toml::array>("classifiers")) {
-        for (const auto& name : *names) {
-          const auto* text = name.as_string();
-          if (text && text->get() != "logreg" && text->get() != "mlp" && text->get() != "cnn") {
-            error(name, child_path(path, "classifiers"),
-                  "unknown classifier '" + text->get() + "'" + did_you_mean(text->get(), {"logreg", "mlp", "cnn"}) +
-                      "; classifiers: logreg, mlp, cnn");
-          }
-        }
+      if (const toml::node* old = entry->get("classifiers")) {  // the [[eval]] key of privdiff < 0.10
+        error(*old, child_path(path, "classifiers"),
+              "unknown key 'classifiers': DPDM's classifiers are the dpdm_classifiers evaluator now; write "
+              "evaluators = [\"dpdm_classifiers\", ...] and [eval.dpdm_classifiers] classifiers = [...]");
+        continue;
       }
-      recipe.evals.emplace_back(path, values);
+      sdk::Config settings(path, table_values(*entry, path, eval_schema(), option_tables(*entry)));
+      recipe.evals.push_back(EvalSection{settings, evaluators(*entry, path, settings)});
     }
     if (!recipe.evals.empty() && (!root.contains("model") || !root.contains("sampler"))) {
       error(*entries, "eval", "[[eval]] samples the trained model: the recipe needs a [model] and a [sampler]");
     }
+  }
+
+ public:
+  /// `privdiff eval`'s document: `evaluators`, `epochs` and `[real]` (a [data]-like section) at the
+  /// top, one [ID] table of options per evaluator.
+  EvaluationChoice evaluation_choice() {
+    const toml::table& root = doc_.root();
+    EvaluationChoice choice;
+    Recipe scratch;
+    if (const toml::table* real = root.get_as<toml::table>("real")) data_section(*real, "real", "real", scratch);
+    std::vector<std::string> host_keys = option_tables(root);
+    sdk::Config settings("", table_values(root, "", eval_schema(), host_keys));
+    choice.evaluators = evaluators(root, "", settings);
+    if (!scratch.datasets.empty()) choice.real = std::move(scratch.datasets.front());
+    if (!diagnostics_.empty()) {
+      sort_by_position(diagnostics_);
+      throw RecipeError(std::move(diagnostics_));
+    }
+    return choice;
+  }
+
+ private:
+  /// The keys of `entry` that hold tables: evaluator options ([eval.ID]), not host keys.
+  static std::vector<std::string> option_tables(const toml::table& entry) {
+    std::vector<std::string> names;
+    for (auto&& [k, node] : entry) {
+      if (node.is_table()) names.emplace_back(k.str());
+    }
+    return names;
+  }
+
+  /// The evaluators an [[eval]] entry names, each configured from its [eval.ID] table; the entry's
+  /// `epochs` fills the `epochs` of every evaluator that has one and does not set it.
+  std::vector<ComponentSection> evaluators(const toml::table& entry, const std::string& path,
+                                           const sdk::Config& settings) {
+    std::vector<ComponentSection> out;
+    const auto& ids = settings.get_string_list("evaluators");
+    const toml::array* listed = entry.get_as<toml::array>("evaluators");
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const std::string& id = ids[i];
+      const toml::node& where = listed && i < listed->size() ? *listed->get(i) : static_cast<const toml::node&>(entry);
+      auto found = registry_.find(ComponentKind::evaluator, id);
+      if (!found) {
+        error(where, child_path(child_path(path, "evaluators"), i), unknown_component(ComponentKind::evaluator, id));
+        continue;
+      }
+      const toml::table empty;
+      const toml::table* options = entry.get_as<toml::table>(id);
+      const std::string options_path = child_path(path, id);
+      auto values = table_values(options ? *options : empty, options_path, found->registration->schema, {});
+      const bool set_here = options && options->contains("epochs");
+      if (settings.has("epochs") && found->registration->schema.find("epochs") && !set_here) {
+        values["epochs"] = settings.value("epochs");
+      }
+      out.push_back(ComponentSection{id, sdk::Config(options_path, values)});
+    }
+    for (auto&& [k, node] : entry) {
+      const std::string id(k.str());
+      if (!node.is_table() || (path.empty() && id == "real") || std::find(ids.begin(), ids.end(), id) != ids.end()) continue;
+      error(k, child_path(path, id), "options for '" + id + "', which `evaluators` does not name (evaluators: " +
+                                         join(ids) + ")");
+    }
+    return out;
   }
 
   void error(const toml::node& node, const std::string& path, std::string message) {
@@ -438,6 +497,10 @@ std::vector<fs::path> recipe_plugin_directories(const RecipeDocument& document) 
     if (auto* s = entry.as_string()) dirs.push_back(document.base_directory() / s->get());
   }
   return dirs;
+}
+
+EvaluationChoice validate_evaluation(const RecipeDocument& document, const ComponentRegistry& registry) {
+  return Validator(document, registry, {}).evaluation_choice();
 }
 
 Recipe validate_recipe(const RecipeDocument& document, const ComponentRegistry& registry,

@@ -7,6 +7,7 @@
 #include "recipe/recipe_document.hpp"
 
 #include <filesystem>
+#include <optional>
 #include <vector>
 
 namespace privdiff::core {
@@ -21,5 +22,16 @@ std::vector<std::filesystem::path> recipe_plugin_directories(const RecipeDocumen
 /// (e.g. overrides that could not be applied), which also make it throw.
 Recipe validate_recipe(const RecipeDocument& document, const ComponentRegistry& registry,
                        std::vector<Diagnostic> earlier = {});
+
+/// What `privdiff eval` scores with and against.
+struct EvaluationChoice {
+  std::vector<ComponentSection> evaluators;
+  std::optional<DataSection> real;  ///< the [real] section, when the document has one
+};
+
+/// Checks `privdiff eval`'s options, written by the command as a document: [[eval]]'s keys at the
+/// top (`evaluators`, `epochs`, ...), one [ID] table of options per evaluator, and [real] (the real
+/// data, as a [data] section). Throws RecipeError listing every problem (with --set locations).
+EvaluationChoice validate_evaluation(const RecipeDocument& document, const ComponentRegistry& registry);
 
 }  // namespace privdiff::core

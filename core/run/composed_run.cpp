@@ -37,6 +37,7 @@ ComposedRun compose(const Recipe& recipe, const ComponentRegistry& registry) {
   for (const auto& [id, config] : recipe.accountants) {
     run.accountants[id] = create_component<sdk::Accountant>(registry, id, config);
   }
+  for (const auto& entry : recipe.evals) run.evaluators.push_back(create_evaluators(entry.evaluators, registry));
   return run;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // The components a recipe names, constructed from their validated configs.
 
+#include "evaluate/evaluation.hpp"
 #include "loader/component_registry.hpp"
 #include "recipe/recipe.hpp"
 
@@ -21,6 +22,7 @@ struct ComposedRun {
   std::vector<std::unique_ptr<sdk::Mechanism>> mechanisms;    ///< one per [[stage]], in order
   std::unique_ptr<sdk::Sampler> sampler;                      ///< null when the recipe has no [sampler]
   std::map<std::string, std::unique_ptr<sdk::Accountant>> accountants;  ///< every accountant the recipe names
+  std::vector<std::vector<NamedEvaluator>> evaluators;  ///< per [[eval]] entry
 };
 
 /// The recipe's [model] with its [adapter] (if any) grafted on, its initial weights drawn from

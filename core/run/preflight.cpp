@@ -153,12 +153,13 @@ void RunOrchestrator::check_eval_reference(RunSession&) const {
   const DataSection* data = eval_data();
   for (std::size_t e = 0; e < recipe_.evals.size() && data; ++e) {
     const auto& config = data->dataset.config;
-    if (!config.has("split") || !config.has("path")) {
-      throw std::runtime_error("eval[" + std::to_string(e) + "]: [[eval]] scores samples against the real images of "
-                               "an IDX dataset (idx, fashion-mnist, mnist); the run's data '" + data->name + "' is " +
-                               data->dataset.id + "; use privdiff eval with --real-path instead");
+    if (!config.has("split")) {
+      throw std::runtime_error("eval[" + std::to_string(e) + "]: [[eval]] scores samples against the real data's "
+                               "held-out test split; the run's data '" + data->name + "' is " + data->dataset.id +
+                               ", which has no `split` key (datasets with splits: idx, fashion-mnist, mnist, cifar10, "
+                               "celeba); use privdiff eval --real ... instead");
     }
-    if (recipe_.evals[e].get_string("reference") == "held_out" && config.get_string("split") == "test") {
+    if (recipe_.evals[e].settings.get_string("reference") == "held_out" && config.get_string("split") == "test") {
       throw std::runtime_error("eval[" + std::to_string(e) + "].reference: \"held_out\" scores against the test "
                                "split, but the run trains on it (" + data->path + ".split = \"test\"); set reference = "
                                "\"training\" to score against it anyway (the run then carries a caveat)");

@@ -43,7 +43,7 @@ void RunOrchestrator::sample_grid(RunSession& s) {
 void RunOrchestrator::run_evals(RunSession& s) {
   // [[eval]]: sample the trained model and score the samples, as `privdiff sample` + `privdiff eval`.
   for (std::size_t e = 0; e < recipe_.evals.size(); ++e) {
-    const sdk::Config& entry = recipe_.evals[e];
+    const sdk::Config& entry = recipe_.evals[e].settings;
     SampleOptions sampling;
     sampling.count = entry.get_int("samples");
     sampling.num_classes = model_classes(recipe_.model->config);
@@ -54,25 +54,21 @@ void RunOrchestrator::run_evals(RunSession& s) {
     const SampleSet set = generate_samples(*components_.model, *components_.sampler, sampling, s.log);
     const fs::path images = write_sample_set(s.run_dir / "samples" / ("eval" + std::to_string(e)), set,
                                              sampling.balanced, sampling.num_classes);
-    EvalOptions options;
-    options.classifiers.clear();
-    for (const auto& name : entry.get_string_list("classifiers")) options.classifiers.push_back(classifier_kind_from_string(name));
-    options.epochs = entry.get_int("epochs");
-    options.seed = sampling.seed;
-    options.device = s.device;
-    const DataSection& data = *eval_data();  // an IDX dataset (checked in pre-flight)
-    options.real_dataset = data.dataset.id;
-    options.real_path = data.dataset.config.get_string("path");
-    const std::string split = data.dataset.config.get_string("split");
+    EvaluationPlan plan;
+    plan.real = *eval_data();  // a dataset with splits (checked in pre-flight)
+    plan.seed = sampling.seed;
+    plan.device = s.device;
     // held_out: the test split, disjoint from the training split (preflight refused a run that
     // trains on it); training: the split the run trained on.
-    options.reference = entry.get_string("reference") == "training" ? split : "test";
-    nlohmann::json result = evaluate_image_set(
-        LabelledImages{sdk::pixels_from_bytes(set.images), set.labels}, options, s.log);
-    if (entry.get_string("reference") == "training") {
-      result["caveats"] = nlohmann::json::array({"scored against the run's own training data (" +
-                                                 split + " split): " +
-                                                 train_reference_caveat()});
+    const std::string split = plan.real.dataset.config.get_string("split");
+    const bool training = entry.get_string("reference") == "training";
+    plan.reference = training ? split : "test";
+    nlohmann::json result =
+        evaluate_image_set(sdk::LabelledImages{sdk::pixels_from_bytes(set.images), set.labels}, plan,
+                           components_.evaluators.at(e), open_dataset_, s.log);
+    if (training) {
+      result["caveats"] = nlohmann::json::array(
+          {"scored against the run's own training data (" + split + " split): " + train_reference_caveat()});
       s.summary.ledger.add_caveat("eval-" + std::to_string(e) + ".json: " + result["caveats"][0].get<std::string>());
     }
     result["samples"] = images.string();

@@ -1,24 +1,11 @@
 #pragma once
-// Crash-safe file writes: a reader sees the old file or the new one, never a torn one.
+// The SDK's crash-safe file writes (privdiff/io/atomic_file.hpp), under the host's namespace.
 
-#include <filesystem>
-#include <string>
+#include <privdiff/io/atomic_file.hpp>
 
 namespace privdiff::core {
-
-/// Writes `contents` to a temporary file beside `path`, flushes it to disk and renames it over
-/// `path`. Throws std::runtime_error (with the path) on failure; `path` is then untouched.
-void write_file_atomically(const std::filesystem::path& path, const std::string& contents);
-
-/// Removes the `NAME.tmp.PID` files that write_file_atomically leaves in `dir` when a process is
-/// killed mid-write (for a directory no live process is writing into). Returns how many.
-int remove_stale_temporary_files(const std::filesystem::path& dir);
-
-/// True when `dir` holds nothing but such `NAME.tmp.PID` files (a run killed while writing its
-/// first file): as good as empty once they are removed.
-bool holds_only_temporary_files(const std::filesystem::path& dir);
-
-/// Reads a whole file; throws std::runtime_error naming the path when it cannot.
-std::string read_file(const std::filesystem::path& path);
-
+using sdk::holds_only_temporary_files;
+using sdk::read_file;
+using sdk::remove_stale_temporary_files;
+using sdk::write_file_atomically;
 }  // namespace privdiff::core

@@ -1,15 +1,9 @@
 #pragma once
-// Hashes that detect changed content (an edited recipe, a damaged checkpoint, a cache entry's data):
-// 64-bit FNV-1a, fast and stable across builds; not a security measure.
+// The SDK's content hash (privdiff/io/content_hash.hpp), under the host's namespace.
 
-#include <cstddef>
-#include <cstdint>
-#include <string>
+#include <privdiff/io/content_hash.hpp>
 
 namespace privdiff::core {
-
-std::uint64_t fnv1a64(const char* data, std::size_t size);
-/// fnv1a64 of a text, as 16 hex digits.
-std::string content_hash(const std::string& text);
-
+using sdk::content_hash;
+using sdk::fnv1a64;
 }  // namespace privdiff::core

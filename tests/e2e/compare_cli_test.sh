@@ -29,7 +29,7 @@ type = "edm_heun"
 steps = 2
 TOML
   # K = 1 evaluates itself through [[eval]]; K = 2 through privdiff sample + eval below.
-  [ $k = 1 ] && printf '[[eval]]\nsamples = 20\nclassifiers = ["logreg"]\nepochs = 1\n' >> "$tmp/k$k.toml"
+  [ $k = 1 ] && printf '[[eval]]\nsamples = 20\nepochs = 1\n[eval.dpdm_classifiers]\nclassifiers = ["logreg"]\n' >> "$tmp/k$k.toml"
   "$privdiff" run "$tmp/k$k.toml" --out "$tmp/k$k" >/dev/null 2>&1 || fail "run k$k failed"
 done
 "$privdiff" sample "$tmp/k2" --count 20 --out "$tmp/k2/samples/s" >/dev/null 2>&1 || fail "sample failed"
@@ -37,7 +37,7 @@ done
   >/dev/null 2>&1 || fail "eval failed"
 out=$("$privdiff" compare "$tmp/k1" "$tmp/k2" --out "$tmp/report" --points 6 2>&1) || fail "compare: $out"
 echo "$out"
-grep -q "^| run | mechanism | K | ε (rdp) | ε (prv) | calibrated by | δ | σ | steps | trainable params | ex/s (private) | train time (s) | acc logreg" <<<"$out" \
+grep -q "^| run | mechanism | K | ε (rdp) | ε (prv) | calibrated by | δ | σ | steps | trainable params | ex/s (private) | train time (s) | accuracy.logreg \[dpdm_classifiers\] | frechet_distance \[feature_cnn\] " <<<"$out" \
   || fail "markdown header"
 # (one caveat each: private_diagnostics)
 grep -Eq "^\| tiny-k1 \| dpdm \| 1 \| .* \| rdp \| .* \| 20 \| 1 \|$" <<<"$out" || fail "k1 row (evaluated by [[eval]])"
@@ -53,7 +53,8 @@ assert all(b < 128 for b in raw), "compare.csv is not plain ASCII"
 rows = list(csv.DictReader(open(f"{d}/compare.csv")))
 assert [r["run"] for r in rows] == ["tiny-k1", "tiny-k2"], rows
 assert float(rows[0]["epsilon_rdp"]) <= 8.0 + 1e-9 and float(rows[1]["epsilon_prv"]) <= float(rows[1]["epsilon_rdp"]), rows
-assert all(0 <= float(r["accuracy_logreg"]) <= 1 and r["accuracy_cnn"] == "" for r in rows), rows
+assert all(0 <= float(r["dpdm_classifiers.accuracy.logreg"]) <= 1 and "dpdm_classifiers.accuracy.cnn" not in r for r in rows), rows
+assert all(float(r["feature_cnn.frechet_distance"]) >= 0 for r in rows), rows
 assert all(r["calibration_accountant"] == "rdp" and r["caveats"] == "1" for r in rows), rows
 assert all(float(r["private_examples_per_second"]) > 0 for r in rows), rows
 # Full precision: the CSV's epsilon is privacy.json's, digit for digit.
@@ -62,7 +63,8 @@ want = [e["epsilon"] for e in json.load(open(f"{sys.argv[2]}/privacy.json"))["re
 assert float(rows[0]["epsilon_rdp"]) == want, (rows[0]["epsilon_rdp"], want)
 html = open(f"{d}/report.html").read()
 plotted = sys.argv[3] == "1"
-for needle in ('<table id="comparison">', 'src="grids/0-tiny-k1.png"', 'src="grids/1-tiny-k2.png"', "not Inception"):
+for needle in ('<table id="comparison">', 'src="grids/0-tiny-k1.png"', 'src="grids/1-tiny-k2.png"', "not Inception",
+               "feature_cnn: penultimate 128-d features", "dpdm_classifiers: DPDM's classifiers"):
     assert needle in html, needle
 for svg in ("epsilon", "loss-0-stage0"):  # one loss plot per stage
     assert (f'src="plots/{svg}.svg"' in html) == plotted, svg
@@ -85,9 +87,9 @@ grep -q "No loss curve for tiny-quiet, stage 'stage0': a private stage: its loss
   || fail "the report does not say why a run has no loss curve"
 [ -s "$tmp/k1/eval-0.json" ] && [ -s "$tmp/k1/samples/eval0-images-idx3-ubyte.gz" ] || fail "[[eval]] wrote no results"
 grep -q '"eval"' "$tmp/k1/metrics.jsonl" || fail "[[eval]] result not in metrics.jsonl"
-printf '[[eval]]\nclassifiers = ["cnnn"]\n' >> "$tmp/k2.toml"
+printf '[[eval]]\nevaluators = ["dpdm_classifiers"]\n[eval.dpdm_classifiers]\nclassifiers = ["cnnn"]\n' >> "$tmp/k2.toml"
 out=$("$privdiff" validate "$tmp/k2.toml" 2>&1) && fail "validated an unknown classifier"
-grep -q "eval\[0\].classifiers: unknown classifier 'cnnn' (did you mean 'cnn'?)" <<<"$out" || fail "no classifier message: $out"
+grep -q "eval\[0\].dpdm_classifiers.classifiers: expected " <<<"$out" || fail "no classifier message: $out"
 # --out: an earlier report is replaced whole (nothing stale left); any other non-empty directory is refused.
 touch "$tmp/report/plots/stale.svg"
 out=$("$privdiff" compare "$tmp/k2" --out "$tmp/report" 2>&1); code=$?

@@ -29,8 +29,9 @@ batch_size = 4
 steps = 4
 [[eval]]
 samples = 20
-classifiers = ["logreg"]
 epochs = 1
+[eval.dpdm_classifiers]
+classifiers = ["logreg"]
 TOML
 }
 device_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["device"])' "$1/summary.json"; }

@@ -36,7 +36,7 @@ TOML
 "$privdiff" run "$tmp/r.toml" --out "$tmp/run" >/dev/null 2>&1 || fail "tiny run failed"
 # [[eval]] in a run scores against held-out data by default; against the training data only when
 # asked, and then the run carries a caveat (privacy.json, the ledger, eval-0.json).
-printf '[[eval]]\nsamples = 20\nclassifiers = ["logreg"]\nepochs = 1\nreference = "training"\n' > "$tmp/eval.toml"
+printf '[[eval]]\nsamples = 20\nepochs = 1\nreference = "training"\n[eval.dpdm_classifiers]\nclassifiers = ["logreg"]\n' > "$tmp/eval.toml"
 cat "$tmp/r.toml" "$tmp/eval.toml" > "$tmp/r-eval.toml"
 "$privdiff" run "$tmp/r-eval.toml" --out "$tmp/run-eval" >/dev/null 2>&1 || fail "run with [[eval]] reference = training failed"
 python3 - "$tmp/run-eval" <<'PY' || fail "[[eval]] reference = training"
@@ -44,6 +44,8 @@ import json, sys
 d = sys.argv[1]
 e = json.load(open(f"{d}/eval-0.json"))
 assert e["reference"] == "train" and len(e["caveats"]) == 1, e
+assert set(e["evaluators"]) == {"dpdm_classifiers", "feature_cnn"}, e
+assert list(e["evaluators"]["dpdm_classifiers"]["metrics"]) == ["accuracy.logreg"], e
 caveats = json.load(open(f"{d}/privacy.json"))["caveats"]
 assert any(c.startswith("eval-0.json: scored against the run's own training data") for c in caveats), caveats
 assert caveats == json.load(open(f"{d}/ledger.json"))["caveats"], caveats
@@ -68,17 +70,18 @@ json=$("$privdiff" eval "$tmp/run/samples/ddim-30-images-idx3-ubyte.gz" --real-p
 python3 - "$json" "$tmp/run" <<'PY' || fail "eval output: $json"
 import json, sys
 r = json.loads(sys.argv[1])
-assert set(r["accuracy"]) == {"logreg", "mlp"}, r
-assert all(0 <= a <= 1 for a in r["accuracy"].values()), r
-for k in ("frechet_distance", "frechet_floor", "precision", "recall", "counts", "features"):
-    assert k in r, k
+accuracy = r["evaluators"]["dpdm_classifiers"]["metrics"]
+assert set(accuracy) == {"accuracy.logreg", "accuracy.mlp"}, r
+assert all(0 <= a <= 1 for a in accuracy.values()), r
+fidelity = r["evaluators"]["feature_cnn"]
+assert set(fidelity["metrics"]) == {"frechet_distance", "frechet_floor", "precision", "recall"}, fidelity
+assert "not Inception" in fidelity["provenance"], fidelity
 assert r["counts"]["samples"] == 30, r["counts"]
 assert r["real"] == "tiny-fashion-mnist", r["real"]  # --real-path names the data by its directory
-assert "not Inception" in r["features"], r["features"]
 # The default reference is the test split, disjoint from training data: no caveat, train never read.
 assert r["reference"] == "test" and r["caveats"] == [] and "real_train" not in r["counts"], r
 e = json.load(open(f"{sys.argv[2]}/eval.json"))
-assert e["accuracy"] == r["accuracy"], e
+assert e["evaluators"]["dpdm_classifiers"]["metrics"] == accuracy, e
 lines = [json.loads(l) for l in open(f"{sys.argv[2]}/metrics.jsonl")]
 assert "eval" in lines[-1], lines[-1]
 PY
@@ -105,10 +108,12 @@ python3 - "$json" <<'PY' || fail "real test set as synthetic: $json"
 import json, sys
 r = json.loads(sys.argv[1])
 assert r["reference"] == "train" and any("non-private statistics" in c for c in r["caveats"]), r
-assert r["accuracy"]["cnn"] >= 0.6, r["accuracy"]  # chance 0.1; 0.73 measured (1,000 images, 40 epochs)
+accuracy = r["evaluators"]["dpdm_classifiers"]["metrics"]["accuracy.cnn"]
+assert accuracy >= 0.6, accuracy  # chance 0.1; 0.73 measured (1,000 images, 40 epochs)
+f = r["evaluators"]["feature_cnn"]["metrics"]
 # Same images as the floor's: the distance is the floor.
-assert abs(r["frechet_distance"] - r["frechet_floor"]) <= 1e-6 * max(1, r["frechet_floor"]), r
-assert r["precision"] > 0.6 and r["recall"] > 0.6, r
+assert abs(f["frechet_distance"] - f["frechet_floor"]) <= 1e-6 * max(1, f["frechet_floor"]), f
+assert f["precision"] > 0.6 and f["recall"] > 0.6, f
 PY
 python3 "$(dirname "$0")/../../scripts/make_noise_idx.py" "$tmp/noise" 1000 || fail "cannot write the noise set"
 noise=$("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --real-path "$small" --reference train --classifiers cnn --epochs 2 --json \
@@ -116,8 +121,10 @@ noise=$("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --real-path "$small" 
   || fail "eval of noise: $(cat "$tmp/log")"
 python3 - "$json" "$noise" <<'PY' || fail "noise: $noise"
 import json, sys
-real, noise = (json.loads(a) for a in sys.argv[1:3])
-assert 0.02 <= noise["accuracy"]["cnn"] <= 0.25, noise["accuracy"]
+real, noise = (json.loads(a)["evaluators"] for a in sys.argv[1:3])
+accuracy = noise["dpdm_classifiers"]["metrics"]["accuracy.cnn"]
+assert 0.02 <= accuracy <= 0.25, accuracy
+real, noise = real["feature_cnn"]["metrics"], noise["feature_cnn"]["metrics"]
 assert noise["frechet_distance"] > 20 * max(real["frechet_floor"], 0.1), (noise["frechet_distance"], real["frechet_floor"])
 # Noise covers none of the real data. (Its k-NN *precision* is high: the noise features collapse
 # into one spot inside the large k-NN balls of real outliers, the metric's known weakness.)
@@ -143,8 +150,16 @@ grep -q "label 12 at index 0 is not a class of fashion-mnist" <<<"$out" || fail 
 out=$("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --labels "$tmp/r.toml" 2>&1); code=$?
 [ $code -eq 2 ] || fail "a TOML label file: exit $code (want 2): $out"
 grep -q "r.toml" <<<"$out" || fail "the bad labels file is not named: $out"
-out=$("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --real cifar10 2>&1); code=$?
-[ $code -eq 2 ] || fail "--real cifar10: exit $code (want 2): $out"
-grep -q "real data (--real cifar10, test split): unknown dataset 'cifar10'" <<<"$out" || fail "no --real message: $out"
-grep -q "data.dataset" <<<"$out" && fail "--real message talks about the recipe: $out"
+out=$("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --real cifar100 2>&1); code=$?
+[ $code -eq 2 ] || fail "--real cifar100: exit $code (want 2): $out"
+grep -q "^--real cifar100: real.dataset: unknown dataset 'cifar100' (did you mean 'cifar10'?)" <<<"$out" || fail "no --real message: $out"
+out=$("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --evaluator incepton 2>&1); code=$?
+[ $code -eq 2 ] || fail "--evaluator incepton: exit $code (want 2): $out"
+grep -q "unknown evaluator 'incepton' (did you mean 'inception'?)" <<<"$out" || fail "no --evaluator message: $out"
+out=$("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --set dpdm_classifiers.epoch=3 2>&1); code=$?
+[ $code -eq 2 ] || fail "--set dpdm_classifiers.epoch: exit $code (want 2): $out"
+grep -q "dpdm_classifiers.epoch: unknown key 'epoch' (did you mean 'epochs'?)" <<<"$out" || fail "no --set message: $out"
+out=$(env -u PRIVDIFF_INCEPTION_WEIGHTS "$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --evaluator inception 2>&1); code=$?
+[ $code -eq 2 ] || fail "inception without weights: exit $code (want 2): $out"
+grep -q "inception.weights: the inception evaluator needs pytorch-fid's Inception weights" <<<"$out" || fail "no weights message: $out"
 echo "1 passed, 0 failed"

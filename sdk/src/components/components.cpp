@@ -8,6 +8,7 @@
 #include <privdiff/components/model.hpp>
 #include <privdiff/components/sampler.hpp>
 #include <privdiff/components/dataset.hpp>
+#include <privdiff/components/evaluator.hpp>
 
 #include <stdexcept>
 
@@ -21,6 +22,7 @@ std::string to_string(ComponentKind kind) {
     case ComponentKind::accountant: return "accountant";
     case ComponentKind::sampler: return "sampler";
     case ComponentKind::dataset: return "dataset";
+    case ComponentKind::evaluator: return "evaluator";
     case ComponentKind::auditor: return "auditor";
   }
   return "?";
@@ -35,6 +37,7 @@ Mechanism::~Mechanism() = default;
 Accountant::~Accountant() = default;
 Sampler::~Sampler() = default;
 Dataset::~Dataset() = default;
+Evaluator::~Evaluator() = default;
 Auditor::~Auditor() = default;
 
 PrivacyEvent Mechanism::planned_events_with(double, std::int64_t) const {

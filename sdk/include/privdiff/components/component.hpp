@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// The common base of the seven component kinds a plugin can provide.
+/// The common base of the eight component kinds a plugin can provide.
 
 #include <privdiff/sdk_api.hpp>
 
@@ -8,14 +8,14 @@
 
 namespace privdiff::sdk {
 
-/// The seven kinds of component, one interface each.
-enum class ComponentKind { model, adapter, mechanism, accountant, sampler, dataset, auditor };
+/// The eight kinds of component, one interface each.
+enum class ComponentKind { model, adapter, mechanism, accountant, sampler, dataset, evaluator, auditor };
 
 inline constexpr ComponentKind all_component_kinds[] = {
     ComponentKind::model,   ComponentKind::adapter, ComponentKind::mechanism, ComponentKind::accountant,
-    ComponentKind::sampler, ComponentKind::dataset, ComponentKind::auditor};
+    ComponentKind::sampler, ComponentKind::dataset, ComponentKind::evaluator, ComponentKind::auditor};
 
-/// "model", "adapter", "mechanism", "accountant", "sampler", "dataset", "auditor".
+/// "model", "adapter", "mechanism", "accountant", "sampler", "dataset", "evaluator", "auditor".
 PRIVDIFF_SDK_API std::string to_string(ComponentKind kind);
 /// "models", "mechanisms", ...
 PRIVDIFF_SDK_API std::string plural(ComponentKind kind);

@@ -1,9 +1,9 @@
-#include "util/content_hash.hpp"
+#include <privdiff/io/content_hash.hpp>
 
 #include <iomanip>
 #include <sstream>
 
-namespace privdiff::core {
+namespace privdiff::sdk {
 
 std::uint64_t fnv1a64(const char* data, std::size_t size) {
   std::uint64_t h = 1469598103934665603ULL;
@@ -21,4 +21,4 @@ std::string content_hash(const std::string& text) {
   return os.str();
 }
 
-}  // namespace privdiff::core
+}  // namespace privdiff::sdk

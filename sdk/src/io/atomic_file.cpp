@@ -1,4 +1,4 @@
-#include "util/atomic_file.hpp"
+#include <privdiff/io/atomic_file.hpp>
 
 #include <cerrno>
 #include <cstdio>
@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <unistd.h>
 
-namespace privdiff::core {
+namespace privdiff::sdk {
 
 namespace fs = std::filesystem;
 
@@ -79,4 +79,4 @@ std::string read_file(const fs::path& path) {
   return out.str();
 }
 
-}  // namespace privdiff::core
+}  // namespace privdiff::sdk

@@ -1,4 +1,4 @@
-#include "evaluate/feature_statistics.hpp"
+#include <privdiff/evaluation/feature_statistics.hpp>
 
 #include <ATen/ATen.h>
 
@@ -6,7 +6,7 @@
 
 #include <stdexcept>
 
-namespace privdiff::core {
+namespace privdiff::sdk::evaluation {
 
 namespace {
 
@@ -52,20 +52,22 @@ GaussianFit fit_gaussian(const at::Tensor& features) {
   const at::Tensor centred = x - mean;
   GaussianFit fit;
   fit.count = x.size(0);
-  fit.mean = to_eigen(mean.unsqueeze(1)).col(0);
-  fit.covariance = to_eigen(centred.t().mm(centred) / static_cast<double>(x.size(0) - 1));
+  fit.mean = mean.contiguous();
+  fit.covariance = (centred.t().mm(centred) / static_cast<double>(x.size(0) - 1)).contiguous();
   return fit;
 }
 
 double frechet_distance(const GaussianFit& a, const GaussianFit& b) {
-  if (a.mean.size() != b.mean.size()) throw std::invalid_argument("feature dimensions differ");
-  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> sa(a.covariance);
+  if (a.mean.numel() != b.mean.numel()) throw std::invalid_argument("feature dimensions differ");
+  const Eigen::MatrixXd cov_a = to_eigen(a.covariance), cov_b = to_eigen(b.covariance);
+  const Eigen::VectorXd mean_a = to_eigen(a.mean.unsqueeze(1)).col(0), mean_b = to_eigen(b.mean.unsqueeze(1)).col(0);
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> sa(cov_a);
   const Eigen::VectorXd root = sa.eigenvalues().cwiseMax(0.0).cwiseSqrt();
   const Eigen::MatrixXd sqrt_a = sa.eigenvectors() * root.asDiagonal() * sa.eigenvectors().transpose();
-  const Eigen::MatrixXd middle = sqrt_a * b.covariance * sqrt_a;
+  const Eigen::MatrixXd middle = sqrt_a * cov_b * sqrt_a;
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> sm(0.5 * (middle + middle.transpose()), Eigen::EigenvaluesOnly);
   const double trace_sqrt = sm.eigenvalues().cwiseMax(0.0).cwiseSqrt().sum();
-  const double d = (a.mean - b.mean).squaredNorm() + a.covariance.trace() + b.covariance.trace() - 2 * trace_sqrt;
+  const double d = (mean_a - mean_b).squaredNorm() + cov_a.trace() + cov_b.trace() - 2 * trace_sqrt;
   return std::max(0.0, d);
 }
 
@@ -80,4 +82,4 @@ PrecisionRecall precision_recall(const at::Tensor& real, const at::Tensor& gener
   return out;
 }
 
-}  // namespace privdiff::core
+}  // namespace privdiff::sdk::evaluation
