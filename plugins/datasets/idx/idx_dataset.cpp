@@ -1,9 +1,13 @@
 // idx: a directory of IDX pairs, as the MNIST family ships (MNIST, EMNIST, KMNIST, Fashion-MNIST):
-// {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]. Registered three times: `idx` (give `path`),
-// and `fashion-mnist` / `mnist`, whose `path` defaults to where Debian's dataset packages put them.
+// {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz], or with a prefix and "test" for "t10k" as
+// EMNIST names them (emnist-letters-train-images-idx3-ubyte.gz). Registered three times: `idx`
+// (give `path`), and `fashion-mnist` / `mnist`, whose `path` defaults to where Debian's dataset
+// packages put them.
 #include <privdiff/data/idx_file.hpp>
 #include <privdiff/data/image_dataset.hpp>
 #include <privdiff/plugin/export.hpp>
+
+#include <ATen/ATen.h>
 
 #include <filesystem>
 #include <stdexcept>
@@ -14,17 +18,37 @@ using namespace privdiff::sdk;
 namespace fs = std::filesystem;
 
 namespace {
-LabelledBytes read(const Config& c) {
+// Whether `dir` holds EMNIST's files, whose names need a prefix.
+bool holds_emnist(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.path().filename().string().rfind("emnist-", 0) == 0) return true;
+  }
+  return false;
+}
+
+LabelledBytes read_split(const Config& c) {
   const fs::path dir = c.get_string("path");
+  const std::string prefix = c.get_string("prefix");
   try {
-    return read_idx_split(dir, c.get_string("split"));
+    return read_idx_split(dir, c.get_string("split"), prefix);
   } catch (const std::runtime_error& e) {
     std::string why = e.what();
     if (dir == system_idx_directory("fashion-mnist") && why.find("not a directory") != std::string::npos) {
       why += " (install Debian's dataset-fashion-mnist, or set path)";
     }
+    if (prefix.empty() && why.find("not found") != std::string::npos && holds_emnist(dir)) {
+      why += " (EMNIST's files are named emnist-<split>-...: set prefix, e.g. prefix = \"emnist-letters-\")";
+    }
     throw std::runtime_error(why);
   }
+}
+
+LabelledBytes read(const Config& c) {
+  LabelledBytes out = read_split(c);
+  // EMNIST stores each image transposed (column by column) relative to MNIST.
+  if (c.get_bool("transpose")) out.images = out.images.transpose(2, 3).contiguous();
+  return out;
 }
 std::string display_name(const Config& c) {
   return fs::path(c.get_string("path")).lexically_normal().filename().string() + " (" + c.get_string("split") + ")";
@@ -43,6 +67,12 @@ Schema idx_schema(const std::string& default_path) {
   if (!default_path.empty()) path.defaults(ConfigValue{default_path});
   s.add(path)
       .add(Key::string("split").one_of({"train", "test"}).defaults("train").doc("which split: train or test (t10k)"))
+      .add(Key::string("prefix").defaults("")
+               .doc("file name prefix: EMNIST's is emnist-<split>-, e.g. \"emnist-letters-\" (its test files say "
+                    "test- for t10k-: both are found)"))
+      .add(Key::boolean("transpose").defaults(false)
+               .doc("swap each image's rows and columns: EMNIST's files hold the letters transposed; true turns "
+                    "them upright (torchvision and DPImageBench use them as stored)"))
       .add(Key::boolean("public").defaults(false)
                .doc("true marks the data as public: non-private stages may train on it, unless a private stage "
                     "of the run (or of its init_from ancestry) trains on it"));

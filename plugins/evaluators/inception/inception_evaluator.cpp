@@ -3,6 +3,7 @@
 // Inception Score (10 splits) of the samples, and k-NN precision/recall on pool3 features. The
 // weights are the user's copy of pytorch-fid's file (nothing is downloaded); the reference
 // statistics are computed once per (data, weights) and cached by content hash.
+#include <privdiff/components/evaluator.hpp>
 #include <privdiff/evaluation/feature_statistics.hpp>
 #include <privdiff/evaluation/inception_v3.hpp>
 #include <privdiff/io/atomic_file.hpp>
@@ -17,6 +18,7 @@
 #include <iomanip>
 #include <memory>
 #include <sstream>
+#include <stdexcept>
 
 namespace privdiff::plugins::inception {
 
@@ -76,7 +78,7 @@ class InceptionEvaluator : public Evaluator {
     EvaluationResult result;
     result.metrics.emplace_back("fid", evaluation::frechet_distance(evaluation::fit_gaussian(samples.pool3), reference.fit));
     result.metrics.emplace_back("fid_floor", reference.floor);
-    const evaluation::InceptionScore score = evaluation::inception_score(samples.logits, splits_);
+    const evaluation::InceptionScore score = evaluation::inception_score(unbiased_logits(samples.pool3), splits_);
     result.metrics.emplace_back("inception_score", score.mean);
     result.metrics.emplace_back("inception_score_std", score.std);
     const std::int64_t pr_set = std::min(pr_samples_, samples.pool3.size(0));
@@ -85,7 +87,7 @@ class InceptionEvaluator : public Evaluator {
     result.metrics.emplace_back("recall", pr.recall);
     result.provenance = "Inception-V3 as pytorch-fid (pool3 features, 1008 logits, 299x299 bilinear), weights " +
                         weights_.filename().string() + " (content " + weights_key_ + "); FID against " + in.real_name +
-                        " " + in.reference_split + ", IS in " + std::to_string(splits_) + " splits";
+                        " " + in.reference_split + ", IS (fc without bias, as the original) in " + std::to_string(splits_) + " splits";
     result.counts = {{"samples", samples.pool3.size(0)}, {"reference", reference.fit.count},
                      {"pr_samples", pr_set}, {"pr_reference", reference.pr_features.size(0)}};
     if (samples.pool3.size(0) < 10000) {
@@ -140,6 +142,16 @@ class InceptionEvaluator : public Evaluator {
     archive.save_to(serialised);
     write_file_atomically(file, serialised.str());
     return stats;
+  }
+
+  /// The logits the Inception Score is defined on: pool3 times the fc weights, without the fc bias,
+  /// as the original code (Salimans et al. 2016, on the TF graph's "softmax/logits/MatMul") and
+  /// torch-fidelity ("logits_unbiased") compute it.
+  at::Tensor unbiased_logits(const at::Tensor& pool3) const {
+    const auto parameters = network_->named_parameters();
+    const at::Tensor* weight = parameters.find("fc.weight");
+    if (!weight) throw std::logic_error("the Inception network has no fc.weight");
+    return pool3.to(at::kDouble).matmul(weight->detach().to(at::kCPU, at::kDouble).t());
   }
 
   /// What real images score: the test split against a training reference, or the test split's

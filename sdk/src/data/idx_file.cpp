@@ -89,22 +89,34 @@ void write_idx(const fs::path& file, const IdxArray& array) {
 }
 
 namespace {
-// "<dir>/<stem>.gz" or "<dir>/<stem>", whichever exists.
-fs::path find_idx_file(const fs::path& dir, const std::string& stem) {
+// "<dir>/<stem>.gz" or "<dir>/<stem>" for the first stem that exists.
+fs::path find_idx_file(const fs::path& dir, const std::vector<std::string>& stems) {
   std::error_code ec;
-  for (const fs::path& candidate : {dir / (stem + ".gz"), dir / stem}) {
-    if (fs::is_regular_file(candidate, ec)) return candidate;
+  for (const std::string& stem : stems) {
+    for (const fs::path& candidate : {dir / (stem + ".gz"), dir / stem}) {
+      if (fs::is_regular_file(candidate, ec)) return candidate;
+    }
   }
-  throw std::runtime_error((dir / stem).string() + "[.gz] not found");
+  std::string also;
+  for (std::size_t k = 1; k < stems.size(); ++k) also += " (or " + stems[k] + "[.gz])";
+  throw std::runtime_error((dir / stems[0]).string() + "[.gz]" + also + " not found");
 }
 }  // namespace
 
-LabelledBytes read_idx_split(const fs::path& dir, const std::string& split) {
+LabelledBytes read_idx_split(const fs::path& dir, const std::string& split) { return read_idx_split(dir, split, ""); }
+
+LabelledBytes read_idx_split(const fs::path& dir, const std::string& split, const std::string& prefix) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw std::runtime_error(dir.string() + " is not a directory");
-  const std::string prefix = split == "train" ? "train" : "t10k";
-  const IdxArray images = read_idx(find_idx_file(dir, prefix + "-images-idx3-ubyte"));
-  const IdxArray labels = read_idx(find_idx_file(dir, prefix + "-labels-idx1-ubyte"));
+  const std::vector<std::string> names =
+      split == "train" ? std::vector<std::string>{prefix + "train"} : std::vector<std::string>{prefix + "t10k", prefix + "test"};
+  auto stems = [&](const std::string& kind) {
+    std::vector<std::string> out;
+    for (const auto& name : names) out.push_back(name + "-" + kind + "-ubyte");
+    return out;
+  };
+  const IdxArray images = read_idx(find_idx_file(dir, stems("images-idx3")));
+  const IdxArray labels = read_idx(find_idx_file(dir, stems("labels-idx1")));
   if (images.shape.size() != 3) throw std::runtime_error(dir.string() + ": the " + split + " images file is not [N, H, W]");
   if (labels.shape.size() != 1 || labels.shape[0] != images.shape[0]) {
     throw std::runtime_error(dir.string() + ": " + std::to_string(images.shape[0]) + " " + split + " images but " +

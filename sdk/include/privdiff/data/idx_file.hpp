@@ -24,9 +24,14 @@ PRIVDIFF_SDK_API IdxArray read_idx(const std::filesystem::path& file);
 /// Writes an unsigned-byte IDX file, gzip-compressed when `file` ends in ".gz".
 PRIVDIFF_SDK_API void write_idx(const std::filesystem::path& file, const IdxArray& array);
 
-/// One split of an MNIST-style directory: "<dir>/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]"
-/// (split "train" or "test"), as uint8 [N, 1, H, W] images and labels; num_classes is the largest
-/// label + 1, at least 10. Throws std::runtime_error naming the missing or malformed file.
+/// One split of an MNIST-style directory: "<dir>/<prefix>{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]"
+/// (split "train" or "test"; "test-" is accepted for "t10k-", as EMNIST names its files, e.g.
+/// prefix "emnist-letters-": emnist-letters-test-images-idx3-ubyte.gz), as uint8 [N, 1, H, W]
+/// images and labels; num_classes is the largest label + 1, at least 10. Throws
+/// std::runtime_error naming the missing or malformed file.
+PRIVDIFF_SDK_API LabelledBytes read_idx_split(const std::filesystem::path& dir, const std::string& split,
+                                              const std::string& prefix);
+/// read_idx_split with no file name prefix (MNIST, Fashion-MNIST, KMNIST).
 PRIVDIFF_SDK_API LabelledBytes read_idx_split(const std::filesystem::path& dir, const std::string& split);
 
 /// Where Debian's dataset packages put the MNIST family: "fashion-mnist" and "mnist"; empty for
