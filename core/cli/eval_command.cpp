@@ -133,7 +133,12 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions& global, int& exit
     ComponentRegistry registry;
     load_plugins(registry, global, nullptr);
     EvaluationChoice choice = checked_choice(*args, registry);
-    const std::vector<NamedEvaluator> evaluators = create_evaluators(choice.evaluators, registry);
+    std::vector<NamedEvaluator> evaluators;
+    try {  // e.g. inception without its weights file: input the user can fix
+      evaluators = create_evaluators(choice.evaluators, registry);
+    } catch (const std::runtime_error& e) {
+      throw UsageError(std::string("eval: ") + e.what());
+    }
     EvaluationPlan plan;
     plan.real = std::move(*choice.real);
     plan.reference = args->reference;

@@ -284,6 +284,8 @@ TEST(LatentModels, LoraDefaultTargetsAreTheTransformersProjections) {
   EXPECT_GT(expected, 0);
   EXPECT_EQ(wrapped, expected);
   for (const auto& p : engine::parameters_with_roles(*model)) {
-    if (p.role == "adapter") EXPECT_EQ(p.name.rfind("unet.", 0), 0u) << p.name;
+    if (p.role == "adapter") {
+      EXPECT_EQ(p.name.rfind("unet.", 0), 0u) << p.name;
+    }
   }
 }

@@ -1,12 +1,13 @@
 // benchmark_classifiers: DPImageBench's downstream protocol (evaluation/evaluator.py and
-// evaluation/classifier/ of its code). ResNet, WRN and ResNeXt are trained on the synthetic set with
-// the benchmark's schedules, each keeps the epoch with the best validation accuracy, each is tested
-// on the real test split, and the mean of the three is reported beside them.
+// evaluation/classifier/ of its code; sdk/evaluation/benchmark_classifiers.hpp). ResNet, WRN and
+// ResNeXt — the sizes and schedules the benchmark picks by dataset (CIFAR or not) — are trained on
+// the synthetic set, each keeps the epoch with the best validation accuracy (EMA weights, as
+// there), each is tested on the real test split, and the mean is reported beside them.
 //
-// The validation set is a held-out part of the *synthetic* set by default (DPImageBench's 55,000 /
-// 5,000 split of 60,000 images: 1/12), so no private record is touched. selection = "real" selects
-// on held-out images of the real training split instead, as the benchmark's non-noisy variant does:
-// then the choice of epoch is a non-private statistic of private data, and the result says so.
+// The validation set is a held-out part of the *synthetic* set by default (the benchmark's
+// eval.mode = syn: 5,000 of 60,000, 1/12), so no private record is touched. DPImageBench's default
+// (eval.mode = val) selects on real training images instead: selection = "real" does that, and the
+// result then says the choice of epoch is a non-private statistic of private data.
 #include <privdiff/evaluation/benchmark_classifiers.hpp>
 #include <privdiff/evaluation/classifier_training.hpp>
 #include <privdiff/evaluation/validation_split.hpp>
@@ -15,6 +16,7 @@
 #include <ATen/ATen.h>
 
 #include <iomanip>
+#include <numeric>
 #include <sstream>
 
 namespace privdiff::plugins::benchmark_classifiers {
@@ -27,7 +29,9 @@ class BenchmarkClassifiersEvaluator : public Evaluator {
  public:
   explicit BenchmarkClassifiersEvaluator(const Config& c)
       : selection_(c.get_string("selection")), validation_share_(c.get_double("validation_share")) {
-    for (const auto& name : c.get_string_list("networks")) networks_.push_back(evaluation::benchmark_network_from_string(name));
+    if (c.has("networks")) {
+      for (const auto& name : c.get_string_list("networks")) networks_.push_back(evaluation::benchmark_network_from_string(name));
+    }
     if (c.has("epochs")) epochs_ = c.get_int("epochs");
     if (c.has("batch_size")) batch_size_ = c.get_int("batch_size");
   }
@@ -35,19 +39,27 @@ class BenchmarkClassifiersEvaluator : public Evaluator {
   EvaluationResult evaluate(const EvaluationInput& in) override {
     const LabelledImages& test = in.real("test");
     const std::int64_t channels = in.samples.images.size(1), size = in.samples.images.size(2);
-    evaluation::ClassifierSchedule schedule = evaluation::dpimagebench_schedule(channels);
+    const auto regime = evaluation::benchmark_regime_for_dataset(in.real_name);
+    evaluation::ClassifierSchedule schedule = evaluation::dpimagebench_schedule(regime, size);
+    const auto networks = networks_.empty() ? evaluation::dpimagebench_networks(size) : networks_;
     if (epochs_ > 0) schedule.epochs = epochs_;
-    if (batch_size_ > 0) schedule.batch_size = batch_size_;
+    if (batch_size_ > 0) {  // the benchmark's micro-batches must divide the batch: keep as many as do
+      schedule.batch_size = batch_size_;
+      schedule.micro_batches = std::gcd(schedule.micro_batches, batch_size_);
+    }
     const auto [train, validation, caveat] = training_and_validation(in);
     EvaluationResult result;
     double sum = 0;
-    for (const auto network : networks_) {
+    std::string names;
+    for (const auto network : networks) {
       const std::string name = evaluation::to_string(network);
+      const auto architecture = evaluation::dpimagebench_architecture(network, regime);
+      names += (names.empty() ? "" : ", ") + evaluation::describe(architecture);
       *in.log << "  training " << name << " on " << train.count() << " images (" << schedule.epochs << " epochs, "
               << (schedule.optimizer == evaluation::ClassifierSchedule::Optimizer::sgd ? "SGD" : "Adam") << " "
               << schedule.lr << ", batch " << schedule.batch_size << ")\n" << std::flush;
       at::manual_seed(in.seed);  // the same data and seed give the same classifier
-      auto net = evaluation::make_benchmark_classifier(network, channels, size, in.num_classes);
+      auto net = evaluation::make_benchmark_classifier(architecture, channels, size, in.num_classes);
       const auto selected = evaluation::train_selecting_epoch(*net, train.images, train.labels, validation.images,
                                                               validation.labels, schedule, in.device, in.seed, *in.log);
       const double accuracy = evaluation::classifier_accuracy(*net, test.images, test.labels);
@@ -57,10 +69,9 @@ class BenchmarkClassifiersEvaluator : public Evaluator {
       result.details.emplace_back("best_epoch." + name, static_cast<double>(selected.best_epoch));
       *in.log << "  " << name << ": accuracy on " << in.real_name << " test " << std::setprecision(4) << accuracy << "\n";
     }
-    result.metrics.emplace_back("accuracy.mean", sum / static_cast<double>(networks_.size()));
-    std::string names;
-    for (const auto network : networks_) names += (names.empty() ? "" : ", ") + evaluation::to_string(network);
-    result.provenance = "DPImageBench's classifiers (" + names + "), " + std::to_string(schedule.epochs) + " epochs, " +
+    result.metrics.emplace_back("accuracy.mean", sum / static_cast<double>(networks.size()));
+    result.provenance = "DPImageBench's classifiers (" + evaluation::to_string(regime) + " settings: " + names + "), " +
+                        std::to_string(schedule.epochs) + " epochs, " +
                         (schedule.optimizer == evaluation::ClassifierSchedule::Optimizer::sgd ? "SGD " : "Adam ") +
                         number(schedule.lr) + ", batch " + std::to_string(schedule.batch_size) + ", epoch selected on " +
                         std::to_string(validation.count()) + (selection_ == "real" ? " real training" : " synthetic") +
@@ -110,12 +121,12 @@ void register_components(Registrar* registrar) {
       "DPImageBench's accuracy: ResNet, WRN and ResNeXt trained on the samples with the benchmark's schedules, "
       "tested on the real test split, and their mean",
       Schema{}
-          .add(Key::string_list("networks").one_of({"resnet", "wrn", "resnext"})
-                   .defaults(ConfigValue{std::vector<std::string>{"resnet", "wrn", "resnext"}})
-                   .doc("which classifiers (the mean is over these)"))
+          .add(Key::string_list("networks").one_of({"resnet", "wrn", "resnext"}).optional()
+                   .doc("which classifiers (the mean is over these); default: the benchmark's (all three up to "
+                        "32 x 32, ResNet and WRN above)"))
           .add(Key::integer("epochs").at_least(1).optional()
-                   .doc("default: the benchmark's (grey 50, RGB 200); fewer for a scaled-down CPU run"))
-          .add(Key::integer("batch_size").at_least(1).optional().doc("default: the benchmark's (grey 256, RGB 126)"))
+                   .doc("default: the benchmark's (CIFAR 200, other data 50); fewer for a scaled-down CPU run"))
+          .add(Key::integer("batch_size").at_least(1).optional().doc("default: the benchmark's (CIFAR 126, other data 256)"))
           .add(Key::string("selection").one_of({"synthetic", "real"}).defaults("synthetic")
                    .doc("where the epoch is selected: synthetic = a held-out share of the samples (no private data); "
                         "real = of the real training split (a caveat: not a DP release)"))

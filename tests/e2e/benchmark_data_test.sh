@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The benchmark's RGB datasets end to end, on fixtures in their official formats (tests/fixtures/
+# cifar10, celeba): a private run on each with [[eval]] scoring its samples with every evaluator
+# (DPDM's classifiers, the feature CNN, Inception on the tiny fixture weights, DPImageBench's
+# classifiers at 1 epoch), samples.png, privdiff sample + eval with --real, and compare showing
+# each metric under the evaluator that produced it. Tiny: proves the plumbing, not the numbers.
+# Usage: benchmark_data_test.sh PRIVDIFF FIXTURE_DIR
+set -u
+privdiff=$1 fixtures=$2
+source "$(dirname "$0")/common.sh"
+cifar="$fixtures/cifar10/cifar-10-batches-bin"
+celeba="$fixtures/celeba"
+weights="$fixtures/inception/tiny_fid_inception.pth"
+
+# recipe NAME DATA_SECTION CLASSES: a tiny RGB 32x32 private run with every evaluator.
+recipe() {
+  cat > "$tmp/$1.toml" <<TOML
+[run]
+name = "$1"
+seed = 5
+[privacy]
+epsilon = 8.0
+delta = 1e-5
+$2
+[model]
+type = "pixel_unet"
+channels = 8
+channel_mult = [1, 2]
+num_res_blocks = 1
+attention_resolutions = [16]
+image_size = 32
+image_channels = 3
+num_classes = $3
+[[stage]]
+mechanism = "dpdm"
+noise_multiplicity = 2
+batch_size = 4
+steps = 2
+[sampler]
+type = "edm_heun"
+steps = 2
+[[eval]]
+samples = 24
+epochs = 1
+evaluators = ["dpdm_classifiers", "feature_cnn", "inception", "benchmark_classifiers"]
+[eval.dpdm_classifiers]
+classifiers = ["logreg", "cnn"]
+[eval.inception]
+weights = "$weights"
+is_splits = 2
+[eval.benchmark_classifiers]
+batch_size = 8
+TOML
+}
+
+recipe cifar '[data]
+dataset = "cifar10"
+path = "'"$cifar"'"' 10
+recipe celeba '[data]
+dataset = "celeba"
+path = "'"$celeba"'"
+image_size = 32' 2
+for r in cifar celeba; do
+  out=$("$privdiff" run "$tmp/$r.toml" --out "$tmp/$r" 2>&1) || fail "$r run: $out"
+  [ -s "$tmp/$r/samples.png" ] || fail "$r: no samples.png"
+  python3 - "$tmp/$r" <<'PY' || fail "$r eval-0.json"
+import json, sys
+e = json.load(open(f"{sys.argv[1]}/eval-0.json"))
+ev = e["evaluators"]
+assert list(ev) == ["dpdm_classifiers", "feature_cnn", "inception", "benchmark_classifiers"], list(ev)
+assert set(ev["dpdm_classifiers"]["metrics"]) == {"accuracy.logreg", "accuracy.cnn"}, ev["dpdm_classifiers"]
+assert set(ev["inception"]["metrics"]) == {"fid", "fid_floor", "inception_score", "inception_score_std", "precision", "recall"}, ev["inception"]
+assert ev["inception"]["metrics"]["fid"] > 0 and ev["inception"]["metrics"]["inception_score"] >= 1, ev["inception"]
+assert "tiny_fid_inception.pth" in ev["inception"]["provenance"], ev["inception"]["provenance"]
+assert any("FID on 24 samples" in c for c in ev["inception"]["caveats"]), ev["inception"]
+bench = ev["benchmark_classifiers"]["metrics"]
+assert set(bench) == {"accuracy.resnet", "accuracy.wrn", "accuracy.resnext", "accuracy.mean"}, bench
+mean = sum(bench[k] for k in ("accuracy.resnet", "accuracy.wrn", "accuracy.resnext")) / 3
+assert abs(bench["accuracy.mean"] - mean) < 1e-12, bench
+assert "1 epochs" in ev["benchmark_classifiers"]["provenance"], ev["benchmark_classifiers"]
+assert e["reference"] == "test" and e["counts"]["samples"] == 24, e
+PY
+done
+
+# privdiff sample + eval against the real data named by --real, Inception alone.
+"$privdiff" sample "$tmp/cifar" --count 20 --out "$tmp/cifar/samples/s" >/dev/null 2>&1 || fail "sample"
+json=$("$privdiff" eval "$tmp/cifar/samples/s-images-idx3-ubyte.gz" --real cifar10 --real-path "$cifar" \
+       --evaluator inception --set inception.weights="$weights" --set inception.is_splits=2 --json 2>"$tmp/log") \
+  || fail "eval --real cifar10: $(cat "$tmp/log")"
+python3 - "$json" <<'PY' || fail "eval --real cifar10: $json"
+import json, sys
+r = json.loads(sys.argv[1])
+assert r["real"] == "cifar10" and list(r["evaluators"]) == ["inception"], r
+assert r["counts"] == {"samples": 20, "real_test": 8}, r["counts"]
+PY
+grep -q "reference statistics: .* (cached)" "$tmp/log" || fail "the Inception reference statistics were not cached: $(cat "$tmp/log")"
+# Grey samples scored against RGB data: refused, naming both.
+out=$("$privdiff" eval "$tmp/cifar/samples/s-images-idx3-ubyte.gz" 2>&1); code=$?
+[ $code -eq 2 ] || fail "RGB samples against fashion-mnist: exit $code: $out"
+grep -q "the images are 32x32 with 3 channel(s); fashion-mnist images are 28x28 with 1" <<<"$out" || fail "no shape message: $out"
+
+# compare: the Inception columns come from the inception evaluator, never mixed with the feature CNN's.
+out=$("$privdiff" compare "$tmp/cifar" "$tmp/celeba" --out "$tmp/report" 2>&1) || fail "compare: $out"
+grep -q "| fid \[inception\] |" <<<"$out" || fail "no inception FID column: $out"
+grep -q "| frechet_distance \[feature_cnn\] |" <<<"$out" || fail "no feature-CNN column: $out"
+grep -q "| accuracy.mean \[benchmark_classifiers\] |" <<<"$out" || fail "no benchmark mean column: $out"
+grep -q "inception: Inception-V3 as pytorch-fid" "$tmp/report/report.html" || fail "no provenance in report.html"
+echo "1 passed, 0 failed"
