@@ -50,7 +50,8 @@ int bench(int argc, char** argv) {
   if (regime_name != "cifar" && regime_name != "non_cifar") {
     throw std::invalid_argument("unknown regime '" + regime_name + "' (cifar or non_cifar)");
   }
-  const auto regime = regime_name == "cifar" ? evaluation::BenchmarkRegime::cifar : evaluation::BenchmarkRegime::non_cifar;
+  const auto regime =
+      regime_name == "cifar" ? evaluation::BenchmarkRegime::cifar : evaluation::BenchmarkRegime::non_cifar;
   const std::int64_t channels = positive(argv[3], "CHANNELS"), size = positive(argv[4], "SIZE");
   const std::int64_t batch = positive(argv[5], "BATCH");
   const int repeats = argc > 6 ? static_cast<int>(positive(argv[6], "REPEATS")) : 3;
@@ -91,7 +92,8 @@ int bench(int argc, char** argv) {
       "{\"network\": \"%s\", \"regime\": \"%s\", \"architecture\": \"%s\", \"parameters\": %lld, \"channels\": %lld, "
       "\"size\": %lld, \"batch\": %lld, \"threads\": %d, \"device\": \"%s\", \"median_seconds_per_step\": %.4f, "
       "\"min_seconds_per_step\": %.4f}\n",
-      argv[1], regime_name.c_str(), evaluation::describe(evaluation::dpimagebench_architecture(network, regime)).c_str(),
+      argv[1], regime_name.c_str(),
+      evaluation::describe(evaluation::dpimagebench_architecture(network, regime)).c_str(),
       static_cast<long long>(parameters), static_cast<long long>(channels), static_cast<long long>(size),
       static_cast<long long>(batch), at::get_num_threads(), device.str().c_str(), seconds[seconds.size() / 2],
       seconds.front());

@@ -279,7 +279,9 @@ std::string describe(const BenchmarkArchitecture& a) {
   std::ostringstream out;
   switch (a.network) {
     case BenchmarkNetwork::resnet: out << "ResNet-" << a.depth; break;
-    case BenchmarkNetwork::wrn: out << "WRN-" << a.depth << "-" << a.widen_factor << " (dropout " << a.dropout << ")"; break;
+    case BenchmarkNetwork::wrn:
+      out << "WRN-" << a.depth << "-" << a.widen_factor << " (dropout " << a.dropout << ")";
+      break;
     case BenchmarkNetwork::resnext:
       out << "ResNeXt-" << a.depth << " (" << a.cardinality << " groups, widen " << a.widen_factor << ": "
           << (a.depth - 2) / 9 << " bottlenecks per stage)";
@@ -302,8 +304,8 @@ std::shared_ptr<ImageClassifier> make_benchmark_classifier(const BenchmarkArchit
                                 std::to_string(channels) + " and " + std::to_string(classes));
   }
   if (image_size < 4 || image_size % 4 != 0) {
-    throw std::invalid_argument(describe(architecture) + ": image size must be a multiple of 4 (28, 32, 64, 128), got " +
-                                std::to_string(image_size) +
+    throw std::invalid_argument(describe(architecture) + ": image size must be a multiple of 4 (28, 32, 64, 128), " +
+                                "got " + std::to_string(image_size) +
                                 ": the final average pool, image_size / 4 wide, must leave one pixel");
   }
   switch (architecture.network) {

@@ -8,18 +8,19 @@ sdk/src/evaluation/benchmark_classifiers.cpp. Regenerate with
 per network and input, the number of parameters, the parameter tensors' shapes in registration order,
 the BatchNorm running-statistics size, the output shape and the logits of two fixed images through the
 net in eval mode with fixed weights (set_pattern_weights: a forward-pass check, layer wiring included,
-where the counts only check sizes); plus torch's own StepLR learning rates
-for DPImageBench's two schedules (the C++ step rule is checked against them).
+where the counts only check sizes); plus torch's own StepLR learning rates for DPImageBench's two
+schedules (the C++ step rule is checked against them).
 
 The models below are a second-language statement of DPImageBench's evaluation/classifier/{resnet,wrn,
 resnext}.py (github.com/2019ChenGong/DPImageBench, commit 565f8d7), written from reading that code:
-same layers, same order, same widths; only what the counts need (no weight initialisation).
+same layers, same order, same widths, same forward pass; no weight initialisation (the pattern
+replaces it).
 The architectures' hyper-parameters are those evaluation/evaluator.py (cal_acc) passes:
   CIFAR-10/100 ('cifar' in the dataset's name): ResNet depth 164 (BasicBlock), WRN-28-10, ResNeXt
   depth 28 (8 groups, widen 10); every other dataset: the constructors' defaults, ResNet-110
   (BasicBlock), WRN-40-4, ResNeXt-29 (8 groups, widen 4).
-While writing this, the counts were also compared once with DPImageBench's own classes (imported from
-a checkout): identical for every entry.
+While writing this, every entry was also computed once with DPImageBench's own classes (imported from
+a checkout): the same counts and shapes, and the same pattern logits (to float rounding).
 """
 import json
 import os
@@ -162,7 +163,7 @@ class ResNeXt(nn.Module):
         return self.classifier(x.view(x.size(0), -1))
 
 
-# (network, depth, widen, cardinality, dropout, regime label)
+# (network, depth, widen, cardinality, dropout)
 DPIMAGEBENCH = {
     "non_cifar": [("resnet", 110, 1, 1, 0.0), ("wrn", 40, 4, 1, 0.3), ("resnext", 29, 4, 8, 0.0)],
     "cifar": [("resnet", 164, 1, 1, 0.0), ("wrn", 28, 10, 1, 0.3), ("resnext", 28, 10, 8, 0.0)],
@@ -201,8 +202,8 @@ def pattern(tensor_index, shape):
 
 def set_pattern_weights(net):
     """Weights and BatchNorm statistics from `pattern`, in registration order (the C++ test does the same):
-    conv/linear weights 0.5 p / sqrt(fan-in) (tame through 164 layers), norm scales 1 + 0.1 p, biases 0.1 p, running means 0.1 p,
-    running variances 1 + 0.25 (1 + p)."""
+    conv/linear weights 0.5 p / sqrt(fan-in) (tame through 164 layers), norm scales 1 + 0.1 p,
+    biases 0.1 p, running means 0.1 p, running variances 1 + 0.25 (1 + p)."""
     with torch.no_grad():
         for i, (name, p) in enumerate(net.named_parameters()):
             values = pattern(i, p.shape)
@@ -274,7 +275,8 @@ def main():
         f.write("\n  ]\n}\n")
     for n in networks:
         print(f'{n["label"]:9} {n["network"]:7} depth {n["depth"]:3} widen {n["widen_factor"]:2} groups '
-              f'{n["cardinality"]} in {n["channels"]}x{n["image_size"]} classes {n["classes"]:3}: {n["parameters"]:>10,}')
+              f'{n["cardinality"]} in {n["channels"]}x{n["image_size"]} classes {n["classes"]:3}: '
+              f'{n["parameters"]:>10,}')
     print("wrote", os.path.normpath(path))
 
 

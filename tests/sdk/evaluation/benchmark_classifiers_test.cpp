@@ -37,7 +37,9 @@ const nlohmann::json& reference() {
 
 // The reference script's pattern: sin(0.37 j + 1.3 i) over the flat index j of tensor i.
 at::Tensor pattern(std::int64_t index, at::IntArrayRef shape) {
-  const at::Tensor j = at::arange(c10::multiply_integers(shape), at::kDouble);
+  std::int64_t count = 1;
+  for (const std::int64_t size : shape) count *= size;
+  const at::Tensor j = at::arange(count, at::kDouble);
   return at::sin(j * 0.37 + 1.3 * static_cast<double>(index)).reshape(shape);
 }
 
@@ -136,7 +138,8 @@ TEST(BenchmarkClassifiers, RegimeFollowsTheDatasetNameAsEvaluatorPyDoes) {
 
 TEST(BenchmarkClassifiers, ArchitecturesAndSchedulesAreEvaluatorPys) {
   EXPECT_EQ(describe(dpimagebench_architecture(BenchmarkNetwork::resnet, BenchmarkRegime::non_cifar)), "ResNet-110");
-  EXPECT_EQ(describe(dpimagebench_architecture(BenchmarkNetwork::wrn, BenchmarkRegime::cifar)), "WRN-28-10 (dropout 0.3)");
+  EXPECT_EQ(describe(dpimagebench_architecture(BenchmarkNetwork::wrn, BenchmarkRegime::cifar)),
+            "WRN-28-10 (dropout 0.3)");
   EXPECT_EQ(describe(dpimagebench_architecture(BenchmarkNetwork::resnext, BenchmarkRegime::cifar)),
             "ResNeXt-28 (8 groups, widen 10: 2 bottlenecks per stage)");
   const ClassifierSchedule cifar = dpimagebench_schedule(BenchmarkRegime::cifar, 32);
@@ -163,7 +166,8 @@ TEST(BenchmarkClassifiers, ArchitecturesAndSchedulesAreEvaluatorPys) {
   EXPECT_EQ(dpimagebench_schedule(BenchmarkRegime::non_cifar, 64).micro_batches, 16);
   EXPECT_EQ(dpimagebench_schedule(BenchmarkRegime::non_cifar, 128).micro_batches, 64);
   EXPECT_EQ(dpimagebench_networks(32).size(), 3U);
-  EXPECT_EQ(dpimagebench_networks(64), (std::vector<BenchmarkNetwork>{BenchmarkNetwork::resnet, BenchmarkNetwork::wrn}));
+  EXPECT_EQ(dpimagebench_networks(64),
+            (std::vector<BenchmarkNetwork>{BenchmarkNetwork::resnet, BenchmarkNetwork::wrn}));
 }
 
 TEST(BenchmarkClassifiers, MatchThePythonReferenceLayerForLayer) {
@@ -374,7 +378,8 @@ TEST(ClassifierTraining, StepLearningRateIsTorchsStepLR) {
     const auto want = rates.at(to_string(regime)).get<std::vector<double>>();
     ASSERT_EQ(static_cast<std::int64_t>(want.size()), s.epochs);
     for (std::int64_t e = 0; e < s.epochs; ++e) {
-      EXPECT_EQ(scheduled_learning_rate(s, e), want[static_cast<std::size_t>(e)]) << to_string(regime) << " epoch " << e;
+      EXPECT_EQ(scheduled_learning_rate(s, e), want[static_cast<std::size_t>(e)])
+          << to_string(regime) << " epoch " << e;
     }
   }
 }
