@@ -13,6 +13,6 @@ python3 "$(dirname "$0")/../scripts/make_noise_idx.py" "$tmp/noise" 2000
 for set in "$real/t10k-images-idx3-ubyte.gz" "$tmp/noise-images-idx3-ubyte.gz"; do
   start=$(date +%s)
   json=$("$privdiff" eval "$set" --reference train --classifiers cnn --epochs 40 --json 2>/dev/null)
-  python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(sys.argv[2], "cnn accuracy", r["accuracy"]["cnn"], "frechet", round(r["frechet_distance"], 4), "floor", round(r["frechet_floor"], 4), "precision", r["precision"], "recall", r["recall"], f"({sys.argv[3]} s)")' \
+  python3 -c 'import json,sys; e=json.loads(sys.argv[1])["evaluators"]; a=e["dpdm_classifiers"]["metrics"]; r=e["feature_cnn"]["metrics"]; print(sys.argv[2], "cnn accuracy", a["accuracy.cnn"], "frechet", round(r["frechet_distance"], 4), "floor", round(r["frechet_floor"], 4), "precision", r["precision"], "recall", r["recall"], f"({sys.argv[3]} s)")' \
     "$json" "$(basename "$set")" "$(( $(date +%s) - start ))"
 done

@@ -67,7 +67,7 @@ for r in cifar celeba; do
 import json, sys
 e = json.load(open(f"{sys.argv[1]}/eval-0.json"))
 ev = e["evaluators"]
-assert list(ev) == ["dpdm_classifiers", "feature_cnn", "inception", "benchmark_classifiers"], list(ev)
+assert set(ev) == {"dpdm_classifiers", "feature_cnn", "inception", "benchmark_classifiers"}, list(ev)
 assert set(ev["dpdm_classifiers"]["metrics"]) == {"accuracy.logreg", "accuracy.cnn"}, ev["dpdm_classifiers"]
 assert set(ev["inception"]["metrics"]) == {"fid", "fid_floor", "inception_score", "inception_score_std", "precision", "recall"}, ev["inception"]
 assert ev["inception"]["metrics"]["fid"] > 0 and ev["inception"]["metrics"]["inception_score"] >= 1, ev["inception"]
@@ -91,7 +91,7 @@ python3 - "$json" <<'PY' || fail "eval --real cifar10: $json"
 import json, sys
 r = json.loads(sys.argv[1])
 assert r["real"] == "cifar10" and list(r["evaluators"]) == ["inception"], r
-assert r["counts"] == {"samples": 20, "real_test": 8}, r["counts"]
+assert r["counts"] == {"samples": 20, "real_test": 10}, r["counts"]
 PY
 grep -q "reference statistics: .* (cached)" "$tmp/log" || fail "the Inception reference statistics were not cached: $(cat "$tmp/log")"
 # Grey samples scored against RGB data: refused, naming both.

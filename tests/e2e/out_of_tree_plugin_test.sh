@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs privdiff from the build tree into a fresh prefix, builds examples/out_of_tree_plugin
 # against that *installed* SDK (find_package(privdiff) + privdiff_add_plugin), and checks that the
-# installed host loads it: from --plugin-path, and from the prefix once the plugin is installed.
+# installed host loads it: from --plugin-path, and from the prefix once the plugin is installed; its
+# second plugin, an evaluator, scores a sample set through privdiff eval.
 # Usage: out_of_tree_plugin_test.sh BUILD_DIR SOURCE_DIR WORK_DIR
 set -eu
 build=$1 source=$2 work=$3
@@ -49,5 +50,18 @@ out=$("$privdiff" validate "$work/recipe.toml" 2>&1) || fail "validate: $out"
 out=$("$privdiff" run "$work/recipe.toml" --out "$work/run" 2>&1) || fail "run: $out"
 grep -q "privacy     epsilon 0 (zcdp) at delta" <<<"$out" || fail "run output: $out"
 [ -s "$work/run/privacy.json" ] || fail "no privacy.json"
+
+step "an out-of-tree evaluator scores samples like the in-tree ones"
+python3 - "$work" <<'PY' || fail "cannot write the sample set"
+import gzip, struct, sys
+with gzip.open(f"{sys.argv[1]}/s-images-idx3-ubyte.gz", "wb") as f:
+    f.write(struct.pack(">IIII", 0x803, 20, 28, 28) + bytes(20 * 784))
+with gzip.open(f"{sys.argv[1]}/s-labels-idx1-ubyte.gz", "wb") as f:
+    f.write(struct.pack(">II", 0x801, 20) + bytes([0] * 20))
+PY
+json=$("$privdiff" eval "$work/s-images-idx3-ubyte.gz" --real-path "$source/tests/fixtures/data/tiny-fashion-mnist" \
+       --evaluator class_balance --json 2>"$work/eval.log") || fail "eval --evaluator class_balance: $(cat "$work/eval.log")"
+python3 -c 'import json,sys; m=json.loads(sys.argv[1])["evaluators"]["class_balance"]["metrics"]; assert 0.5 < m["label_tv_distance"] <= 1, m' \
+  "$json" || fail "class_balance result: $json"
 
 echo "1 passed, 0 failed"

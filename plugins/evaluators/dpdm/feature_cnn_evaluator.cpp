@@ -68,10 +68,7 @@ class FeatureCnnEvaluator : public Evaluator {
       return evaluation::frechet_distance(
           evaluation::fit_gaussian(penultimate_features(net, in.real("test").images)), reference_fit);
     }
-    const std::int64_t m = reference_features.size(0);
-    const at::Tensor even = reference_features.index_select(0, at::arange(0, m, 2, at::kLong));
-    const at::Tensor odd = reference_features.index_select(0, at::arange(1, m, 2, at::kLong));
-    return evaluation::frechet_distance(evaluation::fit_gaussian(even), evaluation::fit_gaussian(odd));
+    return evaluation::half_split_frechet_distance(reference_features);
   }
 
   /// The CNN trained on the reference split, once per (data, training settings), from the cache.

@@ -161,10 +161,7 @@ class InceptionEvaluator : public Evaluator {
       const at::Tensor test = evaluation::inception_features(*network_, in.real("test").images, batch_size_).pool3;
       return evaluation::frechet_distance(evaluation::fit_gaussian(test), evaluation::fit_gaussian(reference_features));
     }
-    const std::int64_t m = reference_features.size(0);
-    const at::Tensor even = reference_features.index_select(0, at::arange(0, m, 2, at::kLong));
-    const at::Tensor odd = reference_features.index_select(0, at::arange(1, m, 2, at::kLong));
-    return evaluation::frechet_distance(evaluation::fit_gaussian(even), evaluation::fit_gaussian(odd));
+    return evaluation::half_split_frechet_distance(reference_features);
   }
 
   fs::path weights_;

@@ -71,6 +71,13 @@ double frechet_distance(const GaussianFit& a, const GaussianFit& b) {
   return std::max(0.0, d);
 }
 
+double half_split_frechet_distance(const at::Tensor& features) {
+  const std::int64_t m = features.size(0);
+  const at::Tensor even = features.index_select(0, at::arange(0, m, 2, at::kLong));
+  const at::Tensor odd = features.index_select(0, at::arange(1, m, 2, at::kLong));
+  return frechet_distance(fit_gaussian(even), fit_gaussian(odd));
+}
+
 PrecisionRecall precision_recall(const at::Tensor& real, const at::Tensor& generated, std::int64_t k) {
   if (real.size(0) <= k || generated.size(0) <= k) {
     throw std::invalid_argument("precision/recall needs more than k = " + std::to_string(k) + " samples in each set");

@@ -26,6 +26,10 @@ PRIVDIFF_SDK_API GaussianFit fit_gaussian(const at::Tensor& features);
 /// Equal to pytorch-fid's sqrtm(S_a S_b) form: the two products have the same eigenvalues.
 PRIVDIFF_SDK_API double frechet_distance(const GaussianFit& a, const GaussianFit& b);
 
+/// The Fréchet distance between the even and the odd rows of features [N, F]: what two halves of
+/// one real set score, the floor a distance to that set is read against.
+PRIVDIFF_SDK_API double half_split_frechet_distance(const at::Tensor& features);
+
 struct PrecisionRecall {
   double precision = 0;  ///< share of generated samples inside the real k-NN manifold
   double recall = 0;     ///< share of real samples inside the generated k-NN manifold
