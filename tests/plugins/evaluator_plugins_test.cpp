@@ -1,8 +1,9 @@
 // The evaluator plugins' behaviour on data with known answers (tiny networks and data):
 //  - inception (on the fixture's width/16 weights): FID of a set with itself is ~0 and grows with
 //    a shift of the images; IS and precision/recall are in range; a missing weights file is refused;
-//  - dpdm_classifiers and benchmark_classifiers: trained on learnable images they beat chance on
-//    held-out real images; trained on images whose labels are noise they do not;
+//  - dpdm_classifiers: trained on learnable images it beats chance on held-out real images, trained
+//    on images whose labels are noise it does not; benchmark_classifiers' ResNet learns them too
+//    (its networks on noise: sdk_tests' SmallBenchmarkNetworkOnNoise);
 //  - benchmark_classifiers selection = "real" carries its caveat.
 #include "installed_plugins.hpp"
 
@@ -117,6 +118,11 @@ TEST(ClassifierEvaluators, BeatChanceOnLearnableImagesAndNotOnNoiseLabels) {
         "dpdm_classifiers", {{"classifiers", sdk::ConfigValue{std::vector<std::string>{"logreg", "cnn"}}},
                              {"epochs", sdk::ConfigValue{std::int64_t{8}}}});
     const double logreg = metric(dpdm->evaluate(in.input), "accuracy.logreg");
+    if (noise) {  // chance is 0.25
+      EXPECT_LT(logreg, 0.45) << in.log.str();
+      continue;  // (the benchmark networks on noise: sdk_tests' SmallBenchmarkNetworkOnNoise)
+    }
+    EXPECT_GT(logreg, 0.8) << in.log.str();
     auto bench = privdiff::testing::make_installed<sdk::Evaluator>(
         "benchmark_classifiers", {{"networks", sdk::ConfigValue{std::vector<std::string>{"resnet"}}},
                                   {"epochs", sdk::ConfigValue{std::int64_t{4}}},
@@ -124,13 +130,7 @@ TEST(ClassifierEvaluators, BeatChanceOnLearnableImagesAndNotOnNoiseLabels) {
     const sdk::EvaluationResult r = bench->evaluate(in.input);
     const double resnet = metric(r, "accuracy.resnet");
     EXPECT_DOUBLE_EQ(metric(r, "accuracy.mean"), resnet);
-    if (noise) {  // chance is 0.25
-      EXPECT_LT(logreg, 0.45) << in.log.str();
-      EXPECT_LT(resnet, 0.45) << in.log.str();
-    } else {
-      EXPECT_GT(logreg, 0.8) << in.log.str();
-      EXPECT_GT(resnet, 0.6) << in.log.str();
-    }
+    EXPECT_GT(resnet, 0.6) << in.log.str();
     EXPECT_TRUE(r.caveats.empty());
   }
 }
