@@ -90,6 +90,7 @@ EvaluationChoice checked_choice(const EvalArguments& args, const ComponentRegist
 }
 
 void record_in_run(const fs::path& run, const nlohmann::json& result, std::ostream& log) {
+  fs::create_directories(run);  // --run may name a new directory
   write_file_atomically(run / "eval.json", result.dump(2) + "\n");
   std::ofstream(run / "metrics.jsonl", std::ios::app) << nlohmann::json{{"eval", result}}.dump() << "\n";
   log << "recorded in " << (run / "eval.json").string() << " and metrics.jsonl\n";
