@@ -5,20 +5,28 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <thread>
 
 namespace privdiff::core {
 
-/// `threads` > 0: that many; 0: every core. (LibTorch's own default is 1 on some builds.)
+/// The cores this process may use: $OMP_NUM_THREADS when it is set to a positive number (the usual
+/// way to share a machine among processes, e.g. tests run in parallel: two processes each using
+/// every core oversubscribe it, and LibTorch's spinning workers then slow both many times over),
+/// otherwise every core.
+inline int available_cores() {
+  if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && std::atoi(omp) > 0) return std::atoi(omp);
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+/// `threads` > 0: that many; 0: every available core. (LibTorch's own default is 1 on some builds.)
 inline void use_cpu_threads(std::int64_t threads) {
-  at::set_num_threads(threads > 0 ? static_cast<int>(threads)
-                                  : std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+  at::set_num_threads(threads > 0 ? static_cast<int>(threads) : available_cores());
 }
 
 /// [run] threads = 0 for one of `processes` processes on this machine: the cores shared out.
 inline std::int64_t cores_per_process(int processes) {
-  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, processes));
+  return std::max(1, available_cores() / std::max(1, processes));
 }
 
 }  // namespace privdiff::core
