@@ -70,6 +70,12 @@ void RunOrchestrator::run_evals(RunSession& s) {
       result["caveats"] = nlohmann::json::array(
           {"scored against the run's own training data (" + split + " split): " + train_reference_caveat()});
       s.summary.ledger.add_caveat("eval-" + std::to_string(e) + ".json: " + result["caveats"][0].get<std::string>());
+    } else if (result["counts"].contains("real_train")) {
+      // An evaluator read the training split on its own (benchmark_classifiers' selection = "real"):
+      // a non-private use of the private data, which the run's guarantee must mention.
+      std::string why = "an evaluator read the run's training data (" + split + " split)";
+      for (const auto& caveat : result["caveats"]) why += "; " + caveat.get<std::string>();
+      s.summary.ledger.add_caveat("eval-" + std::to_string(e) + ".json: " + why);
     }
     result["samples"] = images.string();
     result["eval"] = e;

@@ -50,6 +50,16 @@ caveats = json.load(open(f"{d}/privacy.json"))["caveats"]
 assert any(c.startswith("eval-0.json: scored against the run's own training data") for c in caveats), caveats
 assert caveats == json.load(open(f"{d}/ledger.json"))["caveats"], caveats
 PY
+# An evaluator that selects on the training split (benchmark_classifiers, selection = "real") puts
+# that on the run's guarantee too.
+printf '[[eval]]\nsamples = 20\nepochs = 1\nevaluators = ["benchmark_classifiers"]\n[eval.benchmark_classifiers]\nnetworks = ["resnet"]\nselection = "real"\nbatch_size = 8\n' \
+  | cat "$tmp/r.toml" - > "$tmp/r-select.toml"
+"$privdiff" run "$tmp/r-select.toml" --out "$tmp/run-select" >/dev/null 2>&1 || fail "run with selection = real failed"
+python3 - "$tmp/run-select" <<'PY' || fail "selection = real caveat"
+import json, sys
+caveats = json.load(open(f"{sys.argv[1]}/privacy.json"))["caveats"]
+assert any(c.startswith("eval-0.json: an evaluator read the run's training data (train split); benchmark_classifiers: the epochs were selected on") for c in caveats), caveats
+PY
 sed -e 's/reference = "training"/reference = "held_out"/' "$tmp/eval.toml" | cat "$tmp/r.toml" - > "$tmp/r-eval.toml"
 out=$("$privdiff" run "$tmp/r-eval.toml" --set data.split=test --out "$tmp/run-eval2" 2>&1) \
   && fail "ran [[eval]] against held-out data that is the training split"
