@@ -13,6 +13,7 @@
 
 #include <privdiff/config/value.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -24,8 +25,8 @@ namespace fs = std::filesystem;
 namespace {
 
 struct EvalArguments {
-  std::string images, labels, real = "fashion-mnist", real_path, classifiers, run, reference = "test", device = "auto";
-  std::vector<std::string> evaluators, overrides;
+  std::string images, labels, real = "fashion-mnist", real_path, run, reference = "test", device = "auto";
+  std::vector<std::string> evaluators, classifiers, overrides;  // the first two: comma-separated on the line
   std::int64_t epochs = 0, max_samples = 0, threads = 0, seed = 0;
   bool json = false, real_given = false;
 };
@@ -42,13 +43,8 @@ std::string quoted(const std::string& text) { return sdk::to_toml(sdk::ConfigVal
 /// The command's choices as the document validate_evaluation() checks (so --set values are checked
 /// exactly like a recipe's [[eval]] keys, with the same messages).
 RecipeDocument evaluation_document(const EvalArguments& args) {
-  std::vector<std::string> ids;
-  for (const auto& item : args.evaluators) {
-    std::stringstream list(item);
-    for (std::string id; std::getline(list, id, ',');) {
-      if (!id.empty()) ids.push_back(id);
-    }
-  }
+  std::vector<std::string> ids = args.evaluators;
+  ids.erase(std::remove(ids.begin(), ids.end(), std::string()), ids.end());
   if (ids.empty()) ids = default_evaluators();
   std::ostringstream text;
   text << "evaluators = " << sdk::to_toml(sdk::ConfigValue{ids}) << "\n";
@@ -60,10 +56,7 @@ RecipeDocument evaluation_document(const EvalArguments& args) {
   RecipeDocument document = RecipeDocument::parse(text.str(), "privdiff eval");
   std::vector<std::string> overrides = args.overrides;
   if (!args.classifiers.empty()) {  // shorthand for --set dpdm_classifiers.classifiers=[...]
-    std::vector<std::string> names;
-    std::stringstream list(args.classifiers);
-    for (std::string name; std::getline(list, name, ',');) names.push_back(name);
-    overrides.push_back("dpdm_classifiers.classifiers=" + sdk::to_toml(sdk::ConfigValue{names}));
+    overrides.push_back("dpdm_classifiers.classifiers=" + sdk::to_toml(sdk::ConfigValue{args.classifiers}));
   }
   if (auto problems = document.apply_overrides(overrides); !problems.empty()) throw RecipeError(std::move(problems));
   return document;
@@ -107,7 +100,8 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions& global, int& exit
   cmd->add_option("--labels", args->labels, "IDX labels file (default: the ...-labels-idx1-ubyte file beside SAMPLES)");
   cmd->add_option("--evaluator", args->evaluators,
                   "evaluator plugin(s), repeatable or comma-separated (default: dpdm_classifiers,feature_cnn; "
-                  "privdiff plugins list shows them all)");
+                  "privdiff plugins list shows them all)")
+      ->delimiter(',');
   cmd->add_option("--set", args->overrides,
                   "an evaluator's option (ID.KEY=VALUE, e.g. inception.weights=FILE) or the real data's "
                   "(real.KEY=VALUE, e.g. real.attribute=Smiling); repeatable")
@@ -120,7 +114,8 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions& global, int& exit
                   "train (non-private statistics of it: the result carries a caveat)")
       ->check(CLI::IsMember({"test", "train"}));
   cmd->add_option("--classifiers", args->classifiers,
-                  "shorthand for --set dpdm_classifiers.classifiers=[...]: comma-separated logreg, mlp, cnn");
+                  "shorthand for --set dpdm_classifiers.classifiers=[...]: comma-separated logreg, mlp, cnn")
+      ->delimiter(',');
   cmd->add_option("--epochs", args->epochs, "epochs of every evaluator that trains classifiers (scaled-down runs)")
       ->check(at_least(1));
   cmd->add_option("--max-samples", args->max_samples, "use at most N images of SAMPLES")->check(at_least(1));

@@ -9,13 +9,11 @@
 // (eval.mode = val) selects on real training images instead: selection = "real" does that, and the
 // result then says the choice of epoch is a non-private statistic of private data.
 #include <privdiff/evaluation/benchmark_classifiers.hpp>
-#include <privdiff/evaluation/classifier_training.hpp>
-#include <privdiff/evaluation/validation_split.hpp>
+#include <privdiff/evaluation/downstream_accuracy.hpp>
 #include <privdiff/plugin/export.hpp>
 
 #include <ATen/ATen.h>
 
-#include <iomanip>
 #include <numeric>
 #include <sstream>
 
@@ -47,7 +45,7 @@ class BenchmarkClassifiersEvaluator : public Evaluator {
       schedule.batch_size = batch_size_;
       schedule.micro_batches = std::gcd(schedule.micro_batches, batch_size_);
     }
-    const auto [train, validation, caveat] = training_and_validation(in);
+    const auto [split, caveat] = training_and_validation(in);
     EvaluationResult result;
     double sum = 0;
     std::string names;
@@ -55,35 +53,28 @@ class BenchmarkClassifiersEvaluator : public Evaluator {
       const std::string name = evaluation::to_string(network);
       const auto architecture = evaluation::dpimagebench_architecture(network, regime);
       names += (names.empty() ? "" : ", ") + evaluation::describe(architecture);
-      *in.log << "  training " << name << " on " << train.count() << " images (" << schedule.epochs << " epochs, "
+      *in.log << "  training " << name << " on " << split.train.count() << " images (" << schedule.epochs << " epochs, "
               << (schedule.optimizer == evaluation::ClassifierSchedule::Optimizer::sgd ? "SGD" : "Adam") << " "
               << schedule.lr << ", batch " << schedule.batch_size << ")\n" << std::flush;
       at::manual_seed(in.seed);  // the same data and seed give the same classifier
       auto net = evaluation::make_benchmark_classifier(architecture, channels, size, in.num_classes);
-      const auto selected = evaluation::train_selecting_epoch(*net, train.images, train.labels, validation.images,
-                                                              validation.labels, schedule, in.device, in.seed, *in.log);
-      const double accuracy = evaluation::classifier_accuracy(*net, test.images, test.labels);
-      sum += accuracy;
-      result.metrics.emplace_back("accuracy." + name, accuracy);
-      result.details.emplace_back("validation_accuracy." + name, selected.validation_accuracy);
-      result.details.emplace_back("best_epoch." + name, static_cast<double>(selected.best_epoch));
-      *in.log << "  " << name << ": accuracy on " << in.real_name << " test " << std::setprecision(4) << accuracy << "\n";
+      sum += evaluation::train_and_score(name, *net, split, test, schedule, in, result);
     }
     result.metrics.emplace_back("accuracy.mean", sum / static_cast<double>(networks.size()));
     result.provenance = "DPImageBench's classifiers (" + evaluation::to_string(regime) + " settings: " + names + "), " +
                         std::to_string(schedule.epochs) + " epochs, " +
                         (schedule.optimizer == evaluation::ClassifierSchedule::Optimizer::sgd ? "SGD " : "Adam ") +
                         number(schedule.lr) + ", batch " + std::to_string(schedule.batch_size) + ", epoch selected on " +
-                        std::to_string(validation.count()) + (selection_ == "real" ? " real training" : " synthetic") +
+                        std::to_string(split.validation.count()) + (selection_ == "real" ? " real training" : " synthetic") +
                         " images; accuracy on the real test split";
-    result.counts = {{"train", train.count()}, {"validation", validation.count()}, {"real_test", test.count()}};
+    result.counts = {{"train", split.train.count()}, {"validation", split.validation.count()}, {"real_test", test.count()}};
     if (!caveat.empty()) result.caveats.push_back(caveat);
     return result;
   }
 
  private:
   struct Split {
-    LabelledImages train, validation;
+    evaluation::TrainValidation split;
     std::string caveat;
   };
 
@@ -92,12 +83,12 @@ class BenchmarkClassifiersEvaluator : public Evaluator {
     if (selection_ == "synthetic") {
       const auto split = evaluation::split_for_validation(
           in.samples, static_cast<std::int64_t>(static_cast<double>(n) * validation_share_), in.seed);
-      return {split.train, split.validation, ""};
+      return {split, ""};
     }
     const LabelledImages& real_train = in.real("train");
     const auto split = evaluation::split_for_validation(
         real_train, static_cast<std::int64_t>(static_cast<double>(real_train.count()) * validation_share_), in.seed);
-    return {in.samples, split.validation,
+    return {{in.samples, split.validation},
             "the epochs were selected on " + std::to_string(split.validation.count()) + " images of " + in.real_name +
                 "'s training split (selection = \"real\"): a non-private choice made on private data, so the "
                 "accuracies are no DP release; use selection = \"synthetic\" for one"};

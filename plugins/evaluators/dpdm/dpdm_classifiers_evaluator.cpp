@@ -4,11 +4,9 @@
 #include "dpdm_classifier_nets.hpp"
 #include "dpdm_evaluators.hpp"
 
-#include <privdiff/evaluation/validation_split.hpp>
+#include <privdiff/evaluation/downstream_accuracy.hpp>
 
 #include <ATen/ATen.h>
-
-#include <iomanip>
 
 namespace privdiff::plugins::dpdm_evaluation {
 
@@ -33,15 +31,7 @@ class DpdmClassifiersEvaluator : public Evaluator {
               << " epochs)\n" << std::flush;
       at::manual_seed(in.seed);  // the same data and seed give the same classifier
       DpdmClassifierNet net(kind, in.num_classes, in.samples.images.size(1), in.samples.images.size(2));
-      const auto selected = evaluation::train_selecting_epoch(net, split.train.images, split.train.labels,
-                                                              split.validation.images, split.validation.labels,
-                                                              dpdm_schedule(epochs_), in.device, in.seed, *in.log);
-      const double accuracy = evaluation::classifier_accuracy(net, test.images, test.labels);
-      result.metrics.emplace_back("accuracy." + to_string(kind), accuracy);
-      result.details.emplace_back("validation_accuracy." + to_string(kind), selected.validation_accuracy);
-      result.details.emplace_back("best_epoch." + to_string(kind), static_cast<double>(selected.best_epoch));
-      *in.log << "  " << to_string(kind) << ": accuracy on " << in.real_name << " test " << std::setprecision(4)
-              << accuracy << "\n";
+      evaluation::train_and_score(to_string(kind), net, split, test, dpdm_schedule(epochs_), in, result);
     }
     result.provenance = "DPDM's classifiers (DP-Sinkhorn code), Adam 3e-4, batch 128, " + std::to_string(epochs_) +
                         " epochs, epoch selected on " + std::to_string(split.validation.count()) +
