@@ -7,6 +7,8 @@
 #include <privdiff/engine/device.hpp>
 #include <privdiff/evaluation/benchmark_classifiers.hpp>
 
+#include "bench_arguments.hpp"
+
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
@@ -26,22 +28,10 @@ using namespace privdiff::sdk;
 
 namespace {
 
+using privdiff::bench::positive;
+
 constexpr const char* usage =
     "usage: classifier_bench resnet|wrn|resnext cifar|non_cifar CHANNELS SIZE BATCH [REPEATS] [THREADS] [cpu|cuda]\n";
-
-std::int64_t positive(const char* text, const char* name) {
-  std::size_t end = 0;
-  std::int64_t value = 0;
-  try {
-    value = std::stoll(text, &end);
-  } catch (const std::exception&) {
-    end = 0;
-  }
-  if (end == 0 || text[end] != '\0' || value < 1) {
-    throw std::invalid_argument(std::string(name) + " must be a positive integer, got '" + text + "'");
-  }
-  return value;
-}
 
 int bench(int argc, char** argv) {
   if (argc < 6) throw std::invalid_argument("expected NETWORK, REGIME, CHANNELS, SIZE and BATCH");

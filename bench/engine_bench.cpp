@@ -16,6 +16,8 @@
 #include <privdiff/engine/gaussian_noise.hpp>
 #include <privdiff/engine/per_example_gradients.hpp>
 
+#include "bench_arguments.hpp"
+
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
@@ -36,6 +38,8 @@
 using namespace privdiff::sdk;
 
 namespace {
+
+using privdiff::bench::positive;
 
 long peak_rss_kib() {
   std::ifstream status("/proc/self/status");
@@ -60,21 +64,6 @@ double peak_device_mib(const c10::Device& device) {
 
 constexpr const char* usage =
     "usage: engine_bench nonprivate|vectorised|materialised|oracle|noise BATCH K [REPEATS] [cpu|cuda]\n";
-
-// A positive integer argument, or std::invalid_argument naming it.
-std::int64_t positive(const char* text, const char* name) {
-  std::size_t end = 0;
-  std::int64_t value = 0;
-  try {
-    value = std::stoll(text, &end);
-  } catch (const std::exception&) {
-    end = 0;
-  }
-  if (end == 0 || text[end] != '\0' || value < 1) {
-    throw std::invalid_argument(std::string(name) + " must be a positive integer, got '" + text + "'");
-  }
-  return value;
-}
 
 int bench(int argc, char** argv);
 
