@@ -1,9 +1,15 @@
 // Time per DP-SGD step on DPDM's Fashion-MNIST UNet (28x28, 32 channels, multipliers 1,2,2, two
 // blocks, attention at 7: ~1.75M parameters), per physical batch and noise multiplicity K:
 //   nonprivate  forward + ordinary backward of the mean loss
-//   vectorised  forward + clipped per-example gradient sum (fast gradient clipping, the DP step)
+//   vectorised  forward + clipped per-example gradient sum (fast gradient clipping) with each layer's
+//               norm strategy timed on the warm-up step (calibrated NormPlanner)
+//   materialised_norms  the same with every layer's per-example gradients formed for its norms
+//               (privdiff 0.10's engine)
+//   micro_batch one example at a time, clipped and summed as it goes (the micro-batch path)
+//   auto        the DP step as a stage runs it: path and chunk chosen by calibrate_engine on the
+//               warm-up, the batch then split into chunks of the chosen size
 //   materialised forward + all per-example gradients held at once + clipping and summation
-//   oracle      one example at a time through autograd (the micro-batch reference)
+//   oracle      one example at a time through autograd, all gradients held (the test reference)
 //   noise        the Gaussian noise of one logical step for every parameter (secure ChaCha20 stream)
 // Usage: engine_bench MODE BATCH K [REPEATS] [cpu|cuda]  -> one JSON line with the median seconds per
 // step, rows per second and the peak memory (resident on the CPU; the caching allocator's peak on
@@ -12,8 +18,11 @@
 #include <privdiff/diffusion/unet.hpp>
 #include <privdiff/engine/clipping.hpp>
 #include <privdiff/engine/device.hpp>
+#include <privdiff/engine/engine_path.hpp>
 #include <privdiff/engine/fast_gradient_clipping.hpp>
 #include <privdiff/engine/gaussian_noise.hpp>
+#include <privdiff/engine/micro_batch_clipping.hpp>
+#include <privdiff/engine/norm_strategy.hpp>
 #include <privdiff/engine/per_example_gradients.hpp>
 
 #include "bench_arguments.hpp"
@@ -63,7 +72,8 @@ double peak_device_mib(const c10::Device& device) {
 }  // namespace
 
 constexpr const char* usage =
-    "usage: engine_bench nonprivate|vectorised|materialised|oracle|noise BATCH K [REPEATS] [cpu|cuda]\n";
+    "usage: engine_bench nonprivate|vectorised|materialised_norms|micro_batch|auto|materialised|oracle|noise BATCH K "
+    "[REPEATS] [cpu|cuda]\n";
 
 int bench(int argc, char** argv);
 
@@ -82,7 +92,8 @@ int main(int argc, char** argv) {
 int bench(int argc, char** argv) {
   if (argc < 4) throw std::invalid_argument("expected a mode, BATCH and K");
   const std::string mode = argv[1];
-  const std::vector<std::string> modes{"nonprivate", "vectorised", "materialised", "oracle", "noise"};
+  const std::vector<std::string> modes{"nonprivate", "vectorised", "materialised_norms", "micro_batch", "auto",
+                                       "materialised", "oracle", "noise"};
   if (std::find(modes.begin(), modes.end(), mode) == modes.end()) {
     throw std::invalid_argument("unknown mode '" + mode + "'");
   }
@@ -113,12 +124,34 @@ int bench(int argc, char** argv) {
     return (out - x).pow(2).flatten(1).mean(1);
   };
 
+  engine::NormPlanner planner(mode == "materialised_norms" ? engine::NormPlanner::Mode::fixed
+                                                           : engine::NormPlanner::Mode::calibrate);
+  engine::EnginePlan plan;
+  bool planned = false;
   auto step = [&] {
-    if (mode == "nonprivate") {
+    if (mode == "auto") {
+      if (!planned) {  // the warm-up step: what a stage does before its first step
+        engine::EngineCalibration settings;
+        settings.synthetic_loss = [&](std::int64_t) { return loss; };
+        settings.chunk = batch;
+        settings.may_shrink_chunk = true;
+        settings.group = k;
+        plan = engine::calibrate_engine(unet, settings, planner);
+        planned = true;
+        for (const auto& [key, value] : plan.describe(planner)) std::fprintf(stderr, "%s: %s\n", key.c_str(), value.c_str());
+      }
+      for (std::int64_t start = 0; start < batch; start += plan.chunk) {
+        const std::int64_t len = std::min(plan.chunk, batch - start);
+        const engine::RowLoss part = [&, start](const at::Tensor& e) { return loss(e + start); };
+        engine::clipped_sum_along(plan, unet, part, len, k, 1.0, engine::ClipMode::flat, planner);
+      }
+    } else if (mode == "vectorised" || mode == "materialised_norms") {
+      engine::clipped_gradient_sum(unet, loss, batch, k, 1.0, engine::ClipMode::flat, planner);
+    } else if (mode == "micro_batch") {
+      engine::micro_batch_clipped_sum(unet, loss, batch, k, 1.0, engine::ClipMode::flat);
+    } else if (mode == "nonprivate") {
       unet.zero_grad();
       loss(at::arange(batch, at::kLong)).reshape({batch, k}).mean(1).mean().backward();
-    } else if (mode == "vectorised") {
-      engine::clipped_gradient_sum(unet, loss, batch, k, 1.0, engine::ClipMode::flat);
     } else if (mode == "materialised") {
       const auto grads = engine::per_example_gradients(unet, loss, batch, k);
       engine::clip_and_sum(grads, 1.0, engine::ClipMode::flat);

@@ -24,6 +24,7 @@ void StepRecord::operator()(const sdk::StepReport& r, const sdk::StateWriter& sa
     latest_epsilon_ = epsilon;
   }
   write_metrics_line(r, epsilon);
+  if (!r.engine.empty()) print_engine(r.engine);
   if (print) {  // also what makes the run watchable from its directory, every 2 s at most
     last_print_ = now;
     s_.write_ledger();  // first: never behind the checkpoint or any metrics line on disk
@@ -48,7 +49,15 @@ void StepRecord::write_metrics_line(const sdk::StepReport& r, double epsilon) {
     line["examples"] = r.examples;
   }
   if (!std::isnan(epsilon)) line["epsilon"] = epsilon;
+  if (!r.engine.empty()) line["engine"] = r.engine;
   if (s_.writes()) s_.metrics << line.dump() << "\n";
+}
+
+void StepRecord::print_engine(const std::map<std::string, std::string>& engine) {
+  s_.log << "  engine: " << engine.at("path") << ", chunks of " << engine.at("chunk");
+  if (engine.count("norm_strategies")) s_.log << "; norms " << engine.at("norm_strategies");
+  if (engine.count("seconds_per_example")) s_.log << " (measured per example: " << engine.at("seconds_per_example") << ")";
+  s_.log << "\n";
 }
 
 void StepRecord::print_progress(const sdk::StepReport& r, double elapsed) {

@@ -36,6 +36,7 @@ class StepRecord {
  private:
   void write_metrics_line(const sdk::StepReport& r, double epsilon);
   void print_progress(const sdk::StepReport& r, double elapsed);
+  void print_engine(const std::map<std::string, std::string>& engine);
 
   RunSession& s_;
   Settings settings_;

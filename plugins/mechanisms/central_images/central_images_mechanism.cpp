@@ -66,7 +66,7 @@ class CentralImages : public Mechanism {
     // Nothing leaves the stage before the release below: its queries are spent from here on.
     for (std::int64_t q = 0; q < o_.queries; ++q) context.ledger.record(engine::central_query_event(o_));
     context.release(release.images, release.labels);
-    if (context.step_done) context.step_done(StepReport{1, 1, 0.0, 0}, [](torch::serialize::OutputArchive&) {});
+    if (context.step_done) context.step_done(StepReport{1, 1, 0.0, 0, {}}, [](torch::serialize::OutputArchive&) {});
   }
 
  private:

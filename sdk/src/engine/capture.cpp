@@ -1,5 +1,6 @@
 #include <privdiff/engine/capture.hpp>
 
+#include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
 namespace privdiff::sdk::engine {
@@ -17,12 +18,29 @@ void CaptureSession::record(PerExampleLayer* layer, at::Tensor saved, at::Tensor
   calls_.push_back({layer, std::move(saved), std::move(output), version});
 }
 
+bool will_record(const PerExampleLayer* layer) {
+  return CaptureSession::current() && at::GradMode::is_enabled() && !layer->trainable_parameters().empty();
+}
+
 void record_if_capturing(PerExampleLayer* layer, const at::Tensor& saved, const at::Tensor& output) {
-  CaptureSession* session = CaptureSession::current();
-  if (!session || !at::GradMode::is_enabled() || layer->trainable_parameters().empty()) return;
-  session->record(layer, saved.detach(), output);
+  if (will_record(layer)) CaptureSession::current()->record(layer, saved.detach(), output);
 }
 
 PerExampleLayer::~PerExampleLayer() = default;
+
+std::vector<NormCandidate> PerExampleLayer::norm_candidates(const CapturedCall&, std::int64_t) const {
+  return {{NormStrategy::materialised, 0.0}};
+}
+
+std::vector<at::Tensor> PerExampleLayer::per_example_squared_norms(const CapturedCall& call, const at::Tensor& output_grad,
+                                                                   std::int64_t group, NormStrategy) const {
+  std::vector<at::Tensor> out;
+  for (const auto& g : per_example(call, output_grad, group)) out.push_back(squared_norms_of(g));
+  return out;
+}
+
+at::Tensor squared_norms_of(const at::Tensor& per_example) {
+  return at::linalg_vector_norm(per_example.reshape({per_example.size(0), -1}), 2, {1}).to(at::kDouble).pow(2);
+}
 
 }  // namespace privdiff::sdk::engine

@@ -1,10 +1,12 @@
 #include <privdiff/components/model.hpp>
 #include <privdiff/components/dataset.hpp>
 #include <privdiff/engine/dp_sgd_mechanism.hpp>
+#include <privdiff/engine/engine_path.hpp>
 #include <privdiff/engine/fast_gradient_clipping.hpp>
 #include <privdiff/engine/gaussian_noise.hpp>
 #include <privdiff/engine/per_example_gradients.hpp>
 #include <privdiff/engine/poisson_sampler.hpp>
+#include <privdiff/engine/precision.hpp>
 #include <privdiff/engine/private_gradient.hpp>
 #include <privdiff/engine/seeds.hpp>
 #include <privdiff/parallel/collective.hpp>
@@ -20,6 +22,7 @@
 
 #include <cmath>
 #include <functional>
+#include <map>
 #include <memory>
 #include <stdexcept>
 
@@ -43,6 +46,10 @@ Schema dp_sgd_schema(bool is_private, bool with_noise_multiplicity) {
                  .doc("noise std / C; \"auto\" = the smallest that meets [privacy] epsilon"))
         .add(Key::string("clipping").one_of({"flat", "per_layer"}).defaults("flat")
                  .doc("flat: whole gradient norm <= C; per_layer: each tensor <= C / sqrt(#tensors)"))
+        .add(Key::string("engine_path").one_of({"auto", "vectorised", "micro_batch"}).defaults("auto")
+                 .doc("how a chunk's clipped gradient sum is computed: auto = the faster of the two for this shape "
+                      "and device, measured on synthetic chunks before the first step (recorded in metrics.jsonl); "
+                      "both are exact"))
         .add(Key::boolean("secure_noise").defaults(true)
                  .doc("true: noise and batches from a ChaCha20 stream keyed by the OS CSPRNG; false: keyed by the "
                       "seed (reproducible, and the privacy reports carry a caveat: the guarantee holds only while "
@@ -52,7 +59,10 @@ Schema dp_sgd_schema(bool is_private, bool with_noise_multiplicity) {
     s.add(Key::integer("noise_multiplicity").at_least(1).defaults(32)
               .doc("K noised copies of each example, averaged before per-example clipping"));
   }
-  s.add(Key::integer("physical_batch_size").at_least(0).defaults(0)
+  s.add(Key::string("precision").one_of({"float32", "tf32", "bf16"}).defaults("float32")
+            .doc("the forward and backward's precision (GPU): tf32 tensor-core products, or bf16 autocast; norms, "
+                 "clipping, noise and the optimizer stay in float32, so the privacy analysis is unchanged"))
+      .add(Key::integer("physical_batch_size").at_least(0).defaults(0)
             .doc("examples per forward/backward (memory bound); 0 = the whole logical batch"))
       .add(Key::string("optimizer").one_of({"adam", "adamw", "sgd"}).defaults("adam")
                .doc("optimizer (adamw: Adam with decoupled weight decay, DP-LDM's)"))
@@ -88,11 +98,13 @@ DpSgdOptions dp_sgd_options(const Config& c, bool is_private) {
     if (!c.is_keyword("noise_multiplier", "auto")) o.noise_multiplier = c.get_double("noise_multiplier");
     o.clipping = clip_mode_from_string(c.get_string("clipping"));
     o.secure_noise = c.get_bool("secure_noise");
+    o.engine_path = engine_path_from_string(c.get_string("engine_path"));
   } else {
     o.secure_noise = false;  // public data: nothing to keep secret, batches follow the seed
   }
   if (c.has("noise_multiplicity")) o.noise_multiplicity = c.get_int("noise_multiplicity");
   o.physical_batch_size = c.get_int("physical_batch_size");
+  o.precision = precision_from_string(c.get_string("precision"));
   o.optimizer = c.get_string("optimizer");
   o.lr = c.get_double("lr");
   o.momentum = c.get_double("momentum");
@@ -291,9 +303,9 @@ class ChunkTrainer {
   double train(const at::Tensor& batch, std::int64_t step, PrivateGradient& gradient) {
     const std::int64_t b = batch.numel();
     // Without a physical batch size, one chunk per rank.
-    const std::int64_t chunk_len = options_.physical_batch_size > 0
-                                       ? options_.physical_batch_size
-                                       : std::max<std::int64_t>(1, (b + world_ - 1) / world_);
+    const std::int64_t chunk_len = chosen_chunk_ > 0                   ? chosen_chunk_
+                                   : options_.physical_batch_size > 0 ? options_.physical_batch_size
+                                                                      : std::max<std::int64_t>(1, (b + world_ - 1) / world_);
     double loss_sum = 0;
     std::int64_t chunk = -1;
     for (std::int64_t start = 0; start < b; start += chunk_len) {
@@ -303,6 +315,32 @@ class ChunkTrainer {
       train_chunk(indices, gradient, loss_sum);
     }
     return loss_sum;
+  }
+
+  // The model's per-row losses at the stage's precision (the rows themselves in float32 at least).
+  at::Tensor forward(const at::Tensor& images, const at::Tensor& labels, at::Generator& generator) const {
+    const PrecisionScope scope(options_.precision, device_);
+    const at::Tensor rows = model_.training_loss(images, Conditioning{labels}, options_.noise_multiplicity, generator);
+    return rows.scalar_type() == at::kBFloat16 || rows.scalar_type() == at::kHalf ? rows.to(at::kFloat) : rows;
+  }
+
+  // Chunks of `examples` from now on (the engine's calibration chose them; one process only, where
+  // no other rank has to agree on the chunks).
+  void use_chunk(std::int64_t examples) { chosen_chunk_ = examples; }
+
+  // The loss of `examples` synthetic examples of the data's shape (uniform images, label 0): what
+  // the engine's calibration times, so that its recorded choice never depends on the records.
+  RowLoss synthetic_loss(std::int64_t examples) const {
+    const at::Tensor probe = data_.images(at::zeros({1}, at::kLong));
+    std::vector<std::int64_t> shape(probe.sizes().begin(), probe.sizes().end());
+    shape[0] = examples;
+    at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(0x5eed);
+    const at::Tensor images = (at::rand(shape, generator) * 2 - 1).to(device_);
+    const at::Tensor labels = at::zeros({examples}, at::kLong).to(device_);
+    return [this, images, labels, generator](const at::Tensor& e) mutable {
+      const at::Tensor on_device = e.to(device_);
+      return forward(images.index_select(0, on_device), labels.index_select(0, on_device), generator);
+    };
   }
 
  private:
@@ -317,8 +355,7 @@ class ChunkTrainer {
     const at::Tensor labels = data_.labels(indices).to(device_);
     const RowLoss loss = [&](const at::Tensor& examples) {
       const at::Tensor e = examples.to(device_);
-      at::Tensor rows = model_.training_loss(images.index_select(0, e), Conditioning{labels.index_select(0, e)}, k,
-                                             loss_generator_);
+      at::Tensor rows = forward(images.index_select(0, e), labels.index_select(0, e), loss_generator_);
       loss_sum += rows.detach().sum().item<double>() / static_cast<double>(k);
       return rows;
     };
@@ -339,7 +376,27 @@ class ChunkTrainer {
   c10::Device device_;
   int rank_, world_;
   ClippedSumFn clipped_sum_;
+  std::int64_t chosen_chunk_ = 0;
 };
+
+// A private stage's engine plan: norm strategies, path and chunk measured on synthetic chunks
+// before the first step (engine_path.hpp). With several processes the chunks stay as configured.
+EnginePlan plan_engine(const DpSgdOptions& options, torch::nn::Module& module, ChunkTrainer& chunks,
+                       double expected_batch, bool several_processes, NormPlanner& planner) {
+  EngineCalibration settings;
+  settings.synthetic_loss = [&chunks](std::int64_t examples) { return chunks.synthetic_loss(examples); };
+  settings.chunk = options.physical_batch_size > 0
+                       ? options.physical_batch_size
+                       : std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(expected_batch)));
+  settings.may_shrink_chunk = options.physical_batch_size == 0 && !several_processes;
+  settings.group = options.noise_multiplicity;
+  settings.max_grad_norm = options.max_grad_norm;
+  settings.mode = options.clipping;
+  settings.requested = options.engine_path;
+  EnginePlan plan = calibrate_engine(module, settings, planner);
+  if (settings.may_shrink_chunk && plan.chunk < settings.chunk) chunks.use_chunk(plan.chunk);
+  return plan;
+}
 
 }  // namespace
 
@@ -373,8 +430,8 @@ void DpSgdMechanism::set_noise_multiplier(double sigma) {
 void DpSgdMechanism::select_trainable(Model& model) const { apply_parameter_selection(model, options_.trainable); }
 
 ClippedSum DpSgdMechanism::clipped_chunk_sum(torch::nn::Module& module, const RowLoss& loss, std::int64_t examples) {
-  return clipped_gradient_sum(module, loss, examples, options_.noise_multiplicity, options_.max_grad_norm,
-                              options_.clipping);
+  return clipped_sum_along(engine_plan_, module, loss, examples, options_.noise_multiplicity, options_.max_grad_norm,
+                           options_.clipping, planner_);
 }
 
 void DpSgdMechanism::noise_step_gradient(PrivateGradient& gradient, double expected_batch_size, GaussianNoise& noise) {
@@ -420,6 +477,13 @@ void DpSgdMechanism::run(StageContext& context) {
       options_.is_private ? PrivacyEvent::poisson_sampled(q, PrivacyEvent::gaussian(*options_.noise_multiplier))
                           : PrivacyEvent::no_op();
 
+  std::map<std::string, std::string> engine_record;
+  if (options_.is_private) {
+    planner_ = NormPlanner(NormPlanner::Mode::calibrate);
+    engine_plan_ = plan_engine(options_, model.module(), chunks, expected_batch, ranks != nullptr, planner_);
+    engine_record = engine_plan_.describe(planner_);
+  }
+
   for (std::int64_t step = first_step; step < total_steps; ++step) {
     const at::Tensor batch = draw_batch(ranks, sampler);
     const std::int64_t b = batch.numel();
@@ -437,7 +501,11 @@ void DpSgdMechanism::run(StageContext& context) {
       if (options_.is_private) context.ledger.record(step_event);  // the noisy gradient has been released
       update_ema(ema, params, options_.ema);
     }
-    if (context.step_done) context.step_done(StepReport{step + 1, total_steps, b ? loss_sum / b : 0.0, b}, save_state);
+    if (context.step_done) {
+      StepReport report{step + 1, total_steps, b ? loss_sum / b : 0.0, b, {}};
+      if (step == first_step) report.engine = engine_record;  // once per stage (and once after a resume)
+      context.step_done(report, save_state);
+    }
   }
   load_ema(params, ema);
 }

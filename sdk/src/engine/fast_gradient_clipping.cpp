@@ -10,6 +10,12 @@ namespace privdiff::sdk::engine {
 
 ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, std::int64_t n, std::int64_t group,
                                 double max_grad_norm, ClipMode mode) {
+  NormPlanner planner;
+  return clipped_gradient_sum(model, loss, n, group, max_grad_norm, mode, planner);
+}
+
+ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, std::int64_t n, std::int64_t group,
+                                double max_grad_norm, ClipMode mode, NormPlanner& planner) {
   if (!(max_grad_norm > 0)) throw std::invalid_argument("max_grad_norm must be > 0");
   if (!has_closed_form(model) || n == 0) {
     return clip_and_sum(per_example_gradients(model, loss, n, group), max_grad_norm, mode);
@@ -41,40 +47,51 @@ ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, s
 
   // 1. Per-example squared norms, one slice of examples at a time, layer by layer: slices keep the
   //    working set (patches, per-example gradients) cache-sized, which matters more on CPUs than
-  //    the size of the matrix products. Only a shared parameter's slice is held across layers.
+  //    the size of the matrix products. A layer called once whose parameters are its own takes the
+  //    planner's strategy (ghost, grouped convolution or materialised); a layer called several
+  //    times, or sharing a parameter, has the norm of a *sum* and materialises its per-example
+  //    gradients (only a shared parameter's slice is held across layers).
   //    On a GPU, wide slices keep it busy (its memory holds slice x #params floats easily).
   const auto device = params.front().device();
   const std::int64_t slice = device.is_cuda() ? 256 : 16;
   at::Tensor squared = at::zeros({n, static_cast<std::int64_t>(params.size())}, at::TensorOptions(device).dtype(at::kDouble));
+  auto add_squared = [&](std::int64_t p, std::int64_t start, const at::Tensor& values) {
+    squared.select(1, p).narrow(0, start, values.size(0)).add_(values);
+  };
   for (std::int64_t start = 0; start < n; start += slice) {
     const std::int64_t len = std::min(slice, n - start);
+    auto part_of = [&](std::size_t c) {
+      const CapturedCall& call = calls_made[c];
+      return CapturedCall{call.layer, call.saved.narrow(0, start * group, len * group), call.output, call.output_version};
+    };
+    auto grad_of = [&](std::size_t c) { return output_grads[c].narrow(0, start * group, len * group); };
     std::map<std::int64_t, at::Tensor> shared;  // parameter index -> summed per-example slice
     for (const auto& [layer, calls] : calls_of) {
       const auto layer_params = layer->trainable_parameters();
+      bool own = calls.size() == 1;
+      for (const auto& p : layer_params) own = own && owners.at(index.at(p.unsafeGetTensorImpl())) == 1;
+      if (own) {
+        const auto norms = planner.squared_norms(*layer, part_of(calls[0]), grad_of(calls[0]), group);
+        for (std::size_t j = 0; j < layer_params.size(); ++j) add_squared(index.at(layer_params[j].unsafeGetTensorImpl()), start, norms[j]);
+        continue;
+      }
       std::vector<at::Tensor> per_example;
       for (std::size_t c : calls) {
-        const CapturedCall& call = calls_made[c];
-        const CapturedCall part{call.layer, call.saved.narrow(0, start * group, len * group), call.output,
-                                call.output_version};
-        auto contribution = layer->per_example(part, output_grads[c].narrow(0, start * group, len * group), group);
+        auto contribution = layer->per_example(part_of(c), grad_of(c), group);
         if (per_example.empty()) per_example = std::move(contribution);
         else for (std::size_t j = 0; j < contribution.size(); ++j) per_example[j].add_(contribution[j]);
       }
       for (std::size_t j = 0; j < layer_params.size(); ++j) {
         const std::int64_t p = index.at(layer_params[j].unsafeGetTensorImpl());
-        if (owners.at(p) > 1) {
-          auto [it, first] = shared.emplace(p, per_example[j]);
-          if (!first) it->second = it->second + per_example[j];
+        if (owners.at(p) == 1) {
+          add_squared(p, start, squared_norms_of(per_example[j]));
           continue;
         }
-        const at::Tensor norms = at::linalg_vector_norm(per_example[j].reshape({len, -1}), 2, {1}).to(at::kDouble);
-        squared.select(1, p).narrow(0, start, len).add_(norms.pow(2));
+        auto [it, first] = shared.emplace(p, per_example[j]);
+        if (!first) it->second = it->second + per_example[j];
       }
     }
-    for (const auto& [p, g] : shared) {
-      const at::Tensor norms = at::linalg_vector_norm(g.reshape({len, -1}), 2, {1}).to(at::kDouble);
-      squared.select(1, p).narrow(0, start, len).add_(norms.pow(2));
-    }
+    for (const auto& [p, g] : shared) add_squared(p, start, squared_norms_of(g));
   }
 
   ClippedSum out;

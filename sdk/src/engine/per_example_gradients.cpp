@@ -94,6 +94,16 @@ BackwardToOutputs backward_to_layer_outputs(const RowLoss& loss, std::int64_t n,
   }
   // Gradients with respect to the layer outputs only: the summed weight gradients are never formed.
   out.output_grads = torch::autograd::grad({total}, outputs, {}, false, false, /*allow_unused=*/true);
+  // A forward in lower precision (precision.hpp: bf16 autocast) captured bf16 tensors; the norms,
+  // clipping and sums are taken in the parameters' own dtype.
+  at::NoGradGuard no_grad;
+  for (std::size_t c = 0; c < out.calls.size(); ++c) {
+    const auto type = out.calls[c].layer->trainable_parameters().front().scalar_type();
+    at::Tensor& saved = out.calls[c].saved;
+    if (saved.is_floating_point() && saved.scalar_type() != type) saved = saved.to(type);
+    at::Tensor& grad = out.output_grads[c];
+    if (grad.defined() && grad.scalar_type() != type) grad = grad.to(type);
+  }
   return out;
 }
 

@@ -1,6 +1,8 @@
 #include <privdiff/engine/per_example_layers.hpp>
 #include <privdiff/engine/per_example_rows.hpp>
 
+#include "conv_patches.hpp"
+
 #include <ATen/ATen.h>
 #include <torch/types.h>
 
@@ -19,11 +21,10 @@ void uniform_init(at::Tensor& t, std::int64_t fan_in) {
   t.uniform_(-bound, bound);
 }
 
-// Shape [1, C, 1, ...] to broadcast a per-channel vector over x.
-std::vector<std::int64_t> channel_shape(const at::Tensor& x) {
-  std::vector<std::int64_t> shape(static_cast<std::size_t>(x.dim()), 1);
-  shape[1] = x.size(1);
-  return shape;
+// Normalisation runs in the parameters' dtype (float32) when a lower-precision forward (bf16
+// autocast) hands it bf16 activations, as CUDA's autocast does for its own norm layers.
+at::Tensor in_dtype_of(const at::Tensor& x, const at::Tensor& weight) {
+  return x.is_floating_point() && x.scalar_type() != weight.scalar_type() ? x.to(weight.scalar_type()) : x;
 }
 
 // Affine normalisation layers (GroupNorm, LayerNorm): y = x_hat * weight + bias per channel, so the
@@ -44,11 +45,12 @@ std::vector<at::Tensor> affine_norm_per_example(const at::Tensor& weight, const 
 std::vector<at::Tensor> affine_norm_scaled_sum(const at::Tensor& weight, const at::Tensor& bias, const at::Tensor& x_hat,
                                                const at::Tensor& g, std::int64_t group,
                                                const std::vector<at::Tensor>& scales, const ChannelsView& channels_view) {
-  auto summed = [&](const at::Tensor& t) { return channels_view(t).sum(at::IntArrayRef{0, 2}); };
+  // Reduced over positions per row first, then one weighted sum over the rows.
+  auto per_row = [&](const at::Tensor& t) { return channels_view(t).sum(2); };
   std::vector<at::Tensor> out;
   std::size_t k = 0;
-  if (is_trainable(weight)) out.push_back(summed(scale_rows(g, scales[k++], group) * x_hat));
-  if (is_trainable(bias)) out.push_back(summed(scale_rows(g, scales[k++], group)));
+  if (is_trainable(weight)) out.push_back(weighted_row_sum(per_row(g * x_hat), scales[k++], group));
+  if (is_trainable(bias)) out.push_back(weighted_row_sum(per_row(g), scales[k++], group));
   return out;
 }
 
@@ -98,9 +100,11 @@ std::vector<at::Tensor> Linear::scaled_sum(const CapturedCall& call, const at::T
   const std::int64_t in = weight.size(1), out_features = weight.size(0);
   std::vector<at::Tensor> out;
   std::size_t k = 0;
-  auto scaled = [&]() { return scale_rows(g, scales[k++], group).reshape({-1, out_features}); };
-  if (is_trainable(weight)) out.push_back(at::mm(scaled().t(), call.saved.reshape({-1, in})));
-  if (is_trainable(bias)) out.push_back(scaled().sum(0));
+  if (is_trainable(weight)) {
+    const at::Tensor scaled = scale_rows(g, scales[k++], group).reshape({-1, out_features});
+    out.push_back(at::mm(scaled.t(), call.saved.reshape({-1, in})));
+  }
+  if (is_trainable(bias)) out.push_back(weighted_row_sum(g.reshape({g.size(0), -1, out_features}).sum(1), scales[k++], group));
   return out;
 }
 
@@ -127,27 +131,41 @@ at::Tensor Conv2d::forward(const at::Tensor& x) {
 
 std::vector<at::Tensor> Conv2d::trainable_parameters() const { return trainable_only({weight, bias}); }
 
+namespace detail {
+
+at::Tensor conv_patches(const Conv2dOptions& o, const at::Tensor& input, std::int64_t group) {
+  const std::int64_t b = rows_per_example(input, group), G = o.groups, c_in = o.in_channels / G;
+  // Patches as a strided view of the padded input ([N, C, Ho, Wo, kh, kw] before the dilation
+  // slice), copied once into [B, G, c_in * kh * kw, K * L]: faster than at::im2col on CPU.
+  const at::Tensor padded = at::constant_pad_nd(input, {o.padding[1], o.padding[1], o.padding[0], o.padding[0]});
+  at::Tensor patches = padded.unfold(2, (o.kernel[0] - 1) * o.dilation[0] + 1, o.stride[0])
+                           .unfold(3, (o.kernel[1] - 1) * o.dilation[1] + 1, o.stride[1]);
+  if (o.dilation[0] > 1) patches = patches.slice(4, 0, c10::nullopt, o.dilation[0]);
+  if (o.dilation[1] > 1) patches = patches.slice(5, 0, c10::nullopt, o.dilation[1]);
+  const std::int64_t ho = patches.size(2), wo = patches.size(3);
+  // [N, C, Ho, Wo, kh, kw] -> [B, K, G, c_in, Ho, Wo, kh, kw] -> [B, G, c_in*kh*kw, K*L]
+  return patches.reshape({b, group, G, c_in, ho, wo, o.kernel[0], o.kernel[1]})
+      .permute({0, 2, 3, 6, 7, 1, 4, 5})
+      .reshape({b, G, c_in * o.kernel[0] * o.kernel[1], -1});
+}
+
+at::Tensor conv_output_grad(const Conv2dOptions& o, const at::Tensor& g, std::int64_t group) {
+  const std::int64_t b = rows_per_example(g, group), G = o.groups;
+  // Output positions of the group's K rows are extra positions of the example: [B, G, c_out, K * L].
+  return g.reshape({b, group, G, o.out_channels / G, -1}).permute({0, 2, 3, 1, 4}).reshape({b, G, o.out_channels / G, -1});
+}
+
+}  // namespace detail
+
 std::vector<at::Tensor> Conv2d::per_example(const CapturedCall& call, const at::Tensor& g, std::int64_t group) const {
   const auto& o = options_;
   const std::int64_t b = rows_per_example(call.saved, group);
-  const std::int64_t G = o.groups, c_out = o.out_channels / G, c_in = o.in_channels / G;
   std::vector<at::Tensor> out;
-  // Output positions of the group's K rows are extra positions of the example: [B, G, c_out, K * L].
-  const at::Tensor gg = g.reshape({b, group, G, c_out, -1}).permute({0, 2, 3, 1, 4}).reshape({b, G, c_out, -1});
+  const at::Tensor gg = detail::conv_output_grad(o, g, group);
   if (is_trainable(weight)) {
-    // Patches as a strided view of the padded input ([N, C, Ho, Wo, kh, kw] before the dilation
-    // slice), copied once into [B, G, c_in * kh * kw, K * L]: faster than at::im2col on CPU.
-    const at::Tensor padded = at::constant_pad_nd(call.saved, {o.padding[1], o.padding[1], o.padding[0], o.padding[0]});
-    at::Tensor patches = padded.unfold(2, (o.kernel[0] - 1) * o.dilation[0] + 1, o.stride[0])
-                             .unfold(3, (o.kernel[1] - 1) * o.dilation[1] + 1, o.stride[1]);
-    if (o.dilation[0] > 1) patches = patches.slice(4, 0, c10::nullopt, o.dilation[0]);
-    if (o.dilation[1] > 1) patches = patches.slice(5, 0, c10::nullopt, o.dilation[1]);
-    const std::int64_t ho = patches.size(2), wo = patches.size(3);
-    // [N, C, Ho, Wo, kh, kw] -> [B, K, G, c_in, kh, kw, Ho, Wo] -> [B, G, c_in*kh*kw, K*L]
-    const at::Tensor a = patches.reshape({b, group, G, c_in, ho, wo, o.kernel[0], o.kernel[1]})
-                             .permute({0, 2, 3, 6, 7, 1, 4, 5})
-                             .reshape({b, G, c_in * o.kernel[0] * o.kernel[1], -1});
-    out.push_back(at::matmul(gg, a.transpose(-1, -2)).reshape({b, o.out_channels, c_in, o.kernel[0], o.kernel[1]}));
+    const at::Tensor a = detail::conv_patches(o, call.saved, group);
+    out.push_back(at::matmul(gg, a.transpose(-1, -2))
+                      .reshape({b, o.out_channels, o.in_channels / o.groups, o.kernel[0], o.kernel[1]}));
   }
   if (is_trainable(bias)) out.push_back(gg.sum(-1).reshape({b, o.out_channels}));
   return out;
@@ -164,7 +182,7 @@ std::vector<at::Tensor> Conv2d::scaled_sum(const CapturedCall& call, const at::T
     out.push_back(std::get<1>(at::convolution_backward(gs, call.saved, weight, c10::nullopt, o.stride, o.padding,
                                                        o.dilation, false, {0, 0}, o.groups, {false, true, false})));
   }
-  if (is_trainable(bias)) out.push_back(scale_rows(g, scales[k++], group).sum({0, 2, 3}));
+  if (is_trainable(bias)) out.push_back(weighted_row_sum(g.sum({2, 3}), scales[k++], group));
   return out;
 }
 
@@ -176,11 +194,20 @@ GroupNorm::GroupNorm(std::int64_t num_groups, std::int64_t num_channels, double 
   bias = register_parameter("bias", torch::zeros({num_channels}));
 }
 
-at::Tensor GroupNorm::forward(const at::Tensor& x) {
-  const at::Tensor normalised = at::group_norm(x, num_groups_, {}, {}, eps_);
-  const auto shape = channel_shape(x);
-  at::Tensor y = normalised * weight.view(shape) + bias.view(shape);
-  record_if_capturing(this, normalised, y);
+at::Tensor GroupNorm::forward(const at::Tensor& input) {
+  const at::Tensor x = in_dtype_of(input, weight);
+  // The library's fused normalisation with the affine transform (one pass forward and backward, as
+  // PyTorch's nn.GroupNorm); the normalised input, which the per-example gradients need, is computed
+  // apart and only while capturing.
+  at::Tensor y = at::group_norm(x, num_groups_, weight, bias, eps_);
+  if (will_record(this)) {
+    at::Tensor normalised;
+    {
+      at::NoGradGuard no_grad;
+      normalised = at::group_norm(x, num_groups_, {}, {}, eps_);
+    }
+    record_if_capturing(this, normalised, y);
+  }
   return y;
 }
 
@@ -205,10 +232,17 @@ LayerNorm::LayerNorm(std::int64_t dim, double eps) : eps_(eps) {
   bias = register_parameter("bias", torch::zeros({dim}));
 }
 
-at::Tensor LayerNorm::forward(const at::Tensor& x) {
-  const at::Tensor normalised = at::layer_norm(x, {weight.size(0)}, {}, {}, eps_);
-  at::Tensor y = normalised * weight + bias;
-  record_if_capturing(this, normalised, y);
+at::Tensor LayerNorm::forward(const at::Tensor& input) {
+  const at::Tensor x = in_dtype_of(input, weight);
+  at::Tensor y = at::layer_norm(x, {weight.size(0)}, weight, bias, eps_);  // fused, as GroupNorm's
+  if (will_record(this)) {
+    at::Tensor normalised;
+    {
+      at::NoGradGuard no_grad;
+      normalised = at::layer_norm(x, {weight.size(0)}, {}, {}, eps_);
+    }
+    record_if_capturing(this, normalised, y);
+  }
   return y;
 }
 

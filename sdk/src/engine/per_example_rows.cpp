@@ -25,10 +25,22 @@ std::int64_t rows_per_example(const at::Tensor& rows, std::int64_t group) {
   return rows.size(0) / group;
 }
 
+namespace {
+at::Tensor row_scales(const at::Tensor& scale, std::int64_t group, at::ScalarType type) {
+  const at::Tensor s = scale.to(type);
+  return group == 1 ? s : s.repeat_interleave(group);
+}
+}  // namespace
+
 at::Tensor scale_rows(const at::Tensor& g, const at::Tensor& scale, std::int64_t group) {
   std::vector<std::int64_t> shape(static_cast<std::size_t>(g.dim()), 1);
   shape[0] = g.size(0);
-  return g * scale.to(g.scalar_type()).repeat_interleave(group).view(shape);
+  return g * row_scales(scale, group, g.scalar_type()).view(shape);
+}
+
+at::Tensor weighted_row_sum(const at::Tensor& per_row, const at::Tensor& scale, std::int64_t group) {
+  const at::Tensor weights = row_scales(scale, group, per_row.scalar_type());
+  return at::matmul(weights.unsqueeze(0), per_row.reshape({per_row.size(0), -1})).reshape(per_row.sizes().slice(1));
 }
 
 }  // namespace privdiff::sdk::engine

@@ -3,6 +3,7 @@
 // shared by the SDK's engine tests and the adapter plugins' tests (an adapter is checked the same way).
 #include <privdiff/engine/clipping.hpp>
 #include <privdiff/engine/fast_gradient_clipping.hpp>
+#include <privdiff/engine/norm_strategy.hpp>
 #include <privdiff/engine/per_example_gradients.hpp>
 #include <privdiff/engine/per_example_layers.hpp>
 
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace privdiff::testing::oracle {
@@ -115,10 +117,31 @@ struct TinyUnet : Net {
   }
 };
 
+// Every way of choosing the norm strategies: the cost model, a calibration, and each strategy
+// forced wherever a layer offers it (a layer that does not falls back to materialised norms).
+inline std::vector<NormPlanner> every_norm_planner() {
+  return {NormPlanner(NormPlanner::Mode::cost_model), NormPlanner(NormPlanner::Mode::calibrate),
+          NormPlanner(NormPlanner::Mode::fixed, NormStrategy::materialised),
+          NormPlanner(NormPlanner::Mode::fixed, NormStrategy::ghost),
+          NormPlanner(NormPlanner::Mode::fixed, NormStrategy::grouped_convolution)};
+}
+
+// `fast` (clipped_gradient_sum) equals clipping the oracle's per-example gradients: norms to 1e-9,
+// sums to 1e-6 relative, with every example clipped.
+inline void expect_clipped_sums_equal(const ClippedSum& fast, const ClippedSum& reference, const std::string& what) {
+  EXPECT_TRUE(at::allclose(fast.norms, reference.norms, 1e-9, 0)) << what;
+  EXPECT_LT(reference.factors.max().item<double>(), 1.0) << what;  // every example was clipped
+  ASSERT_EQ(fast.sums.size(), reference.sums.size()) << what;
+  for (std::size_t j = 0; j < fast.sums.size(); ++j) {
+    const double scale = reference.sums[j].abs().max().item<double>() + 1e-30;
+    EXPECT_LT((fast.sums[j] - reference.sums[j]).abs().max().item<double>() / scale, 1e-6) << what << " parameter " << j;
+  }
+}
+
 // Fast gradient clipping gives the same clipped sum (and norms) as clipping the materialised
-// per-example gradients, flat and per layer, with and without grouping.
+// per-example gradients, flat and per layer, with and without grouping, with every norm strategy.
 inline void expect_fast_clipping_matches_oracle(const std::function<std::shared_ptr<Net>()>& make,
-                                         std::vector<std::int64_t> example_shape) {
+                                                std::vector<std::int64_t> example_shape) {
   for (std::int64_t group : {1, 3}) {
     for (auto mode : {ClipMode::flat, ClipMode::per_layer}) {
       const std::shared_ptr<Net> made = make();
@@ -127,14 +150,12 @@ inline void expect_fast_clipping_matches_oracle(const std::function<std::shared_
       example_shape[0] = 4 * group;
       const at::Tensor x = randn(example_shape);
       const RowLoss loss = make_loss(net, x, group);
-      const auto fast = clipped_gradient_sum(net, loss, 4, group, 0.05, mode);
       const auto reference = clip_and_sum(micro_batch_per_example_gradients(net, loss, 4, group), 0.05, mode);
-      EXPECT_TRUE(at::allclose(fast.norms, reference.norms, 1e-9, 0));
-      EXPECT_LT(reference.factors.max().item<double>(), 1.0);  // every example was clipped
-      ASSERT_EQ(fast.sums.size(), reference.sums.size());
-      for (std::size_t j = 0; j < fast.sums.size(); ++j) {
-        const double scale = reference.sums[j].abs().max().item<double>() + 1e-30;
-        EXPECT_LT((fast.sums[j] - reference.sums[j]).abs().max().item<double>() / scale, 1e-6) << j;
+      for (NormPlanner& planner : every_norm_planner()) {
+        const auto fast = clipped_gradient_sum(net, loss, 4, group, 0.05, mode, planner);
+        std::string what = "K " + std::to_string(group) + (mode == ClipMode::flat ? " flat" : " per layer") + ", plan";
+        for (const auto& [strategy, count] : planner.counts()) what += " " + strategy + " x" + std::to_string(count);
+        expect_clipped_sums_equal(fast, reference, what);
       }
     }
   }

@@ -18,6 +18,8 @@
 #include <torch/types.h>
 
 #include <functional>
+#include <map>
+#include <string>
 
 using namespace privdiff::sdk::engine;
 using namespace privdiff::testing::oracle;
@@ -51,6 +53,18 @@ TEST_P(PerExampleConv, MatchesOracle) {
   auto conv = net.register_module("conv", std::make_shared<Conv2d>(o));
   net.body = [conv](const at::Tensor& x) { return conv->forward(x); };
   expect_matches_oracle(net, randn({4, c.in, 9, 8}));
+  // Each norm strategy (materialised, ghost, grouped convolution) gives the oracle's norms, K = 1 and 3.
+  for (std::int64_t group : {1, 3}) {
+    const at::Tensor x = randn({4 * group, c.in, 9, 8});
+    const RowLoss loss = make_loss(net, x, group);
+    const auto reference = clip_and_sum(micro_batch_per_example_gradients(net, loss, 4, group), 1e-3, ClipMode::flat);
+    for (auto strategy : {NormStrategy::materialised, NormStrategy::ghost, NormStrategy::grouped_convolution}) {
+      NormPlanner planner(NormPlanner::Mode::fixed, strategy);
+      const auto fast = clipped_gradient_sum(net, loss, 4, group, 1e-3, ClipMode::flat, planner);
+      EXPECT_EQ(planner.counts(), (std::map<std::string, int>{{to_string(strategy), 1}}));
+      expect_clipped_sums_equal(fast, reference, to_string(strategy) + ", K " + std::to_string(group));
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -259,7 +273,8 @@ TEST(FastGradientClipping, TiedWeightsAreClippedOnTheSumOfTheirUses) {
     const at::Tensor x = randn({6, 5});
     const RowLoss loss = make_loss(net, x, 1);
     const double c = 0.05;
-    const auto fast = clipped_gradient_sum(net, loss, 6, 1, c, mode);
+    NormPlanner ghost(NormPlanner::Mode::fixed, NormStrategy::ghost);  // never used on the sum of two uses
+    const auto fast = clipped_gradient_sum(net, loss, 6, 1, c, mode, ghost);
     const auto oracle = micro_batch_per_example_gradients(net, loss, 6, 1);
     const auto reference = clip_and_sum(oracle, c, mode);
     ASSERT_EQ(fast.sums.size(), 2u);  // the shared weight is one parameter

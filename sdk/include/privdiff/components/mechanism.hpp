@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -30,6 +31,9 @@ struct StepReport {
   std::int64_t total_steps = 0;  ///< planned logical steps in this stage
   double loss = 0.0;
   std::int64_t examples = 0;     ///< examples processed in this step
+  /// How the engine computes the steps (path, chunk, norm strategies; engine/engine_path.hpp), on a
+  /// stage's first step only; written to metrics.jsonl as "engine". Never a function of the records.
+  std::map<std::string, std::string> engine;
 };
 
 /// Adds a mechanism's mid-stage state (optimizer, EMA, generator states, ...) to a checkpoint.

@@ -7,6 +7,7 @@
 /// weight gradients are never computed — and each layer turns its (input, output-gradient) pairs
 /// into per-example parameter gradients in closed form.
 
+#include <privdiff/engine/norm_strategy.hpp>
 #include <privdiff/sdk_api.hpp>
 
 #include <ATen/core/Tensor.h>
@@ -55,6 +56,9 @@ class PRIVDIFF_SDK_API CaptureSession {
 /// `output`: its output, still attached to the graph) when a session is active on this thread,
 /// gradients are on, and the layer has trainable parameters; otherwise does nothing.
 PRIVDIFF_SDK_API void record_if_capturing(PerExampleLayer* layer, const at::Tensor& saved, const at::Tensor& output);
+/// True when record_if_capturing(layer, ...) would record now: lets a layer compute what it saves
+/// only then (a non-private step and sampling pay nothing for it).
+PRIVDIFF_SDK_API bool will_record(const PerExampleLayer* layer);
 
 /// Implemented by every layer with a closed-form per-example gradient.
 class PRIVDIFF_SDK_API PerExampleLayer {
@@ -73,6 +77,17 @@ class PRIVDIFF_SDK_API PerExampleLayer {
   /// rows of example i multiplied by scale_j[i]. `scales` has one [B] tensor per parameter.
   virtual std::vector<at::Tensor> scaled_sum(const CapturedCall& call, const at::Tensor& output_grad,
                                              std::int64_t group, const std::vector<at::Tensor>& scales) const = 0;
+  /// The exact ways this layer offers to compute one call's per-example gradient norms, with their
+  /// costs in the FLOP model (norm_strategy.hpp). Default: materialised only.
+  virtual std::vector<NormCandidate> norm_candidates(const CapturedCall& call, std::int64_t group) const;
+  /// The squared norms ([B], float64) of each trainable parameter's per-example gradient of one
+  /// call, computed with `strategy` (one of norm_candidates()). Default: through per_example().
+  virtual std::vector<at::Tensor> per_example_squared_norms(const CapturedCall& call, const at::Tensor& output_grad,
+                                                            std::int64_t group, NormStrategy strategy) const;
 };
+
+/// The squared norm of each example's gradient ([B, ...] -> [B], float64): the reduction every
+/// strategy ends with (in the gradients' own dtype, kept in float64).
+PRIVDIFF_SDK_API at::Tensor squared_norms_of(const at::Tensor& per_example);
 
 }  // namespace privdiff::sdk::engine

@@ -18,6 +18,9 @@
 #include <privdiff/config/config.hpp>
 #include <privdiff/config/schema.hpp>
 #include <privdiff/engine/clipping.hpp>
+#include <privdiff/engine/engine_path.hpp>
+#include <privdiff/engine/norm_strategy.hpp>
+#include <privdiff/engine/precision.hpp>
 #include <privdiff/engine/parameter_selection.hpp>
 #include <privdiff/engine/per_example_gradients.hpp>
 #include <privdiff/sdk_api.hpp>
@@ -39,7 +42,9 @@ struct DpSgdOptions {
   double max_grad_norm = 1.0;              ///< C
   std::optional<double> noise_multiplier;  ///< sigma (noise std / C); empty = "auto", set by the host
   ClipMode clipping = ClipMode::flat;
-  std::int64_t physical_batch_size = 0;    ///< 0: the whole logical batch at once
+  std::int64_t physical_batch_size = 0;    ///< 0: the whole logical batch at once (or the chunk the engine's calibration chose)
+  EnginePath engine_path = EnginePath::automatic;
+  Precision precision = Precision::float32;  ///< of the forward and backward (precision.hpp)  ///< vectorised / micro-batch, or chosen per shape (engine_path.hpp)
   std::string optimizer = "adam";          ///< "adam" or "sgd"
   double lr = 3e-4, momentum = 0.9, weight_decay = 0.0;
   double ema = 0.999;                      ///< EMA rate of the weights; 0 disables. The model ends with the EMA weights.
@@ -97,6 +102,8 @@ class PRIVDIFF_SDK_API DpSgdMechanism : public Mechanism {
   /// Throws std::invalid_argument for an empty dataset or a batch_size larger than it (q > 1).
   void check_dataset_size(std::int64_t dataset_size) const;
   DpSgdOptions options_;
+  EnginePlan engine_plan_;  // set at the start of run(), for clipped_chunk_sum
+  NormPlanner planner_;
 };
 
 }  // namespace privdiff::sdk::engine

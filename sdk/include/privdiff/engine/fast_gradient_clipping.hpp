@@ -2,8 +2,9 @@
 /// @file
 /// Fast gradient clipping: the clipped sum sum_i min(1, C / ||g_i||) g_i of a batch without ever
 /// holding all per-example gradients. After one forward and one backward (to the layer outputs):
-///   1. norms: each layer's per-example gradients are formed, their squared norms taken, and freed
-///      (at most one layer's B x params in memory at a time);
+///   1. norms: each layer's per-example squared norms by the strategy its NormPlanner chose
+///      (norm_strategy.hpp: ghost norms, a grouped convolution, or per-example gradients formed and
+///      freed — at most one layer's slice x params in memory at a time);
 ///   2. clipped sum: each layer's clipped sum is the *ordinary* weight gradient of its output
 ///      gradient with example i's rows scaled by its clip factor — one call to the library's fast
 ///      kernel per layer.
@@ -11,6 +12,7 @@
 /// This is the "fast gradient clipping" of Opacus, without its second backward pass.
 
 #include <privdiff/engine/clipping.hpp>
+#include <privdiff/engine/norm_strategy.hpp>
 #include <privdiff/engine/per_example_gradients.hpp>
 #include <privdiff/sdk_api.hpp>
 
@@ -21,5 +23,9 @@ namespace privdiff::sdk::engine {
 /// for models with parameters outside per-example layers.
 PRIVDIFF_SDK_API ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, std::int64_t num_examples,
                                                  std::int64_t group, double max_grad_norm, ClipMode mode);
+/// The same with the caller's planner, which keeps its choices from call to call (a stage keeps one).
+PRIVDIFF_SDK_API ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, std::int64_t num_examples,
+                                                 std::int64_t group, double max_grad_norm, ClipMode mode,
+                                                 NormPlanner& planner);
 
 }  // namespace privdiff::sdk::engine

@@ -2,7 +2,8 @@
 /// @file
 /// Layers with closed-form, batch-vectorised per-example gradients: Linear, Conv2d (any stride,
 /// padding, dilation, groups; zero padding), GroupNorm, LayerNorm (over the last dimension) and
-/// Embedding. Outside a CaptureSession they are ordinary modules; inside one they record what they
+/// Embedding. Linear offers ghost norms besides materialised ones; Conv2d ghost and grouped-convolution
+/// norms (norm_strategy.hpp; their code is in per_example_norms.cpp). Outside a CaptureSession they are ordinary modules; inside one they record what they
 /// need. Frozen parameters (requires_grad == false) cost nothing: a layer with none records nothing.
 /// Attention blocks are built from Linear layers plus parameter-free operations.
 
@@ -35,6 +36,9 @@ class PRIVDIFF_SDK_API Linear : public torch::nn::Module, public PerExampleLayer
                                       std::int64_t group) const override;
   std::vector<at::Tensor> scaled_sum(const CapturedCall& call, const at::Tensor& output_grad, std::int64_t group,
                                      const std::vector<at::Tensor>& scales) const override;
+  std::vector<NormCandidate> norm_candidates(const CapturedCall& call, std::int64_t group) const override;
+  std::vector<at::Tensor> per_example_squared_norms(const CapturedCall& call, const at::Tensor& output_grad,
+                                                    std::int64_t group, NormStrategy strategy) const override;
   at::Tensor weight, bias;  ///< [out, in], [out] (bias undefined when disabled)
 
  private:
@@ -58,6 +62,9 @@ class PRIVDIFF_SDK_API Conv2d : public torch::nn::Module, public PerExampleLayer
                                       std::int64_t group) const override;
   std::vector<at::Tensor> scaled_sum(const CapturedCall& call, const at::Tensor& output_grad, std::int64_t group,
                                      const std::vector<at::Tensor>& scales) const override;
+  std::vector<NormCandidate> norm_candidates(const CapturedCall& call, std::int64_t group) const override;
+  std::vector<at::Tensor> per_example_squared_norms(const CapturedCall& call, const at::Tensor& output_grad,
+                                                    std::int64_t group, NormStrategy strategy) const override;
   const Conv2dOptions& options() const { return options_; }
   at::Tensor weight, bias;  ///< [C_out, C_in / groups, kh, kw], [C_out]
 

@@ -24,5 +24,9 @@ PRIVDIFF_SDK_API std::int64_t rows_per_example(const at::Tensor& rows, std::int6
 /// `g` ([N, ...], N = B * group) with each example's `group` rows multiplied by that example's
 /// entry of `scale` ([B]): the output gradient of a scaled_sum().
 PRIVDIFF_SDK_API at::Tensor scale_rows(const at::Tensor& g, const at::Tensor& scale, std::int64_t group);
+/// sum over rows r of scale[r / group] * per_row[r] for per_row [N, ...] -> [...]: a scaled sum of
+/// quantities already reduced per row (a bias's or a norm layer's), as one matrix-vector product
+/// instead of scaling the whole output gradient.
+PRIVDIFF_SDK_API at::Tensor weighted_row_sum(const at::Tensor& per_row, const at::Tensor& scale, std::int64_t group);
 
 }  // namespace privdiff::sdk::engine

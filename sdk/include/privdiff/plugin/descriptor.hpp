@@ -13,7 +13,7 @@ class Registrar;
 
 /// Version of the plugin ABI: the descriptor layout and the C++ interfaces a plugin implements.
 /// Bump it whenever a change to an SDK interface would break an already-built plugin.
-inline constexpr std::uint32_t plugin_abi_version = 3;
+inline constexpr std::uint32_t plugin_abi_version = 4;
 
 /// Name of the exported alias that holds a pointer to the descriptor.
 inline constexpr const char* plugin_descriptor_symbol = "privdiff_plugin";

@@ -1,0 +1,45 @@
+#pragma once
+/// @file
+/// Mixed precision where the privacy analysis is untouched. The forward pass (and so the backward
+/// to the layer outputs) may run in bfloat16 (autocast) or with TF32 matrix products on a GPU; the
+/// per-example norms, the clipping, the noise and the optimizer stay in float32: the engine casts
+/// what the layers captured back to their parameters' dtype before any norm is taken, so the
+/// sensitivity bound C holds exactly as in float32 (a lower-precision forward changes the gradient
+/// being clipped, never how it is clipped).
+///   float32  everything in float32 (the default)
+///   tf32     float32 tensors, TF32 tensor-core products on CUDA (cuBLAS and cuDNN); no effect on a CPU
+///   bf16     autocast to bfloat16 on the tensors' device (CUDA; on a CPU too, rarely faster there)
+
+#include <privdiff/sdk_api.hpp>
+
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <string>
+
+namespace privdiff::sdk::engine {
+
+enum class Precision { float32, tf32, bf16 };
+
+/// "float32" / "tf32" / "bf16" -> Precision; throws std::invalid_argument.
+PRIVDIFF_SDK_API Precision precision_from_string(const std::string& name);
+PRIVDIFF_SDK_API std::string to_string(Precision precision);
+
+/// RAII: computations on `device` inside the scope run at `precision`; the previous settings come
+/// back when it ends. Scopes nest.
+class PRIVDIFF_SDK_API PrecisionScope {
+ public:
+  PrecisionScope(Precision precision, c10::Device device);
+  ~PrecisionScope();
+  PrecisionScope(const PrecisionScope&) = delete;
+  PrecisionScope& operator=(const PrecisionScope&) = delete;
+
+ private:
+  Precision precision_;
+  bool cuda_;
+  bool autocast_was_enabled_ = false;
+  c10::ScalarType autocast_dtype_ = c10::ScalarType::BFloat16;
+  bool tf32_cublas_ = false, tf32_cudnn_ = false;
+};
+
+}  // namespace privdiff::sdk::engine

@@ -1,0 +1,97 @@
+// The norm strategies of Linear and Conv2d (norm_strategy.hpp): per-example gradient norms without
+// forming the per-example gradients (ghost), or with the library's own kernel (grouped convolution).
+#include <privdiff/engine/per_example_layers.hpp>
+#include <privdiff/engine/per_example_rows.hpp>
+
+#include "conv_patches.hpp"
+
+#include <ATen/ATen.h>
+
+namespace privdiff::sdk::engine {
+
+namespace {
+
+// sum over the example's positions s, t of <a_s, a_t> <g_s, g_t> = ||sum_t g_t a_t^T||^2, for
+// a: [B, ..., T, D_a] and g: [B, ..., T, D_g] (leading dimensions after B: channel groups, summed).
+at::Tensor ghost_squared_norms(const at::Tensor& a, const at::Tensor& g) {
+  const at::Tensor gram_a = at::matmul(a, a.transpose(-1, -2));
+  const at::Tensor gram_g = at::matmul(g, g.transpose(-1, -2));
+  return (gram_a * gram_g).reshape({a.size(0), -1}).sum(1).to(at::kDouble);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Linear
+std::vector<NormCandidate> Linear::norm_candidates(const CapturedCall& call, std::int64_t group) const {
+  if (!is_trainable(weight)) return {{NormStrategy::materialised, 0.0}};
+  const auto in = static_cast<double>(weight.size(1)), out = static_cast<double>(weight.size(0));
+  const auto positions = static_cast<double>(call.saved.numel()) / static_cast<double>(call.saved.size(0)) / in *
+                         static_cast<double>(group);
+  return {{NormStrategy::materialised, positions * in * out}, {NormStrategy::ghost, positions * positions * (in + out)}};
+}
+
+std::vector<at::Tensor> Linear::per_example_squared_norms(const CapturedCall& call, const at::Tensor& g,
+                                                          std::int64_t group, NormStrategy strategy) const {
+  if (strategy != NormStrategy::ghost) return PerExampleLayer::per_example_squared_norms(call, g, group, strategy);
+  const std::int64_t b = rows_per_example(call.saved, group);
+  const at::Tensor gg = g.reshape({b, -1, weight.size(0)});
+  std::vector<at::Tensor> out;
+  if (is_trainable(weight)) {
+    const at::Tensor a = call.saved.reshape({b, -1, weight.size(1)});
+    if (a.size(1) == 1) {  // one position: the gradient is an outer product, ||g a^T|| = ||g|| ||a||
+      out.push_back((squared_norms_of(a) * squared_norms_of(gg)));
+    } else {
+      out.push_back(ghost_squared_norms(a, gg));
+    }
+  }
+  if (is_trainable(bias)) out.push_back(squared_norms_of(gg.sum(1)));
+  return out;
+}
+
+// ---------------------------------------------------------------- Conv2d
+std::vector<NormCandidate> Conv2d::norm_candidates(const CapturedCall& call, std::int64_t group) const {
+  if (!is_trainable(weight)) return {{NormStrategy::materialised, 0.0}};
+  const auto& o = options_;
+  const auto& x = call.saved;
+  auto out_size = [&](int d) {
+    const std::int64_t extent = x.size(2 + d) + 2 * o.padding[d] - o.dilation[d] * (o.kernel[d] - 1) - 1;
+    return static_cast<double>(extent / o.stride[d] + 1);
+  };
+  const double positions = out_size(0) * out_size(1) * static_cast<double>(group);
+  const auto weights = static_cast<double>(weight.numel()), groups = static_cast<double>(o.groups);
+  const double patch = static_cast<double>(o.in_channels / o.groups * o.kernel[0] * o.kernel[1]);
+  const double outputs = static_cast<double>(o.out_channels / o.groups);
+  return {{NormStrategy::materialised, positions * weights},
+          {NormStrategy::grouped_convolution, positions * weights},
+          {NormStrategy::ghost, groups * positions * positions * (patch + outputs)}};
+}
+
+std::vector<at::Tensor> Conv2d::per_example_squared_norms(const CapturedCall& call, const at::Tensor& g,
+                                                          std::int64_t group, NormStrategy strategy) const {
+  if (strategy == NormStrategy::materialised) return PerExampleLayer::per_example_squared_norms(call, g, group, strategy);
+  const auto& o = options_;
+  const std::int64_t b = rows_per_example(call.saved, group);
+  std::vector<at::Tensor> out;
+  if (is_trainable(weight)) {
+    if (strategy == NormStrategy::ghost) {
+      out.push_back(ghost_squared_norms(detail::conv_patches(o, call.saved, group).transpose(-1, -2),
+                                        detail::conv_output_grad(o, g, group).transpose(-1, -2)));
+    } else {
+      // The examples as channel groups of one convolution, their K rows as its batch: the weight
+      // gradient of that convolution is every example's gradient, [B * C_out, C_in / G, kh, kw].
+      const at::Tensor& x = call.saved;
+      const at::Tensor xs = x.reshape({b, group, x.size(1), x.size(2), x.size(3)}).transpose(0, 1)
+                                .reshape({group, b * x.size(1), x.size(2), x.size(3)});
+      const at::Tensor gs = g.reshape({b, group, g.size(1), g.size(2), g.size(3)}).transpose(0, 1)
+                                .reshape({group, b * g.size(1), g.size(2), g.size(3)});
+      const at::Tensor per_example =
+          std::get<1>(at::convolution_backward(gs, xs, weight.detach().repeat({b, 1, 1, 1}), c10::nullopt, o.stride,
+                                               o.padding, o.dilation, false, {0, 0}, b * o.groups, {false, true, false}));
+      out.push_back(squared_norms_of(per_example.reshape({b, -1})));
+    }
+  }
+  if (is_trainable(bias)) out.push_back(squared_norms_of(detail::conv_output_grad(o, g, group).sum(-1)));
+  return out;
+}
+
+}  // namespace privdiff::sdk::engine
