@@ -33,6 +33,7 @@ out=$("$privdiff" run "$tmp/r.toml" --out "$tmp/run" 2>&1) || fail "run failed: 
 echo "$out"
 grep -q "calibrated stage 'stage0' noise multiplier" <<<"$out" || fail "no calibration line"
 grep -q "step 3/3" <<<"$out" || fail "no progress line"
+grep -q "engine: vectorised, chunks of logical batch; norms .*ghost" <<<"$out" || fail "no engine line"
 grep -q "warning: stage 'stage0': ema 0.9 averages over ~10 steps but the stage has 3" <<<"$out" || fail "no EMA warning"
 grep -q "samples: .*samples.png (100 images" <<<"$out" || fail "no sample grid line"
 # 20 records, batch 4, 3 steps: the pre-flight says the noise will swamp any signal (issue 29).
@@ -62,6 +63,9 @@ assert eps["rdp"] <= 5.0 + 1e-9 and eps["rdp"] > 4.9, eps
 assert eps["prv"] <= eps["rdp"], eps
 lines = [json.loads(l) for l in open(f"{d}/metrics.jsonl")]
 assert [l["step"] for l in lines] == [1, 2, 3], lines
+# A reproducible run's engine plan follows the shapes (nothing timed): vectorised, whole batches.
+assert lines[0]["engine"]["path"] == "vectorised" and lines[0]["engine"]["chunk"] == "logical batch", lines[0]
+assert "seconds_per_example" not in lines[0]["engine"] and "ghost" in lines[0]["engine"]["norm_strategies"], lines[0]
 # Provenance: what made the run.
 summary = json.load(open(f"{d}/summary.json"))
 p = summary["provenance"]
@@ -95,9 +99,14 @@ python3 - "$tmp/s1" <<'PY' || fail "secure run reports"
 import json, sys
 d = sys.argv[1]
 assert json.load(open(f"{d}/privacy.json"))["caveats"] == [], "caveat on a secure run"
-for l in open(f"{d}/metrics.jsonl"):
-    j = json.loads(l)
+lines = [json.loads(l) for l in open(f"{d}/metrics.jsonl")]
+for j in lines:
     assert "examples" not in j and "loss" not in j, j
+# The engine's plan, measured before the first step, is on the first line only.
+engine = lines[0]["engine"]
+assert engine["path"] in ("vectorised", "micro_batch") and int(engine["chunk"]) >= 1, engine
+assert "micro_batch" in engine["seconds_per_example"] and "vectorised/4" in engine["seconds_per_example"], engine
+assert all("engine" not in j for j in lines[1:]), lines
 PY
 # The same recipe and seed give the same run (initial weights, batches, noise, loss draws).
 out=$("$privdiff" run "$tmp/r.toml" --out "$tmp/again" 2>&1) || fail "second run failed: $out"

@@ -47,9 +47,10 @@ Schema dp_sgd_schema(bool is_private, bool with_noise_multiplicity) {
         .add(Key::string("clipping").one_of({"flat", "per_layer"}).defaults("flat")
                  .doc("flat: whole gradient norm <= C; per_layer: each tensor <= C / sqrt(#tensors)"))
         .add(Key::string("engine_path").one_of({"auto", "vectorised", "micro_batch"}).defaults("auto")
-                 .doc("how a chunk's clipped gradient sum is computed: auto = the faster of the two for this shape "
-                      "and device, measured on synthetic chunks before the first step (recorded in metrics.jsonl); "
-                      "both are exact"))
+                 .doc("how a chunk's clipped gradient sum is computed (both exact): auto = the faster for this shape "
+                      "and device, with the chunk size when physical_batch_size = 0, measured on synthetic chunks "
+                      "before the first step and recorded in metrics.jsonl (with secure_noise = false, whose runs "
+                      "repeat bit for bit, the shapes decide instead: vectorised, configured chunks)"))
         .add(Key::boolean("secure_noise").defaults(true)
                  .doc("true: noise and batches from a ChaCha20 stream keyed by the OS CSPRNG; false: keyed by the "
                       "seed (reproducible, and the privacy reports carry a caveat: the guarantee holds only while "
@@ -477,11 +478,16 @@ void DpSgdMechanism::run(StageContext& context) {
       options_.is_private ? PrivacyEvent::poisson_sampled(q, PrivacyEvent::gaussian(*options_.noise_multiplier))
                           : PrivacyEvent::no_op();
 
-  std::map<std::string, std::string> engine_record;
+  const bool measure = options_.is_private && secret && options_.engine_path == EnginePath::automatic;
   if (options_.is_private) {
-    planner_ = NormPlanner(NormPlanner::Mode::calibrate);
-    engine_plan_ = plan_engine(options_, model.module(), chunks, expected_batch, ranks != nullptr, planner_);
-    engine_record = engine_plan_.describe(planner_);
+    // Reproducible streams promise the same run for the same seed, bit for bit: timings must not
+    // choose anything there, so the plan follows the shapes alone (cost model, configured chunks).
+    planner_ = NormPlanner(measure ? NormPlanner::Mode::calibrate : NormPlanner::Mode::cost_model);
+    engine_plan_ = measure ? plan_engine(options_, model.module(), chunks, expected_batch, ranks != nullptr, planner_)
+                           : EnginePlan{options_.engine_path == EnginePath::micro_batch || !has_closed_form(model.module())
+                                            ? EnginePath::micro_batch
+                                            : EnginePath::vectorised,
+                                        options_.physical_batch_size, {}};
   }
 
   for (std::int64_t step = first_step; step < total_steps; ++step) {
@@ -503,7 +509,12 @@ void DpSgdMechanism::run(StageContext& context) {
     }
     if (context.step_done) {
       StepReport report{step + 1, total_steps, b ? loss_sum / b : 0.0, b, {}};
-      if (step == first_step) report.engine = engine_record;  // once per stage (and once after a resume)
+      // On the stage's first step, when every layer has its plan; after a resume again only when the
+      // plan was measured anew (a reproducible run's follows the shapes: its metrics stay those of
+      // an uninterrupted run).
+      if (options_.is_private && (step == 0 || (step == first_step && measure))) {
+        report.engine = engine_plan_.describe(planner_);
+      }
       context.step_done(report, save_state);
     }
   }

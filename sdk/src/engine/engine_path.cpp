@@ -89,7 +89,8 @@ EnginePlan calibrate_engine(torch::nn::Module& model, const EngineCalibration& s
 }
 
 std::map<std::string, std::string> EnginePlan::describe(const NormPlanner& planner) const {
-  std::map<std::string, std::string> out{{"path", to_string(path)}, {"chunk", std::to_string(chunk)}};
+  std::map<std::string, std::string> out{{"path", to_string(path)},
+                                         {"chunk", chunk > 0 ? std::to_string(chunk) : "logical batch"}};
   std::string strategies;
   for (const auto& [name, count] : planner.counts()) {
     strategies += (strategies.empty() ? "" : ", ") + name + " x" + std::to_string(count);
