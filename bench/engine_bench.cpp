@@ -11,7 +11,8 @@
 //   materialised forward + all per-example gradients held at once + clipping and summation
 //   oracle      one example at a time through autograd, all gradients held (the test reference)
 //   noise        the Gaussian noise of one logical step for every parameter (secure ChaCha20 stream)
-// Usage: engine_bench MODE BATCH K [REPEATS] [cpu|cuda]  -> one JSON line with the median seconds per
+// Usage: engine_bench MODE BATCH K [REPEATS] [cpu|cuda] [float32|tf32|bf16] [dpdm|quickstart]
+//   (quickstart: the quickstart's 281k UNet, 16 channels x(1,2,2), one block)  -> one JSON line with the median seconds per
 // step, rows per second and the peak memory (resident on the CPU; the caching allocator's peak on
 // a GPU). Run one configuration per process; bench/run_engine_bench.sh runs them all (CPU table) and
 // bench/run_gpu_bench.sh the GPU table.
@@ -23,6 +24,7 @@
 #include <privdiff/engine/gaussian_noise.hpp>
 #include <privdiff/engine/micro_batch_clipping.hpp>
 #include <privdiff/engine/norm_strategy.hpp>
+#include <privdiff/engine/precision.hpp>
 #include <privdiff/engine/per_example_gradients.hpp>
 
 #include "bench_arguments.hpp"
@@ -73,7 +75,7 @@ double peak_device_mib(const c10::Device& device) {
 
 constexpr const char* usage =
     "usage: engine_bench nonprivate|vectorised|materialised_norms|micro_batch|auto|materialised|oracle|noise BATCH K "
-    "[REPEATS] [cpu|cuda]\n";
+    "[REPEATS] [cpu|cuda] [float32|tf32|bf16] [dpdm|quickstart]\n";
 
 int bench(int argc, char** argv);
 
@@ -100,12 +102,21 @@ int bench(int argc, char** argv) {
   const std::int64_t batch = positive(argv[2], "BATCH"), k = positive(argv[3], "K");
   const int repeats = argc > 4 ? static_cast<int>(positive(argv[4], "REPEATS")) : 3;
   const c10::Device device = engine::resolve_device(argc > 5 ? argv[5] : "cpu");
+  const engine::Precision precision = engine::precision_from_string(argc > 6 ? argv[6] : "float32");
   auto sync = [&] {
     if (device.is_cuda()) torch::cuda::synchronize(device.index());
   };
   at::set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
   torch::manual_seed(0);
-  diffusion::Unet unet(diffusion::UnetConfig{});
+  diffusion::UnetConfig config;
+  const std::string model = argc > 7 ? argv[7] : "dpdm";
+  if (model == "quickstart") {
+    config.channels = 16;
+    config.num_res_blocks = 1;
+  } else if (model != "dpdm") {
+    throw std::invalid_argument("unknown model '" + model + "' (dpdm or quickstart)");
+  }
+  diffusion::Unet unet(config);
   unet.to(device);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(1);
   const at::Tensor images = (at::rand({batch, 1, 28, 28}, gen) * 2 - 1).to(device);
@@ -120,8 +131,9 @@ int bench(int argc, char** argv) {
     const at::Tensor y = labels.index_select(0, e).repeat_interleave(k, 0);
     const at::Tensor sigma = at::exp(at::randn({x.size(0)}, on_device) * 1.2 - 1.2);
     const at::Tensor noisy = x + sigma.view({-1, 1, 1, 1}) * at::randn(x.sizes(), on_device);
+    const engine::PrecisionScope scope(precision, device);
     const at::Tensor out = unet.forward(noisy / at::sqrt(sigma.pow(2) + 1.0 / 3).view({-1, 1, 1, 1}), sigma.log() / 4, y);
-    return (out - x).pow(2).flatten(1).mean(1);
+    return (out.to(at::kFloat) - x).pow(2).flatten(1).mean(1);
   };
 
   engine::NormPlanner planner(mode == "materialised_norms" ? engine::NormPlanner::Mode::fixed
@@ -177,9 +189,9 @@ int bench(int argc, char** argv) {
   std::sort(times.begin(), times.end());
   const double median = times[times.size() / 2];
   std::printf("{\"mode\": \"%s\", \"device\": \"%s\", \"batch\": %lld, \"k\": %lld, \"parameters\": %lld, "
-              "\"threads\": %d, \"seconds_per_step\": %.5f, \"rows_per_second\": %.0f, \"peak_rss_mib\": %.0f}\n",
+              "\"threads\": %d, \"precision\": \"%s\", \"seconds_per_step\": %.5f, \"rows_per_second\": %.0f, \"peak_rss_mib\": %.0f}\n",
               mode.c_str(), device.str().c_str(), static_cast<long long>(batch), static_cast<long long>(k),
-              static_cast<long long>(unet.parameter_count()), at::get_num_threads(), median,
+              static_cast<long long>(unet.parameter_count()), at::get_num_threads(), engine::to_string(precision).c_str(), median,
               static_cast<double>(batch * k) / median, peak_device_mib(device));
   return 0;
 }

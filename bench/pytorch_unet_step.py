@@ -6,8 +6,8 @@ layers), timed the same way: one warm-up step, then the median of REPEATS steps.
   nonprivate  zero_grad + forward + ordinary backward of the mean loss (what PyTorch users run)
   opacus      Opacus's DP step (GradSampleModule hooks, flat clipping at 1.0), when opacus imports
 
-Usage: bench/pytorch_unet_step.py MODE BATCH K [REPEATS] [THREADS]  -> one JSON line, the fields of
-engine_bench's. Needs python3-torch (Debian); the parameter count is printed so the two networks
+Usage: bench/pytorch_unet_step.py MODE BATCH K [REPEATS] [THREADS] [cpu|cuda]  -> one JSON line, the
+fields of engine_bench's (peak memory: resident on the CPU, the caching allocator's on a GPU). Needs python3-torch (Debian); the parameter count is printed so the two networks
 can be checked to be the same size.
 """
 import json
@@ -103,7 +103,7 @@ class Unet(nn.Module):
 
     def forward(self, x, c_noise, labels):
         half = self.nf // 2
-        freqs = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=x.dtype) / half)
+        freqs = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=x.dtype, device=x.device) / half)
         args = c_noise[:, None] * freqs[None]
         emb = self.sigma_mlp2(F.silu(self.sigma_mlp1(torch.cat([args.sin(), args.cos()], 1))))
         emb = emb + self.class_embedding(labels)
@@ -129,17 +129,18 @@ class Unet(nn.Module):
 def main():
     mode, batch, k = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     repeats = int(sys.argv[4]) if len(sys.argv) > 4 else 3
-    if len(sys.argv) > 5:
+    if len(sys.argv) > 5 and int(sys.argv[5]) > 0:
         torch.set_num_threads(int(sys.argv[5]))
+    device = torch.device(sys.argv[6] if len(sys.argv) > 6 else "cpu")
     torch.manual_seed(0)
-    model = Unet()
-    images = torch.rand(batch, 1, 28, 28) * 2 - 1
-    labels = torch.randint(0, 10, (batch,))
+    model = Unet().to(device)
+    images = (torch.rand(batch, 1, 28, 28) * 2 - 1).to(device)
+    labels = torch.randint(0, 10, (batch,)).to(device)
 
     def rows(m, x0, y):  # the denoising loss of engine_bench: K noise draws per example
         x = x0.repeat_interleave(k, 0)
         y = y.repeat_interleave(k, 0)
-        sigma = torch.exp(torch.randn(x.shape[0]) * 1.2 - 1.2)
+        sigma = torch.exp(torch.randn(x.shape[0], device=x.device) * 1.2 - 1.2)
         noisy = x + sigma.view(-1, 1, 1, 1) * torch.randn_like(x)
         out = m(noisy / torch.sqrt(sigma ** 2 + 1.0 / 3).view(-1, 1, 1, 1), sigma.log() / 4, y)
         return (out - x).pow(2).flatten(1).mean(1).reshape(-1, k).mean(1)
@@ -163,18 +164,25 @@ def main():
                 p.grad = torch.einsum("i,i...->...", factors, p.grad_sample)
     else:
         raise SystemExit(f"unknown mode {mode}: nonprivate or opacus")
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
     step()  # warm-up
+    sync()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         step()
+        sync()
         times.append(time.perf_counter() - start)
     median = sorted(times)[len(times) // 2]
-    print(json.dumps({"mode": "pytorch_" + mode, "device": "cpu", "batch": batch, "k": k,
+    peak = (torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda"
+            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    print(json.dumps({"mode": "pytorch_" + mode, "device": str(device), "batch": batch, "k": k,
                       "parameters": sum(p.numel() for p in model.parameters()),
                       "threads": torch.get_num_threads(), "seconds_per_step": round(median, 5),
                       "rows_per_second": round(batch * k / median),
-                      "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}))
+                      "peak_rss_mib": round(peak)}))
 
 
 if __name__ == "__main__":

@@ -5,9 +5,13 @@
 #include <privdiff/diffusion/unet.hpp>
 #include <privdiff/engine/clipping.hpp>
 #include <privdiff/engine/device.hpp>
+#include <privdiff/engine/engine_path.hpp>
 #include <privdiff/engine/fast_gradient_clipping.hpp>
 #include <privdiff/engine/gaussian_noise.hpp>
+#include <privdiff/engine/micro_batch_clipping.hpp>
+#include <privdiff/engine/norm_strategy.hpp>
 #include <privdiff/engine/per_example_gradients.hpp>
+#include <privdiff/engine/precision.hpp>
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -133,4 +137,67 @@ TEST(Device, CudaWithoutAGpuIsAnErrorNeverACpuRun) {
   } catch (const DeviceUnavailable& e) {
     EXPECT_NE(std::string(e.what()).find("device \"cuda\""), std::string::npos) << e.what();
   }
+}
+
+// Issue #28's engine on the GPU: every norm strategy (ghost, grouped convolution, materialised),
+// the calibrated plan and the micro-batch path give the oracle's clipped sum in float64.
+TEST(Cuda, EveryNormStrategyAndPathMatchesTheOracle) {
+  REQUIRE_CUDA();
+  for (std::int64_t group : {1, 3}) {
+    auto net = tiny_unet(at::kDouble, cuda);
+    const RowLoss loss = unet_loss(*net, 4 * group, at::kDouble, cuda);
+    const auto reference = clip_and_sum(micro_batch_per_example_gradients(*net, loss, 4, group), 0.05, ClipMode::flat);
+    std::vector<NormPlanner> planners{NormPlanner(NormPlanner::Mode::calibrate),
+                                      NormPlanner(NormPlanner::Mode::fixed, NormStrategy::materialised),
+                                      NormPlanner(NormPlanner::Mode::fixed, NormStrategy::ghost),
+                                      NormPlanner(NormPlanner::Mode::fixed, NormStrategy::grouped_convolution)};
+    for (auto& planner : planners) {
+      const auto fast = clipped_gradient_sum(*net, loss, 4, group, 0.05, ClipMode::flat, planner);
+      EXPECT_TRUE(fast.sums.front().is_cuda());
+      EXPECT_TRUE(at::allclose(fast.norms, reference.norms, 1e-9, 0)) << "K = " << group;
+      EXPECT_LT(max_relative_error(fast.sums, reference.sums), 1e-6) << "K = " << group;
+    }
+    const auto micro = micro_batch_clipped_sum(*net, loss, 4, group, 0.05, ClipMode::flat);
+    EXPECT_TRUE(at::allclose(micro.norms, reference.norms, 1e-9, 0));
+    EXPECT_LT(max_relative_error(micro.sums, reference.sums), 1e-6);
+  }
+}
+
+// The engine plan is measured on the GPU (kernels waited for): both paths timed, every layer planned.
+TEST(Cuda, TheEnginePlanIsMeasuredOnTheGpu) {
+  REQUIRE_CUDA();
+  auto net = tiny_unet(at::kFloat, cuda);
+  EngineCalibration settings;
+  settings.synthetic_loss = [&net](std::int64_t) { return unet_loss(*net, 4, at::kFloat, cuda); };
+  settings.chunk = 4;
+  NormPlanner planner(NormPlanner::Mode::calibrate);
+  const EnginePlan plan = calibrate_engine(*net, settings, planner);
+  EXPECT_TRUE(plan.seconds_per_example.count("micro_batch"));
+  EXPECT_TRUE(plan.seconds_per_example.count("vectorised/4"));
+  EXPECT_FALSE(planner.counts().empty());
+}
+
+// bf16 autocast and TF32 forwards on the GPU: the norms and clipped sums come out in float32/float64,
+// close to a strict float32 step (the privacy-critical part never runs in lower precision).
+TEST(Cuda, LowerPrecisionForwardsAreClippedInFloat32) {
+  REQUIRE_CUDA();
+  const bool tf32 = at::globalContext().allowTF32CuDNN(), tf32_cublas = at::globalContext().allowTF32CuBLAS();
+  at::globalContext().setAllowTF32CuDNN(false);
+  auto net = tiny_unet(at::kFloat, cuda);
+  const RowLoss plain = unet_loss(*net, 8, at::kFloat, cuda);
+  const auto strict = clipped_gradient_sum(*net, plain, 4, 2, 1.0, ClipMode::flat);
+  for (auto precision : {Precision::tf32, Precision::bf16}) {
+    const RowLoss loss = [&](const at::Tensor& examples) {
+      const PrecisionScope scope(precision, cuda);
+      return plain(examples).to(at::kFloat);
+    };
+    const auto low = clipped_gradient_sum(*net, loss, 4, 2, 1.0, ClipMode::flat);
+    EXPECT_EQ(low.norms.scalar_type(), at::kDouble);
+    for (const auto& s : low.sums) EXPECT_EQ(s.scalar_type(), at::kFloat);
+    EXPECT_TRUE(at::allclose(low.norms, strict.norms, 5e-2, 1e-6)) << to_string(precision);
+    EXPECT_LT(max_relative_error(low.sums, strict.sums), 0.1) << to_string(precision);
+  }
+  EXPECT_EQ(at::globalContext().allowTF32CuBLAS(), tf32_cublas);  // the scopes restored the settings
+  EXPECT_FALSE(at::globalContext().allowTF32CuDNN());
+  at::globalContext().setAllowTF32CuDNN(tf32);
 }

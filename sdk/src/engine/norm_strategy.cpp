@@ -16,6 +16,8 @@ namespace {
 // products of the materialised strategy about four times faster on a CPU (bench/engine_bench.cpp,
 // DPDM's UNet); the cost model credits it with that.
 constexpr double library_kernel_speedup = 4.0;
+// Calibration times the candidates the cost model puts within this factor of its cheapest.
+constexpr double calibration_range = 4.0;
 
 double modelled_cost(const NormCandidate& c) {
   return c.strategy == NormStrategy::grouped_convolution ? c.flops_per_example / library_kernel_speedup
@@ -75,10 +77,15 @@ std::vector<at::Tensor> NormPlanner::squared_norms(const PerExampleLayer& layer,
     plan_[key] = chosen;
     return layer.per_example_squared_norms(call, output_grad, group, chosen);
   }
-  // Calibration: each candidate twice (the first run pays for kernel set-up), the second timed.
+  // Calibration: each candidate within a factor of the model's cheapest (a ghost norm over 6,000
+  // positions would cost 200 times more, and its Gram matrices gigabytes) twice — the first run
+  // pays for kernel set-up — and the second timed.
+  double cheapest = std::numeric_limits<double>::infinity();
+  for (const auto& c : candidates) cheapest = std::min(cheapest, modelled_cost(c));
   std::vector<at::Tensor> best_result;
   double best = std::numeric_limits<double>::infinity();
   for (const auto& candidate : candidates) {
+    if (modelled_cost(candidate) > calibration_range * cheapest) continue;
     wait_for(layer.per_example_squared_norms(call, output_grad, group, candidate.strategy));
     const auto start = std::chrono::steady_clock::now();
     std::vector<at::Tensor> result = layer.per_example_squared_norms(call, output_grad, group, candidate.strategy);
