@@ -1,9 +1,10 @@
 #include <privdiff/engine/random_stream.hpp>
 
+#include <privdiff/engine/normal_transform.hpp>
+
 #include <ATen/ATen.h>
 
 #include <cerrno>
-#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -107,11 +108,9 @@ std::vector<double> RandomStream::standard_normals(std::size_t n) {
   std::vector<double> out(bits.size());
   constexpr double two_53 = 9007199254740992.0;
   for (std::size_t i = 0; i < bits.size(); i += 2) {
-    const double u1 = (static_cast<double>(bits[i]) + 0.5) / two_53;  // in (0, 1): log(u1) is finite
+    const double u1 = (static_cast<double>(bits[i]) + 0.5) / two_53;  // in (0, 1]: log(u1) is finite
     const double u2 = (static_cast<double>(bits[i + 1]) + 0.5) / two_53;
-    const double r = std::sqrt(-2 * std::log(u1));
-    out[i] = r * std::cos(2 * M_PI * u2);
-    out[i + 1] = r * std::sin(2 * M_PI * u2);
+    box_muller(u1, u2, out[i], out[i + 1]);
   }
   out.resize(n);
   return out;

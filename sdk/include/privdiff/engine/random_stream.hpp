@@ -44,7 +44,8 @@ class PRIVDIFF_SDK_API RandomStream {
   void fill(void* out, std::size_t bytes);
   /// n independent uniform 53-bit integers (the top bits of each 64-bit word).
   std::vector<std::uint64_t> words(std::size_t n);
-  /// n independent standard normals (Box-Muller on 53-bit uniforms in (0, 1)), in double.
+  /// n independent standard normals in double: Box-Muller on the 53-bit uniforms
+  /// (w + 0.5) / 2^53 with privdiff's portable log and sincos (normal_transform.hpp).
   std::vector<double> standard_normals(std::size_t n);
 
   /// True when the key came from the OS CSPRNG (and must never be written out).
