@@ -116,6 +116,14 @@ std::vector<double> RandomStream::standard_normals(std::size_t n) {
   return out;
 }
 
+KeystreamBlocks RandomStream::take_blocks(std::uint64_t count) {
+  // fill() never uses block 2^64 - 1: the same blocks are left here
+  if (count > UINT64_MAX - counter_) throw std::runtime_error("random stream exhausted (2^64 blocks)");
+  KeystreamBlocks run{key_, stream_id_, counter_, count};
+  counter_ += count;
+  return run;
+}
+
 at::Tensor RandomStream::state() const {
   if (secret_) throw std::logic_error("a secret random stream has no state to save");
   at::Tensor s = at::empty({11}, at::kLong);
