@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -40,7 +41,13 @@ at::Tensor cpu_noise_values(const KeystreamBlocks& run, double std) {
     }
   };
   std::vector<std::thread> pool;
-  for (std::uint64_t w = 1; w < workers; ++w) pool.emplace_back(work, w);
+  for (std::uint64_t w = 1; w < workers; ++w) {
+    try {
+      pool.emplace_back(work, w);
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had: the running ones take the remaining slices
+    }
+  }
   work(0);
   for (auto& t : pool) t.join();
   return values;
