@@ -10,7 +10,9 @@
 //               warm-up, the batch then split into chunks of the chosen size
 //   materialised forward + all per-example gradients held at once + clipping and summation
 //   oracle      one example at a time through autograd, all gradients held (the test reference)
-//   noise        the Gaussian noise of one logical step for every parameter (secure ChaCha20 stream)
+//   noise        the Gaussian noise of one logical step for every parameter (secure ChaCha20 stream,
+//                GaussianNoise::sample_all: vectorised loops on the CPU, tensor operations on a GPU)
+//   device_noise the same noise from the tensor-operation generator, also on the CPU (for comparison)
 // Usage: engine_bench MODE BATCH K [REPEATS] [cpu|cuda] [float32|tf32|bf16] [dpdm|quickstart]
 //   (quickstart: the quickstart's 281k UNet, 16 channels x(1,2,2), one block)  -> one JSON line with the median seconds per
 // step, rows per second and the peak memory (resident on the CPU; the caching allocator's peak on
@@ -41,6 +43,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -74,8 +77,8 @@ double peak_device_mib(const c10::Device& device) {
 }  // namespace
 
 constexpr const char* usage =
-    "usage: engine_bench nonprivate|vectorised|materialised_norms|micro_batch|auto|materialised|oracle|noise BATCH K "
-    "[REPEATS] [cpu|cuda] [float32|tf32|bf16] [dpdm|quickstart]\n";
+    "usage: engine_bench nonprivate|vectorised|materialised_norms|micro_batch|auto|materialised|oracle|noise|device_noise "
+    "BATCH K [REPEATS] [cpu|cuda] [float32|tf32|bf16] [dpdm|quickstart]\n";
 
 int bench(int argc, char** argv);
 
@@ -95,7 +98,7 @@ int bench(int argc, char** argv) {
   if (argc < 4) throw std::invalid_argument("expected a mode, BATCH and K");
   const std::string mode = argv[1];
   const std::vector<std::string> modes{"nonprivate", "vectorised", "materialised_norms", "micro_batch", "auto",
-                                       "materialised", "oracle", "noise"};
+                                       "materialised", "oracle", "noise", "device_noise"};
   if (std::find(modes.begin(), modes.end(), mode) == modes.end()) {
     throw std::invalid_argument("unknown mode '" + mode + "'");
   }
@@ -106,7 +109,10 @@ int bench(int argc, char** argv) {
   auto sync = [&] {
     if (device.is_cuda()) torch::cuda::synchronize(device.index());
   };
-  at::set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+  // Every core, or $OMP_NUM_THREADS when set (as privdiff's threads = 0)
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  at::set_num_threads(omp && std::atoi(omp) > 0 ? std::atoi(omp)
+                                                : std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
   torch::manual_seed(0);
   diffusion::UnetConfig config;
   const std::string model = argc > 7 ? argv[7] : "dpdm";
@@ -169,7 +175,10 @@ int bench(int argc, char** argv) {
       engine::clip_and_sum(grads, 1.0, engine::ClipMode::flat);
     } else if (mode == "noise") {
       auto noise = engine::GaussianNoise::secure();
-      for (const auto& p : unet.parameters()) noise.sample(p, 1.0);
+      noise.sample_all(unet.parameters(), 1.0);
+    } else if (mode == "device_noise") {
+      auto noise = engine::GaussianNoise::secure();
+      noise.sample_all(unet.parameters(), 1.0, engine::NoiseGenerator::tensor_ops);
     } else if (mode == "oracle") {
       const auto grads = engine::micro_batch_per_example_gradients(unet, loss, batch, k);
       engine::clip_and_sum(grads, 1.0, engine::ClipMode::flat);

@@ -1,5 +1,5 @@
 // GPU tests (ctest label `gpu`): the private engine on CUDA against the per-example oracle, CPU vs
-// CUDA agreement of a private step's clipped sum and noise, and the device rules. Each test skips
+// CUDA agreement of a private step's clipped sum and noise (made on the GPU), and the device rules. Each test skips
 // with its reason where LibTorch sees no GPU (CI, the Debian CPU build); the end-to-end CUDA run
 // (train, sample, eval) is tests/e2e/device_test.sh.
 #include <privdiff/diffusion/unet.hpp>
@@ -17,6 +17,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
+#ifdef PRIVDIFF_GPU_TESTS_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 using namespace privdiff::sdk;
 using namespace privdiff::sdk::engine;
@@ -110,13 +113,46 @@ TEST(Cuda, ClippedSumsAgreeWithTheCpu) {
 TEST(Cuda, NoiseIsTheSameOnEveryDevice) {
   REQUIRE_CUDA();
   // Reproducible streams: the same seed gives the same noise on the CPU and on the GPU, so the
-  // noise is drawn from the audited ChaCha20 stream whatever the device.
+  // noise is drawn from the audited ChaCha20 stream whatever the device (the GPU computes it
+  // itself, with a transform built to give the CPU's bits).
   const at::Tensor like_cpu = at::zeros({3, 1000});
   auto a = GaussianNoise::seeded(3).sample(like_cpu, 2.0);
   auto b = GaussianNoise::seeded(3).sample(like_cpu.to(cuda), 2.0);
   EXPECT_TRUE(b.is_cuda());
   EXPECT_TRUE(at::equal(a, b.cpu()));
   EXPECT_NEAR(b.std().item<double>(), 2.0, 0.1);
+}
+
+TEST(Cuda, NoiseForCudaTensorsIsMadeOnTheGpu) {
+  REQUIRE_CUDA();
+  // A step's noise for parameters on the GPU: keystream and transform as tensor operations on the
+  // GPU (one run for all tensors), equal to the CPU generator's noise and leaving the same counter.
+  EXPECT_EQ(GaussianNoise::generator_for(cuda), NoiseGenerator::tensor_ops);
+  const std::vector<at::Tensor> on_cpu{at::zeros({3, 1000}), at::zeros({7}, at::kDouble), at::zeros({0}),
+                                       at::zeros({64, 32, 3, 3})};
+  std::vector<at::Tensor> on_gpu;
+  for (const auto& t : on_cpu) on_gpu.push_back(t.to(cuda));
+  auto a = GaussianNoise::seeded(4), b = GaussianNoise::seeded(4);
+  const auto expected = a.sample_all(on_cpu, 0.5);
+#ifdef PRIVDIFF_GPU_TESTS_CUDA
+  torch::cuda::synchronize(cuda.index());
+  c10::cuda::CUDACachingAllocator::resetPeakStats(cuda.index());
+  const auto before = c10::cuda::CUDACachingAllocator::getDeviceStats(cuda.index()).allocated_bytes[0].current;
+#endif
+  const auto got = b.sample_all(on_gpu, 0.5);
+  ASSERT_EQ(got.size(), on_cpu.size());
+  for (std::size_t j = 0; j < got.size(); ++j) {
+    EXPECT_TRUE(got[j].is_cuda());
+    EXPECT_TRUE(at::equal(got[j].cpu(), expected[j])) << "tensor " << j;
+  }
+  EXPECT_TRUE(at::equal(a.state(), b.state()));
+#ifdef PRIVDIFF_GPU_TESTS_CUDA
+  // The keystream of every block (16 int64 words each) was on the GPU; had the noise been made on
+  // the CPU, only the results (about 100 KB here) would have been.
+  const std::int64_t blocks = (3000 / 2) + 4 + 0 + (64 * 32 * 9 / 2);
+  const auto peak = c10::cuda::CUDACachingAllocator::getDeviceStats(cuda.index()).allocated_bytes[0].peak;
+  EXPECT_GE(peak - before, blocks * 16 * 8);
+#endif
 }
 
 TEST(Cuda, AutoPicksTheGpuAndCudaIndicesAreChecked) {

@@ -39,13 +39,16 @@ std::vector<at::Tensor> PrivateGradient::finish(double noise_multiplier, double 
     // Noise once per logical step, not once per rank: rank 0 adds it to its part of the sum before
     // the all-reduce (one collective), the others add none.
     if (ranks_->rank() == 0) {
-      for (auto& s : sums_) s.add_(noise.sample(s, noise_multiplier * max_grad_norm_));
+      const auto draws = noise.sample_all(sums_, noise_multiplier * max_grad_norm_);
+      for (std::size_t j = 0; j < sums_.size(); ++j) sums_[j].add_(draws[j]);
     }
     ranks_->all_reduce_sum(sums_);
     for (auto& s : sums_) out.push_back(s / expected_batch_size);
     return out;
   }
-  for (auto& s : sums_) out.push_back((s + noise.sample(s, noise_multiplier * max_grad_norm_)) / expected_batch_size);
+  // Every parameter's noise in one go (on a GPU: one keystream and one transform, not one per tensor).
+  const auto draws = noise.sample_all(sums_, noise_multiplier * max_grad_norm_);
+  for (std::size_t j = 0; j < sums_.size(); ++j) out.push_back((sums_[j] + draws[j]) / expected_batch_size);
   return out;
 }
 

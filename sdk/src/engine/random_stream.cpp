@@ -1,9 +1,10 @@
 #include <privdiff/engine/random_stream.hpp>
 
+#include <privdiff/engine/normal_transform.hpp>
+
 #include <ATen/ATen.h>
 
 #include <cerrno>
-#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -107,14 +108,20 @@ std::vector<double> RandomStream::standard_normals(std::size_t n) {
   std::vector<double> out(bits.size());
   constexpr double two_53 = 9007199254740992.0;
   for (std::size_t i = 0; i < bits.size(); i += 2) {
-    const double u1 = (static_cast<double>(bits[i]) + 0.5) / two_53;  // in (0, 1): log(u1) is finite
+    const double u1 = (static_cast<double>(bits[i]) + 0.5) / two_53;  // in (0, 1]: log(u1) is finite
     const double u2 = (static_cast<double>(bits[i + 1]) + 0.5) / two_53;
-    const double r = std::sqrt(-2 * std::log(u1));
-    out[i] = r * std::cos(2 * M_PI * u2);
-    out[i + 1] = r * std::sin(2 * M_PI * u2);
+    box_muller(u1, u2, out[i], out[i + 1]);
   }
   out.resize(n);
   return out;
+}
+
+KeystreamBlocks RandomStream::take_blocks(std::uint64_t count) {
+  // fill() never uses block 2^64 - 1: the same blocks are left here
+  if (count > UINT64_MAX - counter_) throw std::runtime_error("random stream exhausted (2^64 blocks)");
+  KeystreamBlocks run{key_, stream_id_, counter_, count};
+  counter_ += count;
+  return run;
 }
 
 at::Tensor RandomStream::state() const {

@@ -26,6 +26,16 @@ namespace privdiff::sdk::engine {
 /// What a stream is used for; part of the ChaCha20 nonce, so one key gives independent streams.
 enum class StreamPurpose : std::uint64_t { sampling = 1, noise = 2 };
 
+/// A run of whole keystream blocks for a generator that computes them itself (several at once on
+/// the CPU, or on a device): blocks first, first + 1, ..., first + count - 1 of (key, stream_id).
+/// Holds the key: never write it anywhere.
+struct KeystreamBlocks {
+  std::array<std::uint32_t, 8> key{};
+  std::uint64_t stream_id = 0;
+  std::uint64_t first = 0;
+  std::uint64_t count = 0;
+};
+
 class PRIVDIFF_SDK_API RandomStream {
  public:
   using Key = std::array<std::uint32_t, 8>;
@@ -44,8 +54,12 @@ class PRIVDIFF_SDK_API RandomStream {
   void fill(void* out, std::size_t bytes);
   /// n independent uniform 53-bit integers (the top bits of each 64-bit word).
   std::vector<std::uint64_t> words(std::size_t n);
-  /// n independent standard normals (Box-Muller on 53-bit uniforms in (0, 1)), in double.
+  /// n independent standard normals in double: Box-Muller on the 53-bit uniforms
+  /// (w + 0.5) / 2^53 with privdiff's portable log and sincos (normal_transform.hpp).
   std::vector<double> standard_normals(std::size_t n);
+  /// Hands out the next `count` blocks and advances the counter past them, as fill() of
+  /// count * 64 bytes would. Throws std::runtime_error (nothing taken) when fewer are left.
+  KeystreamBlocks take_blocks(std::uint64_t count);
 
   /// True when the key came from the OS CSPRNG (and must never be written out).
   bool is_secret() const { return secret_; }
