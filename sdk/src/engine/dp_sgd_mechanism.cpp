@@ -336,7 +336,7 @@ class ChunkTrainer {
     std::vector<std::int64_t> shape(probe.sizes().begin(), probe.sizes().end());
     shape[0] = examples;
     at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(0x5eed);
-    const at::Tensor images = (at::rand(shape, generator) * 2 - 1).to(device_);
+    const at::Tensor images = (at::rand(shape, generator) * 2 - 1).to(probe.scalar_type()).to(device_);
     const at::Tensor labels = at::zeros({examples}, at::kLong).to(device_);
     return [this, images, labels, generator](const at::Tensor& e) mutable {
       const at::Tensor on_device = e.to(device_);
