@@ -3,8 +3,7 @@
 // tests/fixtures/{cifar10,celeba}/make_*_fixture.py write: content down to the pixel, splits,
 // DPImageBench's CelebA preprocessing, and refusals that name the file (and record or line).
 // Also EMNIST's file names and transposed images, through the idx plugin.
-#include "data/open_dataset.hpp"
-#include "installed_plugins.hpp"
+#include "installed_datasets.hpp"
 
 #include <privdiff/data/idx_file.hpp>
 #include <privdiff/data/pixels.hpp>
@@ -21,31 +20,15 @@
 #include <set>
 
 using namespace privdiff;
+using privdiff::testing::error_of;
 using privdiff::testing::installed_plugins;
+using privdiff::testing::open_data;
 namespace fs = std::filesystem;
 
 namespace {
 
 const fs::path cifar = fs::path(PRIVDIFF_TEST_FIXTURE_DIR) / "cifar10" / "cifar-10-batches-bin";
 const fs::path celeba = fs::path(PRIVDIFF_TEST_FIXTURE_DIR) / "celeba";
-
-std::unique_ptr<sdk::Dataset> open(const std::string& id, std::map<std::string, sdk::ConfigValue> values) {
-  auto found = installed_plugins().find(sdk::ComponentKind::dataset, id);
-  if (!found) throw std::runtime_error("dataset plugin '" + id + "' is not built");
-  core::DataSection section{"data", "data",
-                            core::ComponentSection{id, sdk::make_config(found->registration->schema, "data", values)},
-                            std::nullopt};
-  return core::open_dataset(section, installed_plugins());
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 // A private copy of a fixture directory, to damage.
 fs::path copy_of(const fs::path& fixture, const std::string& name) {
@@ -91,7 +74,7 @@ void expect_cifar_split(const sdk::Dataset& data, const std::function<std::int64
 }
 
 TEST(Cifar10Dataset, TrainIsTheFiveDataBatchesInOrderPixelForPixel) {
-  auto train = open("cifar10", {{"path", text(cifar.string())}});
+  auto train = open_data("cifar10", {{"path", text(cifar.string())}});
   EXPECT_EQ(train->size(), 40);
   EXPECT_EQ(train->num_classes(), 10);
   EXPECT_FALSE(train->is_public());
@@ -101,7 +84,7 @@ TEST(Cifar10Dataset, TrainIsTheFiveDataBatchesInOrderPixelForPixel) {
 }
 
 TEST(Cifar10Dataset, TestIsTheTestBatch) {
-  auto test = open("cifar10", {{"path", text(cifar.string())}, {"split", text("test")}, {"public", sdk::ConfigValue{true}}});
+  auto test = open_data("cifar10", {{"path", text(cifar.string())}, {"split", text("test")}, {"public", sdk::ConfigValue{true}}});
   EXPECT_EQ(test->size(), 10);
   EXPECT_TRUE(test->is_public());
   EXPECT_EQ(test->name(), "cifar10 (test)");
@@ -111,7 +94,7 @@ TEST(Cifar10Dataset, TestIsTheTestBatch) {
 TEST(Cifar10Dataset, RefusesDamagedBatchesNamingFileAndRecord) {
   const fs::path dir = copy_of(cifar, "cifar_damaged");
   fs::resize_file(dir / "data_batch_3.bin", 8 * 3073 - 100);
-  std::string error = error_of([&] { open("cifar10", {{"path", text(dir.string())}}); });
+  std::string error = error_of([&] { open_data("cifar10", {{"path", text(dir.string())}}); });
   EXPECT_NE(error.find((dir / "data_batch_3.bin").string() + ": 24484 bytes, expected a positive multiple of 3073"),
             std::string::npos)
       << error;
@@ -121,12 +104,12 @@ TEST(Cifar10Dataset, RefusesDamagedBatchesNamingFileAndRecord) {
     f.seekp(2 * 3073);
     f.put(static_cast<char>(10));
   }
-  error = error_of([&] { open("cifar10", {{"path", text(dir.string())}}); });
+  error = error_of([&] { open_data("cifar10", {{"path", text(dir.string())}}); });
   EXPECT_NE(error.find((dir / "data_batch_2.bin").string() + ": record 2 has label 10, expected 0-9"), std::string::npos) << error;
   fs::copy_file(cifar / "data_batch_2.bin", dir / "data_batch_2.bin", fs::copy_options::overwrite_existing);
   fs::remove(dir / "data_batch_4.bin");
-  EXPECT_EQ(error_of([&] { open("cifar10", {{"path", text(dir.string())}, {"split", text("test")}}); }), "(no error)");
-  error = error_of([&] { open("cifar10", {{"path", text(dir.string())}}); });
+  EXPECT_EQ(error_of([&] { open_data("cifar10", {{"path", text(dir.string())}, {"split", text("test")}}); }), "(no error)");
+  error = error_of([&] { open_data("cifar10", {{"path", text(dir.string())}}); });
   EXPECT_NE(error.find((dir / "data_batch_4.bin").string() + ": batch file not found"), std::string::npos) << error;
   fs::remove_all(dir);
 }
@@ -135,17 +118,17 @@ TEST(Cifar10Dataset, RefusesThePythonAndMatlabVersionsAndPointsIntoTheArchiveFol
   const fs::path dir = copy_of(cifar, "cifar_versions");
   for (const auto& entry : fs::directory_iterator(dir)) fs::remove(entry.path());
   std::ofstream(dir / "data_batch_1") << "pickle";
-  std::string error = error_of([&] { open("cifar10", {{"path", text(dir.string())}}); });
+  std::string error = error_of([&] { open_data("cifar10", {{"path", text(dir.string())}}); });
   EXPECT_NE(error.find("this is the python version"), std::string::npos) << error;
   EXPECT_NE(error.find("download the binary version"), std::string::npos) << error;
   fs::remove(dir / "data_batch_1");
   std::ofstream(dir / "data_batch_1.mat") << "MATLAB 5.0 MAT-file";
-  error = error_of([&] { open("cifar10", {{"path", text(dir.string())}}); });
+  error = error_of([&] { open_data("cifar10", {{"path", text(dir.string())}}); });
   EXPECT_NE(error.find("this is the MATLAB version"), std::string::npos) << error;
   fs::remove_all(dir);
-  error = error_of([&] { open("cifar10", {{"path", text(cifar.parent_path().string())}}); });
+  error = error_of([&] { open_data("cifar10", {{"path", text(cifar.parent_path().string())}}); });
   EXPECT_NE(error.find("set path to " + cifar.string()), std::string::npos) << error;
-  EXPECT_EQ(error_of([] { open("cifar10", {{"path", text("/nonexistent")}}); }), "data: /nonexistent is not a directory");
+  EXPECT_EQ(error_of([] { open_data("cifar10", {{"path", text("/nonexistent")}}); }), "data: /nonexistent is not a directory");
 }
 
 // --- CelebA -------------------------------------------------------------------------------------
@@ -160,16 +143,16 @@ at::Tensor labels_of(const std::set<std::int64_t>& positive, std::int64_t first,
 }
 
 TEST(CelebaDataset, SplitsFollowThePartitionFileAndMaleIsTheDefaultLabel) {
-  auto train = open("celeba", {{"path", text(celeba.string())}});
+  auto train = open_data("celeba", {{"path", text(celeba.string())}});
   EXPECT_EQ(train->size(), 16);
   EXPECT_EQ(train->num_classes(), 2);
   EXPECT_FALSE(train->is_public());
   EXPECT_EQ(train->name(), "celeba Male (train)");
   EXPECT_EQ(train->images(at::arange(1, at::kLong)).sizes(), (std::vector<std::int64_t>{1, 3, 32, 32}));
   EXPECT_TRUE(all_labels(*train).equal(labels_of(male, 1, 16)));
-  auto valid = open("celeba", {{"path", text(celeba.string())}, {"split", text("valid")}});
+  auto valid = open_data("celeba", {{"path", text(celeba.string())}, {"split", text("valid")}});
   EXPECT_TRUE(all_labels(*valid).equal(labels_of(male, 17, 4)));
-  auto test = open("celeba", {{"path", text(celeba.string())}, {"split", text("test")}, {"public", sdk::ConfigValue{true}}});
+  auto test = open_data("celeba", {{"path", text(celeba.string())}, {"split", text("test")}, {"public", sdk::ConfigValue{true}}});
   EXPECT_TRUE(all_labels(*test).equal(labels_of(male, 21, 4)));
   EXPECT_TRUE(test->is_public());
   // The fixture's classes differ visibly: Male faces are blue, the others pink (the middle of the
@@ -181,10 +164,10 @@ TEST(CelebaDataset, SplitsFollowThePartitionFileAndMaleIsTheDefaultLabel) {
 }
 
 TEST(CelebaDataset, AttributeMaxImagesAndImageSize) {
-  auto smiles = open("celeba", {{"path", text(celeba.string())}, {"attribute", text("Smiling")}});
+  auto smiles = open_data("celeba", {{"path", text(celeba.string())}, {"attribute", text("Smiling")}});
   EXPECT_EQ(smiles->name(), "celeba Smiling (train)");
   EXPECT_TRUE(all_labels(*smiles).equal(labels_of(smiling, 1, 16)));
-  auto first = open("celeba", {{"path", text(celeba.string())}, {"max_images", integer(5)}, {"image_size", integer(64)}});
+  auto first = open_data("celeba", {{"path", text(celeba.string())}, {"max_images", integer(5)}, {"image_size", integer(64)}});
   EXPECT_EQ(first->size(), 5);
   EXPECT_TRUE(all_labels(*first).equal(labels_of(male, 1, 5)));
   EXPECT_EQ(first->images(at::arange(5, at::kLong)).sizes(), (std::vector<std::int64_t>{5, 3, 64, 64}));
@@ -195,7 +178,7 @@ TEST(CelebaDataset, AttributeMaxImagesAndImageSize) {
 // differences (measured: 3.5% of the values off by one grey level, 0.01% by two).
 TEST(CelebaDataset, MatchesDPImageBenchsPreprocessing) {
   std::vector<at::Tensor> parts;
-  for (const char* split : {"train", "valid", "test"}) parts.push_back(all_bytes(*open("celeba", {{"path", text(celeba.string())}, {"split", text(split)}})));
+  for (const char* split : {"train", "valid", "test"}) parts.push_back(all_bytes(*open_data("celeba", {{"path", text(celeba.string())}, {"split", text(split)}})));
   const at::Tensor ours = at::cat(parts).to(at::kInt);
   std::ifstream in(celeba / "dpimagebench_32.bin", std::ios::binary);
   std::vector<char> raw(24 * 3 * 32 * 32);
@@ -211,7 +194,7 @@ TEST(CelebaDataset, KeepsTheCentredSquare) {
   // below (20, 200, 40); none of the latter may reach the result, whatever the resampling.
   for (const char* resample : {"lanczos", "area"}) {
     for (std::int64_t size : {32, 64}) {
-      auto data = open("celeba", {{"path", text(celeba.string())}, {"image_size", integer(size)}, {"resample", text(resample)},
+      auto data = open_data("celeba", {{"path", text(celeba.string())}, {"image_size", integer(size)}, {"resample", text(resample)},
                                   {"max_images", integer(1)}});
       const at::Tensor probe = all_bytes(*data)[0].to(at::kInt);
       const at::Tensor centre = at::tensor({220, 120, 110}, at::kInt).view({3, 1, 1});
@@ -231,14 +214,14 @@ TEST(CelebaDataset, AreaResamplingAveragesTheCropsBlocks) {
   ASSERT_EQ(h, 218);
   const at::Tensor crop = at::from_blob(pixels.get(), {h, w, 3}, at::kByte).slice(0, 20, 198).permute({2, 0, 1}).to(at::kFloat);
   const at::Tensor expected = at::avg_pool2d(crop.unsqueeze(0), {2, 2}).squeeze(0);
-  auto data = open("celeba", {{"path", text(celeba.string())}, {"image_size", integer(89)}, {"resample", text("area")},
+  auto data = open_data("celeba", {{"path", text(celeba.string())}, {"image_size", integer(89)}, {"resample", text("area")},
                               {"max_images", integer(2)}});
   const at::Tensor ours = all_bytes(*data)[1].to(at::kFloat);
   EXPECT_LE((ours - expected).abs().max().item<float>(), 1.0f);  // each pass rounds to 8 bits, as PIL's
 }
 
 TEST(CelebaDataset, RefusesUnknownAttributesAndMalformedListsByFileAndLine) {
-  std::string error = error_of([] { open("celeba", {{"path", text(celeba.string())}, {"attribute", text("Beard")}}); });
+  std::string error = error_of([] { open_data("celeba", {{"path", text(celeba.string())}, {"attribute", text("Beard")}}); });
   EXPECT_NE(error.find((celeba / "list_attr_celeba.txt").string() + ":2: no attribute 'Beard'"), std::string::npos) << error;
   EXPECT_NE(error.find("Male, Mouth_Slightly_Open"), std::string::npos) << error;
   const fs::path dir = copy_of(celeba, "celeba_lists");
@@ -253,23 +236,23 @@ TEST(CelebaDataset, RefusesUnknownAttributesAndMalformedListsByFileAndLine) {
   std::string values;  // 39 of the 40: one short
   for (int k = 0; k < 39; ++k) values += k == 20 ? "  1" : " -1";
   rewrite_line(dir / "list_attr_celeba.txt", 7, "000005.jpg" + values);  // one value short
-  error = error_of([&] { open("celeba", {{"path", text(dir.string())}}); });
+  error = error_of([&] { open_data("celeba", {{"path", text(dir.string())}}); });
   EXPECT_NE(error.find((dir / "list_attr_celeba.txt").string() + ":7: expected an image name and 40 values, found 40 fields"),
             std::string::npos)
       << error;
   rewrite_line(dir / "list_attr_celeba.txt", 7, "000005.jpg" + values + "  2");
-  error = error_of([&] { open("celeba", {{"path", text(dir.string())}}); });
+  error = error_of([&] { open_data("celeba", {{"path", text(dir.string())}}); });
   EXPECT_NE(error.find(":7: expected 1 or -1 for Young, found '2'"), std::string::npos) << error;
   fs::copy_file(celeba / "list_attr_celeba.txt", dir / "list_attr_celeba.txt", fs::copy_options::overwrite_existing);
   rewrite_line(dir / "list_attr_celeba.txt", 1, "202599");
-  error = error_of([&] { open("celeba", {{"path", text(dir.string())}}); });
+  error = error_of([&] { open_data("celeba", {{"path", text(dir.string())}}); });
   EXPECT_NE(error.find(":1: announces 202599 images but the file lists 24"), std::string::npos) << error;
   fs::copy_file(celeba / "list_attr_celeba.txt", dir / "list_attr_celeba.txt", fs::copy_options::overwrite_existing);
   rewrite_line(dir / "list_eval_partition.txt", 3, "000003.jpg train");
-  error = error_of([&] { open("celeba", {{"path", text(dir.string())}}); });
+  error = error_of([&] { open_data("celeba", {{"path", text(dir.string())}}); });
   EXPECT_NE(error.find((dir / "list_eval_partition.txt").string() + ":3: expected '<image>.jpg 0|1|2'"), std::string::npos) << error;
   rewrite_line(dir / "list_eval_partition.txt", 3, "000099.jpg 0");
-  error = error_of([&] { open("celeba", {{"path", text(dir.string())}}); });
+  error = error_of([&] { open_data("celeba", {{"path", text(dir.string())}}); });
   EXPECT_NE(error.find("000099.jpg is in " + (dir / "list_eval_partition.txt").string() + " but not in"), std::string::npos) << error;
   fs::remove_all(dir);
 }
@@ -278,18 +261,18 @@ TEST(CelebaDataset, RefusesUnreadableImagesAndIncompleteDownloadsByName) {
   const fs::path dir = copy_of(celeba, "celeba_images");
   std::ofstream(dir / "img_align_celeba" / "000004.jpg", std::ios::binary | std::ios::trunc) << "\xff\xd8\xff\xe0 truncated";
   fs::remove(dir / "img_align_celeba" / "000009.jpg");
-  std::string error = error_of([&] { open("celeba", {{"path", text(dir.string())}}); });
+  std::string error = error_of([&] { open_data("celeba", {{"path", text(dir.string())}}); });
   EXPECT_NE(error.find((dir / "img_align_celeba" / "000004.jpg").string() + ": cannot read the image ("), std::string::npos)
       << error;  // the first bad image in file order, though 000009.jpg is missing too
-  error = error_of([&] { open("celeba", {{"path", text(dir.string())}, {"split", text("test")}}); });
+  error = error_of([&] { open_data("celeba", {{"path", text(dir.string())}, {"split", text("test")}}); });
   EXPECT_EQ(error, "(no error)");
   fs::remove_all(dir / "img_align_celeba");
-  error = error_of([&] { open("celeba", {{"path", text(dir.string())}}); });
+  error = error_of([&] { open_data("celeba", {{"path", text(dir.string())}}); });
   EXPECT_NE(error.find("img_align_celeba not found (unzip img_align_celeba.zip"), std::string::npos) << error;
   fs::remove(dir / "list_eval_partition.txt");
-  error = error_of([&] { open("celeba", {{"path", text(dir.string())}}); });
+  error = error_of([&] { open_data("celeba", {{"path", text(dir.string())}}); });
   EXPECT_NE(error.find((dir / "list_eval_partition.txt").string() + " not found"), std::string::npos) << error;
-  error = error_of([&] { open("celeba", {{"path", text(celeba.parent_path().string())}}); });
+  error = error_of([&] { open_data("celeba", {{"path", text(celeba.parent_path().string())}}); });
   EXPECT_NE(error.find("holds celeba/ (torchvision's layout): set path to " + celeba.string()), std::string::npos) << error;
   fs::remove_all(dir);
 }
@@ -312,12 +295,12 @@ TEST(IdxDataset, EmnistNeedsItsPrefixAndTransposeTurnsItsImagesUpright) {
     sdk::write_idx(dir / (std::string("emnist-letters-") + split + "-images-idx3-ubyte.gz"), images);
     sdk::write_idx(dir / (std::string("emnist-letters-") + split + "-labels-idx1-ubyte.gz"), labels);
   }
-  const std::string error = error_of([&] { open("idx", {{"path", text(dir.string())}}); });
+  const std::string error = error_of([&] { open_data("idx", {{"path", text(dir.string())}}); });
   EXPECT_NE(error.find("train-images-idx3-ubyte[.gz] not found (EMNIST's files are named emnist-<split>-...: set prefix"),
             std::string::npos)
       << error;
-  auto stored = open("idx", {{"path", text(dir.string())}, {"prefix", text("emnist-letters-")}});
-  auto upright = open("idx", {{"path", text(dir.string())}, {"prefix", text("emnist-letters-")}, {"split", text("test")},
+  auto stored = open_data("idx", {{"path", text(dir.string())}, {"prefix", text("emnist-letters-")}});
+  auto upright = open_data("idx", {{"path", text(dir.string())}, {"prefix", text("emnist-letters-")}, {"split", text("test")},
                               {"transpose", sdk::ConfigValue{true}}});
   EXPECT_EQ(stored->num_classes(), 27);  // class 0 ("N/A") is empty in the letters split
   EXPECT_TRUE(all_labels(*upright).equal(at::tensor({1, 26}, at::kLong)));

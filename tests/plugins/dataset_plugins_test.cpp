@@ -1,7 +1,6 @@
 // The dataset plugins (idx, fashion-mnist, image_folder, glyphs) as a recipe's [data] section opens
 // them: content, classes, privacy status, and errors that name what is wrong.
-#include "data/open_dataset.hpp"
-#include "installed_plugins.hpp"
+#include "installed_datasets.hpp"
 
 #include <privdiff/data/idx_file.hpp>
 
@@ -15,31 +14,14 @@
 #include <fstream>
 
 using namespace privdiff;
+using privdiff::testing::error_of;
 using privdiff::testing::installed_plugins;
+using privdiff::testing::open_data;
 namespace fs = std::filesystem;
 
 namespace {
 
 const fs::path tiny = fs::path(PRIVDIFF_TEST_FIXTURE_DIR) / "data/tiny-fashion-mnist";
-
-std::unique_ptr<sdk::Dataset> open(const std::string& id, std::map<std::string, sdk::ConfigValue> values,
-                                   std::optional<std::vector<std::int64_t>> classes = std::nullopt) {
-  auto found = installed_plugins().find(sdk::ComponentKind::dataset, id);
-  if (!found) throw std::runtime_error("dataset plugin '" + id + "' is not built");
-  core::DataSection section{"data", "data",
-                            core::ComponentSection{id, sdk::make_config(found->registration->schema, "data", values)},
-                            classes};
-  return core::open_dataset(section, installed_plugins());
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 fs::path temp_dir(const std::string& name) {
   const fs::path dir = fs::temp_directory_path() / ("privdiff_datasets_" + std::to_string(::getpid()) + "_" + name);
@@ -58,7 +40,7 @@ sdk::ConfigValue text(const std::string& s) { return sdk::ConfigValue{s}; }
 }  // namespace
 
 TEST(IdxDataset, ServesImagesInMinusOneToOneWithLabelsSplitsAndClasses) {
-  auto data = open("idx", {{"path", text(tiny.string())}});
+  auto data = open_data("idx", {{"path", text(tiny.string())}});
   EXPECT_EQ(data->size(), 20);
   EXPECT_FALSE(data->is_public());  // private unless the recipe says otherwise
   EXPECT_EQ(data->name(), "tiny-fashion-mnist (train)");
@@ -68,8 +50,8 @@ TEST(IdxDataset, ServesImagesInMinusOneToOneWithLabelsSplitsAndClasses) {
   EXPECT_LE(x.max().item<float>(), 1.0f);
   EXPECT_EQ(data->labels(at::arange(1, at::kLong))[0].item<std::int64_t>(), 9);
   EXPECT_EQ(data->num_classes(), 10);
-  EXPECT_EQ(open("idx", {{"path", text(tiny.string())}, {"split", text("test")}})->size(), 10);
-  auto boots = open("idx", {{"path", text(tiny.string())}, {"public", sdk::ConfigValue{true}}}, std::vector<std::int64_t>{9, 0});
+  EXPECT_EQ(open_data("idx", {{"path", text(tiny.string())}, {"split", text("test")}})->size(), 10);
+  auto boots = open_data("idx", {{"path", text(tiny.string())}, {"public", sdk::ConfigValue{true}}}, std::vector<std::int64_t>{9, 0});
   EXPECT_TRUE(boots->is_public());
   const at::Tensor labels = boots->labels(at::arange(boots->size(), at::kLong));
   EXPECT_TRUE(((labels == 9) | (labels == 0)).all().item<bool>());
@@ -78,27 +60,27 @@ TEST(IdxDataset, ServesImagesInMinusOneToOneWithLabelsSplitsAndClasses) {
 }
 
 TEST(IdxDataset, BadDataIsNamed) {
-  EXPECT_EQ(error_of([] { open("idx", {{"path", text("/nonexistent")}}); }), "data: /nonexistent is not a directory");
-  EXPECT_NE(error_of([] { open("idx", {{"path", text(tiny.string())}}, std::vector<std::int64_t>{-1}); })
+  EXPECT_EQ(error_of([] { open_data("idx", {{"path", text("/nonexistent")}}); }), "data: /nonexistent is not a directory");
+  EXPECT_NE(error_of([] { open_data("idx", {{"path", text(tiny.string())}}, std::vector<std::int64_t>{-1}); })
                 .find("data.classes: class -1 is negative"),
             std::string::npos);
   // A class the data lack keeps nothing: no refusal names what the (private) labels hold.
-  EXPECT_NE(error_of([] { open("idx", {{"path", text(tiny.string())}}, std::vector<std::int64_t>{12}); })
+  EXPECT_NE(error_of([] { open_data("idx", {{"path", text(tiny.string())}}, std::vector<std::int64_t>{12}); })
                 .find("has no examples"),
             std::string::npos);
   const fs::path dir = temp_dir("magic");
   std::ofstream(dir / "train-images-idx3-ubyte", std::ios::binary) << "PK\x03\x04rest";
   fs::copy(tiny / "train-labels-idx1-ubyte.gz", dir / "train-labels-idx1-ubyte.gz");
-  const std::string error = error_of([&] { open("idx", {{"path", text(dir.string())}}); });
+  const std::string error = error_of([&] { open_data("idx", {{"path", text(dir.string())}}); });
   EXPECT_NE(error.find((dir / "train-images-idx3-ubyte").string() + ": not an IDX file"), std::string::npos) << error;
   fs::remove(dir / "train-images-idx3-ubyte");
-  EXPECT_NE(error_of([&] { open("idx", {{"path", text(dir.string())}}); }).find("train-images-idx3-ubyte[.gz] not found"),
+  EXPECT_NE(error_of([&] { open_data("idx", {{"path", text(dir.string())}}); }).find("train-images-idx3-ubyte[.gz] not found"),
             std::string::npos);
   fs::remove_all(dir);
 }
 
 TEST(IdxDataset, FashionMnistIsTheDebianPackage) {
-  auto data = open("fashion-mnist", {{"split", text("test")}});
+  auto data = open_data("fashion-mnist", {{"split", text("test")}});
   EXPECT_EQ(data->size(), 10000);
   EXPECT_EQ(data->name(), "fashion-mnist (test)");
   EXPECT_FALSE(data->is_public());
@@ -116,7 +98,7 @@ TEST(ImageFolderDataset, ClassesAreSubFoldersAndImagesAreResized) {
   fs::create_directories(dir / ".git" / "objects");
   write_png(dir / ".git" / "objects" / "x.png", 28, 28, 1, 0);
   std::ofstream(dir / "dogs" / "._c.PNG") << "resource fork";
-  auto data = open("image_folder", {{"path", text(dir.string())}});
+  auto data = open_data("image_folder", {{"path", text(dir.string())}});
   EXPECT_EQ(data->size(), 3);
   EXPECT_EQ(data->num_classes(), 2);
   EXPECT_FALSE(data->is_public());
@@ -125,28 +107,28 @@ TEST(ImageFolderDataset, ClassesAreSubFoldersAndImagesAreResized) {
   EXPECT_TRUE(data->labels(at::arange(3, at::kLong)).equal(at::tensor({0, 0, 1}, at::kLong)));
   EXPECT_NEAR(x[0].mean().item<float>(), 200 / 127.5 - 1, 1e-3);  // grey of an RGB (200, 200, 200)
   EXPECT_NEAR(x[1].mean().item<float>(), 100 / 127.5 - 1, 1e-3);  // enlarged
-  auto rgb = open("image_folder", {{"path", text(dir.string())}, {"channels", sdk::ConfigValue{std::int64_t{3}}},
+  auto rgb = open_data("image_folder", {{"path", text(dir.string())}, {"channels", sdk::ConfigValue{std::int64_t{3}}},
                                    {"image_size", sdk::ConfigValue{std::int64_t{8}}}});
   EXPECT_EQ(rgb->images(at::arange(1, at::kLong)).sizes(), (std::vector<std::int64_t>{1, 3, 8, 8}));
   fs::remove_all(dir);
 }
 
 TEST(ImageFolderDataset, BadFoldersAndImagesAreNamed) {
-  EXPECT_EQ(error_of([] { open("image_folder", {{"path", text("/nonexistent")}}); }), "data: /nonexistent is not a directory");
+  EXPECT_EQ(error_of([] { open_data("image_folder", {{"path", text("/nonexistent")}}); }), "data: /nonexistent is not a directory");
   const fs::path dir = temp_dir("bad_folder");
   fs::create_directories(dir / "only");
   write_png(dir / "only" / "a.png", 28, 28, 1, 9);
-  EXPECT_NE(error_of([&] { open("image_folder", {{"path", text(dir.string())}}); }).find("found 1 class folder(s)"),
+  EXPECT_NE(error_of([&] { open_data("image_folder", {{"path", text(dir.string())}}); }).find("found 1 class folder(s)"),
             std::string::npos);
   fs::create_directories(dir / "other");
   std::ofstream(dir / "other" / "broken.png") << "this is not a PNG";
-  const std::string error = error_of([&] { open("image_folder", {{"path", text(dir.string())}}); });
+  const std::string error = error_of([&] { open_data("image_folder", {{"path", text(dir.string())}}); });
   EXPECT_NE(error.find((dir / "other" / "broken.png").string() + ": cannot read the image"), std::string::npos) << error;
   // A PNG whose compressed data is damaged: stb gives no reason; the message still says one.
   const std::string png_head("\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR\0\0\0\x1c\0\0\0\x1c\x08\0\0\0\0\x57\x66\x80\x48"
                              "\0\0\0\x07IDATnotzlib\0\0\0\0", 52);
   std::ofstream(dir / "other" / "broken.png", std::ios::binary) << png_head;
-  const std::string damaged = error_of([&] { open("image_folder", {{"path", text(dir.string())}}); });
+  const std::string damaged = error_of([&] { open_data("image_folder", {{"path", text(dir.string())}}); });
   EXPECT_EQ(damaged.find("()"), std::string::npos) << damaged;
   EXPECT_NE(damaged.find("cannot read the image ("), std::string::npos) << damaged;
   fs::remove_all(dir);
@@ -158,7 +140,7 @@ TEST(GlyphsDataset, PublicDeterministicPerSeedAndCached) {
   }
   const fs::path cache = temp_dir("glyph_cache");
   auto glyphs = [&](std::int64_t seed, const std::string& cache_dir) {
-    return open("glyphs", {{"characters", text("AbQ")}, {"per_class", sdk::ConfigValue{std::int64_t{4}}},
+    return open_data("glyphs", {{"characters", text("AbQ")}, {"per_class", sdk::ConfigValue{std::int64_t{4}}},
                            {"seed", sdk::ConfigValue{seed}}, {"cache", text(cache_dir)}});
   };
   auto a = glyphs(1, "none");
@@ -176,9 +158,9 @@ TEST(GlyphsDataset, PublicDeterministicPerSeedAndCached) {
   EXPECT_TRUE(glyphs(1, cache.string())->images(all).equal(x));  // rendered, then cached
   EXPECT_EQ(std::distance(fs::directory_iterator(cache), fs::directory_iterator{}), 2);
   EXPECT_TRUE(glyphs(1, cache.string())->images(all).equal(x));  // read from the cache
-  EXPECT_NE(error_of([] { open("glyphs", {{"characters", text("A")}, {"cache", text("none")}}); }).find("at least two"),
+  EXPECT_NE(error_of([] { open_data("glyphs", {{"characters", text("A")}, {"cache", text("none")}}); }).find("at least two"),
             std::string::npos);
-  EXPECT_NE(error_of([] { open("glyphs", {{"fonts", sdk::ConfigValue{std::vector<std::string>{"Nope.ttf"}}}}); })
+  EXPECT_NE(error_of([] { open_data("glyphs", {{"fonts", sdk::ConfigValue{std::vector<std::string>{"Nope.ttf"}}}}); })
                 .find("Nope.ttf"),
             std::string::npos);
   fs::remove_all(cache);

@@ -85,7 +85,9 @@ TEST(InceptionEvaluator, FidOfASetWithItselfIsZeroAndGrowsWithAShift) {
     sdk::LabelledImages shifted{(real.images + shift).clamp(-1, 1), real.labels};
     Input in(shifted, real, real, 1, "fixture");
     const sdk::EvaluationResult r = inception->evaluate(in.input);
-    if (shift == 0) EXPECT_NEAR(metric(r, "fid"), 0.0, 1e-6 * std::max(1.0, metric(r, "fid_floor")));
+    if (shift == 0) {
+      EXPECT_NEAR(metric(r, "fid"), 0.0, 1e-6 * std::max(1.0, metric(r, "fid_floor")));
+    }
     EXPECT_GT(metric(r, "fid"), previous) << "shift " << shift;
     previous = metric(r, "fid");
     EXPECT_GE(metric(r, "inception_score"), 1.0);
@@ -94,7 +96,9 @@ TEST(InceptionEvaluator, FidOfASetWithItselfIsZeroAndGrowsWithAShift) {
       EXPECT_GE(metric(r, m), 0.0);
       EXPECT_LE(metric(r, m), 1.0);
     }
-    if (shift == 0) EXPECT_DOUBLE_EQ(metric(r, "precision"), 1.0);
+    if (shift == 0) {
+      EXPECT_DOUBLE_EQ(metric(r, "precision"), 1.0);
+    }
     EXPECT_NE(r.provenance.find("tiny_fid_inception.pth"), std::string::npos) << r.provenance;
   }
   EXPECT_GT(previous, 10.0);

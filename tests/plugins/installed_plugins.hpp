@@ -8,6 +8,8 @@
 #include <privdiff/config/config.hpp>
 #include <privdiff/config/schema.hpp>
 
+#include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -31,6 +33,16 @@ std::unique_ptr<T> make_installed(const std::string& id, std::map<std::string, s
   if (!found) throw std::runtime_error(sdk::to_string(T::kind) + " plugin '" + id + "' is not built");
   return core::create_component<T>(installed_plugins(), id,
                                    sdk::make_config(found->registration->schema, sdk::to_string(T::kind), std::move(values)));
+}
+
+/// The message of what `f` throws, or "(no error)".
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
 }
 
 }  // namespace privdiff::testing

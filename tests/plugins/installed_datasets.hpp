@@ -1,0 +1,30 @@
+#pragma once
+// Dataset plugins of this tree opened as a recipe's [data] section opens them, for the dataset
+// plugin tests.
+
+#include "data/open_dataset.hpp"
+#include "installed_plugins.hpp"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace privdiff::testing {
+
+/// Installed dataset plugin `id` with `values` (checked, defaults filled) and optional `classes`.
+inline std::unique_ptr<sdk::Dataset> open_data(const std::string& id,
+                                                            std::map<std::string, sdk::ConfigValue> values,
+                                                            std::optional<std::vector<std::int64_t>> classes = std::nullopt) {
+  auto found = installed_plugins().find(sdk::ComponentKind::dataset, id);
+  if (!found) throw std::runtime_error("dataset plugin '" + id + "' is not built");
+  core::DataSection section{"data", "data",
+                            core::ComponentSection{id, sdk::make_config(found->registration->schema, "data", values)},
+                            classes};
+  return core::open_dataset(section, installed_plugins());
+}
+
+}  // namespace privdiff::testing
