@@ -29,8 +29,7 @@ ClippedSum clip_and_sum(const PerExampleGradients& g, double max_grad_norm, Clip
   // gradients' own dtype (no float64 copies of B x #params values) and kept in float64.
   at::Tensor squared = at::zeros({b, static_cast<std::int64_t>(p)}, options.dtype(at::kDouble));
   for (std::size_t j = 0; j < p; ++j) {
-    const at::Tensor flat = g.grads[j].reshape({b, -1});
-    squared.select(1, static_cast<std::int64_t>(j)).copy_(at::linalg_vector_norm(flat, 2, {1}).to(at::kDouble).pow(2));
+    squared.select(1, static_cast<std::int64_t>(j)).copy_(squared_norms_of(g.grads[j]));
   }
   out.norms = squared.sum(1).sqrt();
   out.factors = clip_factors(squared, max_grad_norm, mode);

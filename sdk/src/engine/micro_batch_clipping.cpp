@@ -1,10 +1,10 @@
 #include <privdiff/engine/micro_batch_clipping.hpp>
+#include <privdiff/engine/per_example_rows.hpp>
 
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
 
 #include <stdexcept>
-#include <string>
 
 namespace privdiff::sdk::engine {
 
@@ -20,12 +20,8 @@ ClippedSum micro_batch_clipped_sum(torch::nn::Module& model, const RowLoss& loss
   at::Tensor squared = at::zeros({n, p}, doubles);
   out.factors = mode == ClipMode::flat ? at::zeros({n}, doubles) : at::zeros({n, p}, doubles);
   for (std::int64_t i = 0; i < n; ++i) {
-    const at::Tensor rows = loss(at::full({1}, i, at::kLong));
-    if (rows.numel() != group) {
-      throw std::invalid_argument("per-example gradients: the loss returned " + std::to_string(rows.numel()) +
-                                  " values for 1 example x " + std::to_string(group) + " rows");
-    }
-    const auto grads = torch::autograd::grad({rows.mean()}, params, {}, false, false, /*allow_unused=*/true);
+    const at::Tensor example_loss = example_means(loss(at::full({1}, i, at::kLong)), 1, group).sum();
+    const auto grads = torch::autograd::grad({example_loss}, params, {}, false, false, /*allow_unused=*/true);
     at::NoGradGuard no_grad;  // the example's graph is freed here; nothing below joins it
     // Few, whole-tensor operations per parameter: a step makes B x #tensors of them.
     std::vector<at::Tensor> norms;

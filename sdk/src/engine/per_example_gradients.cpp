@@ -1,4 +1,5 @@
 #include <privdiff/engine/per_example_gradients.hpp>
+#include <privdiff/engine/per_example_rows.hpp>
 
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
@@ -13,15 +14,6 @@
 namespace privdiff::sdk::engine {
 
 namespace {
-
-at::Tensor example_means(const at::Tensor& rows, std::int64_t n, std::int64_t group) {
-  if (rows.numel() != n * group) {
-    throw std::invalid_argument("per-example gradients: the loss returned " + std::to_string(rows.numel()) +
-                                " values for " + std::to_string(n) + " examples x " + std::to_string(group) +
-                                " rows");
-  }
-  return rows.reshape({n, group}).mean(1);
-}
 
 std::vector<at::Tensor> zero_grads(const std::vector<at::Tensor>& params, std::int64_t n) {
   std::vector<at::Tensor> grads;

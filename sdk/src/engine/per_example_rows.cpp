@@ -32,6 +32,15 @@ at::Tensor row_scales(const at::Tensor& scale, std::int64_t group, at::ScalarTyp
 }
 }  // namespace
 
+at::Tensor example_means(const at::Tensor& rows, std::int64_t n, std::int64_t group) {
+  if (rows.numel() != n * group) {
+    throw std::invalid_argument("per-example gradients: the loss returned " + std::to_string(rows.numel()) +
+                                " values for " + std::to_string(n) + " examples x " + std::to_string(group) +
+                                " rows");
+  }
+  return rows.reshape({n, group}).mean(1);
+}
+
 at::Tensor scale_rows(const at::Tensor& g, const at::Tensor& scale, std::int64_t group) {
   std::vector<std::int64_t> shape(static_cast<std::size_t>(g.dim()), 1);
   shape[0] = g.size(0);

@@ -21,6 +21,9 @@ PRIVDIFF_SDK_API bool is_trainable(const at::Tensor& parameter);
 /// The number of examples in a call of `rows.size(0)` rows, `group` consecutive rows per example
 /// (noise multiplicity K). Throws std::invalid_argument when the rows do not divide evenly.
 PRIVDIFF_SDK_API std::int64_t rows_per_example(const at::Tensor& rows, std::int64_t group);
+/// The loss of each of `n` examples from the loss's per-row values (`group` rows per example, the
+/// mean of each example's rows). Throws std::invalid_argument when there are not n * group values.
+PRIVDIFF_SDK_API at::Tensor example_means(const at::Tensor& rows, std::int64_t n, std::int64_t group);
 /// `g` ([N, ...], N = B * group) with each example's `group` rows multiplied by that example's
 /// entry of `scale` ([B]): the output gradient of a scaled_sum().
 PRIVDIFF_SDK_API at::Tensor scale_rows(const at::Tensor& g, const at::Tensor& scale, std::int64_t group);
