@@ -1,9 +1,11 @@
 #include "cli/command_setup.hpp"
 
+#include "data/open_dataset.hpp"
 #include "loader/plugin_discovery.hpp"
 #include "recipe/recipe_validator.hpp"
 
 #include <filesystem>
+#include <stdexcept>
 
 namespace privdiff::core::cli {
 
@@ -40,6 +42,21 @@ Recipe load_recipe(RecipeDocument document, const std::vector<std::string>& over
   std::vector<Diagnostic> override_errors = document.apply_overrides(overrides);
   load_plugins(registry, global, &document);
   return validate_recipe(document, registry, std::move(override_errors));
+}
+
+RunDataOpener earlier_run_data(const ComponentRegistry& registry) {
+  return [&registry](const std::filesystem::path& run_dir) {
+    const std::filesystem::path file = run_dir / "recipe.toml";
+    if (!std::filesystem::is_regular_file(file)) throw std::runtime_error("it keeps no recipe.toml");
+    std::vector<std::unique_ptr<sdk::Dataset>> out;
+    try {
+      const Recipe recipe = validate_recipe(RecipeDocument::load(file.string()), registry);
+      for (const auto& section : recipe.datasets) out.push_back(open_dataset(section, registry));
+    } catch (const std::exception& e) {
+      throw std::runtime_error("its data cannot be opened: " + std::string(e.what()));
+    }
+    return out;
+  };
 }
 
 CLI::Validator at_least(long long minimum) {

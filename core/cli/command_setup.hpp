@@ -6,6 +6,7 @@
 #include "loader/component_registry.hpp"
 #include "recipe/recipe.hpp"
 #include "recipe/recipe_document.hpp"
+#include "run/run_orchestrator.hpp"
 
 #include <memory>
 #include <string>
@@ -35,5 +36,9 @@ Recipe load_recipe(const std::string& file, const std::vector<std::string>& over
 /// The same for a document already loaded (and perhaps edited).
 Recipe load_recipe(RecipeDocument document, const std::vector<std::string>& overrides, const GlobalOptions& global,
                    ComponentRegistry& registry);
+
+/// Opens the datasets an earlier run recorded in its recipe.toml, with the plugins already loaded
+/// (RunOrchestrator::open_earlier_runs_with). `registry` must outlive the opener.
+RunDataOpener earlier_run_data(const ComponentRegistry& registry);
 
 }  // namespace privdiff::core::cli

@@ -7,6 +7,8 @@
 #include "evaluate/evaluation.hpp"
 #include "recipe/core_schemas.hpp"
 #include "recipe/recipe_validator.hpp"
+#include "run/evaluation_data_use.hpp"
+#include "run/run_ledger.hpp"
 #include "util/atomic_file.hpp"
 #include "util/cpu_threads.hpp"
 #include "sample/sample_set.hpp"
@@ -15,6 +17,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <iostream>
 #include <sstream>
 
@@ -28,7 +31,7 @@ struct EvalArguments {
   std::string images, labels, real = "fashion-mnist", real_path, run, reference = "test", device = "auto";
   std::vector<std::string> evaluators, classifiers, overrides;  // the first two: comma-separated on the line
   std::int64_t epochs = 0, max_samples = 0, threads = 0, seed = 0;
-  bool json = false, real_given = false;
+  bool json = false, real_given = false, allow_private = false;
 };
 
 /// The run a samples file belongs to: RUN/samples/PREFIX-images-idx3-ubyte.gz -> RUN.
@@ -82,8 +85,16 @@ EvaluationChoice checked_choice(const EvalArguments& args, const ComponentRegist
   }
 }
 
-void record_in_run(const fs::path& run, const nlohmann::json& result, std::ostream& log) {
+// A run directory whose privacy the scores may concern (--run may also name a new directory).
+bool is_run_directory(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(dir / "ledger.json", ec) || fs::is_regular_file(dir / "checkpoint.pt", ec);
+}
+
+void record_in_run(const fs::path& run, const nlohmann::json& result, const std::string& caveat, std::ostream& log) {
   fs::create_directories(run);  // --run may name a new directory
+  // The caveat first: a kill between the writes never leaves the scores without it.
+  if (!caveat.empty()) add_run_caveat(run, caveat);
   write_file_atomically(run / "eval.json", result.dump(2) + "\n");
   std::ofstream(run / "metrics.jsonl", std::ios::app) << nlohmann::json{{"eval", result}}.dump() << "\n";
   log << "recorded in " << (run / "eval.json").string() << " and metrics.jsonl\n";
@@ -113,6 +124,10 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions& global, int& exit
                   "real split distribution metrics are fitted to: test (default; disjoint from training data) or "
                   "train (non-private statistics of it: the result carries a caveat)")
       ->check(CLI::IsMember({"test", "train"}));
+  cmd->add_flag("--allow-private-data", args->allow_private,
+               "score against real data that holds records the run trained on privately (refused otherwise): its "
+               "scores are noise-free statistics of them, and the run's guarantee then carries a caveat in "
+               "ledger.json, privacy.json, summary.json, account and compare");
   cmd->add_option("--classifiers", args->classifiers,
                   "shorthand for --set dpdm_classifiers.classifiers=[...]: comma-separated logreg, mlp, cnn")
       ->delimiter(',');
@@ -152,6 +167,16 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions& global, int& exit
     }
     use_cpu_threads(args->threads);
     std::ostream& log = args->json ? std::cerr : std::cout;
+    const fs::path run = args->run.empty() ? run_of(images) : fs::path(args->run);
+    std::optional<PrivateRecordsGuard> guard;
+    if (!run.empty() && is_run_directory(run)) {
+      try {
+        guard.emplace(run, args->allow_private, record_key());
+      } catch (const std::runtime_error& e) {
+        throw UsageError(std::string("eval: ") + e.what());
+      }
+      plan.check_split = [&guard](const std::string& split, const sdk::Dataset& data) { guard->check(split, data); };
+    }
     // Unreadable or mismatched inputs, unknown real data and data an evaluator cannot score are bad
     // input (exit code 2); labels are checked against the real data's classes inside.
     sdk::LabelledImages set;
@@ -168,8 +193,9 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions& global, int& exit
     }
     result["samples"] = images.string();
     result["labels"] = labels.string();
-    const fs::path run = args->run.empty() ? run_of(images) : fs::path(args->run);
-    if (!run.empty()) record_in_run(run, result, log);
+    const std::string caveat = guard ? guard->caveat("eval.json") : std::string();
+    if (!caveat.empty()) result["caveats"].push_back(caveat);
+    if (!run.empty()) record_in_run(run, result, caveat, log);
     for (const auto& caveat : result["caveats"]) log << "caveat: " << caveat.get<std::string>() << "\n";
     if (args->json) std::cout << result.dump() << "\n";
     exit_code = exit_ok;

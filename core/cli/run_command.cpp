@@ -120,6 +120,7 @@ CLI::App* add_run_command(CLI::App& app, const GlobalOptions& global, int& exit_
                                    : std::filesystem::path(args->out);
     RunOrchestrator orchestrator(recipe, compose(recipe, registry),
                                  [&registry](const DataSection& data) { return open_dataset(data, registry); });
+    orchestrator.open_earlier_runs_with(earlier_run_data(registry));
     RunOptions options;
     options.resume = resume;
     options.stop_after_steps = args->stop_after;

@@ -21,6 +21,7 @@ CLI::App* add_validate_command(CLI::App& app, const GlobalOptions& global, int& 
     // Every check `run` makes before training: the data, the privacy plan, batch sizes.
     RunOrchestrator orchestrator(recipe, compose(recipe, registry),
                                  [&registry](const DataSection& data) { return open_dataset(data, registry); });
+    orchestrator.open_earlier_runs_with(earlier_run_data(registry));
     try {
       orchestrator.check(std::cout);
     } catch (const RunRefused& refused) {

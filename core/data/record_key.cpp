@@ -2,7 +2,9 @@
 
 #include <privdiff/engine/random_stream.hpp>
 
+#include <fcntl.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -60,14 +62,19 @@ void create_key_file(const fs::path& file) {
   sdk::engine::os_random_bytes(key.data(), key.size());
   std::ostringstream text;
   for (std::uint8_t b : key) text << std::hex << std::setw(2) << std::setfill('0') << static_cast<int>(b);
+  text << "\n";
   const fs::path tmp = file.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text.str() << "\n";
-    out.close();
-    if (!out) throw std::runtime_error("cannot write privdiff's record key " + tmp.string());
+  // Created owner-only (0600) from the start: the key is a membership oracle for every run made
+  // under it, and a chmod after writing would leave it readable for a moment.
+  fs::remove(tmp, ec);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, S_IRUSR | S_IWUSR);
+  if (fd < 0) throw std::runtime_error("cannot write privdiff's record key " + tmp.string() + ": " + std::strerror(errno));
+  const std::string bytes = text.str();
+  const bool written = ::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
+  if (::close(fd) != 0 || !written) {
+    fs::remove(tmp, ec);
+    throw std::runtime_error("cannot write privdiff's record key " + tmp.string());
   }
-  fs::permissions(tmp, fs::perms::owner_read | fs::perms::owner_write, ec);
   const int linked = ::link(tmp.c_str(), file.c_str());
   const int link_errno = errno;
   fs::remove(tmp, ec);

@@ -58,7 +58,9 @@ namespace {
 /// The real data's splits, each opened through its dataset plugin on first use.
 class RealSplits {
  public:
-  RealSplits(const DataSection& section, const RealDataOpener& open) : section_(section), open_(open) {
+  using Check = std::function<void(const std::string& split, const sdk::Dataset& data)>;
+  RealSplits(const DataSection& section, const RealDataOpener& open, Check check)
+      : section_(section), open_(open), check_(std::move(check)) {
     if (!section.dataset.config.has("split")) {
       throw std::invalid_argument("real data (" + section.path + "): the dataset '" + section.dataset.id +
                                   "' has no `split` key; evaluation needs the real data's held-out test split "
@@ -84,6 +86,7 @@ class RealSplits {
       }
       throw std::invalid_argument("real data (" + section_.dataset.id + ", " + name + " split): " + why);
     }
+    if (check_) check_(name, *data);
     const at::Tensor all = at::arange(data->size(), at::kLong);
     slot = {data->images(all), data->labels(all)};
     classes_ = data->num_classes();
@@ -100,6 +103,7 @@ class RealSplits {
  private:
   const DataSection& section_;
   const RealDataOpener& open_;
+  Check check_;
   std::map<std::string, sdk::LabelledImages> splits_;
   std::int64_t classes_ = 0;
   std::string name_;
@@ -156,7 +160,7 @@ nlohmann::json evaluate_image_set(const sdk::LabelledImages& full, const Evaluat
   if (plan.reference != "test" && plan.reference != "train") {
     throw std::invalid_argument("reference: expected \"test\" or \"train\", got \"" + plan.reference + "\"");
   }
-  RealSplits real(plan.real, open);
+  RealSplits real(plan.real, open, plan.check_split);
   const sdk::LabelledImages& test = real.split("test");
   sdk::LabelledImages set = full;
   if (plan.max_samples > 0 && set.count() > plan.max_samples) {
@@ -174,6 +178,11 @@ nlohmann::json evaluate_image_set(const sdk::LabelledImages& full, const Evaluat
   input.seed = plan.seed;
   input.device = plan.device;
   input.cache_dir = cache_directory(plan.cache_dir);
+  // Owner-only: with a training-split reference the cached feature networks and statistics are
+  // derived from private records (README: what a run directory reveals).
+  std::error_code ec;
+  fs::create_directories(input.cache_dir, ec);
+  fs::permissions(input.cache_dir, fs::perms::owner_all, fs::perm_options::replace, ec);
   input.log = &log;
 
   nlohmann::json result;

@@ -46,6 +46,9 @@ struct EvaluationPlan {
   std::uint64_t seed = 0;
   c10::Device device{c10::kCPU};     ///< where classifiers and feature networks run
   std::filesystem::path cache_dir;   ///< empty: $PRIVDIFF_CACHE_DIR, $XDG_CACHE_HOME/privdiff, ~/.cache/privdiff
+  /// Called when a split is opened, before an evaluator reads it; may refuse it by throwing
+  /// std::invalid_argument (e.g. a split holding the private records of the run being scored).
+  std::function<void(const std::string& split, const sdk::Dataset& data)> check_split;
 };
 
 /// Reads an IDX image/label pair and checks it (same count, labels within the classes). Images as

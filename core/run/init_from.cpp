@@ -102,10 +102,10 @@ std::string count_text(std::int64_t n) { return std::to_string(n) + (n == 1 ? " 
 
 constexpr const char* opt_in = "[run] init_from_disjoint = true";
 
-// The waiver's caveat: what the user stated and privdiff could not show.
+// The statement's caveat: what the user stated, which privdiff cannot show.
 std::string disjoint_caveat(const InitSource& source, const std::string& what) {
   return "init_from_disjoint: the user states that " + what + " (" + source.run_dir.string() +
-         "); privdiff could not show it, and the guarantee holds only if it is true";
+         "); privdiff cannot show it, and the guarantee holds only if it is true";
 }
 
 // Public data of this run against the source's private sets: a shared record would be trained on
@@ -176,7 +176,8 @@ void check_private_data(const InitSource& source, const RunData& data, bool clai
 
 }  // namespace
 
-InitDecision decide_init_from(const InitSource& source, const RunData& data, bool claimed, const RecordKey& key) {
+InitDecision decide_init_from(const InitSource& source, const RunData& data, bool claimed, const RecordKey& key,
+                              const std::function<std::string()>& check_near_duplicates) {
   InitDecision d;
   check_public_data(source, data, claimed, key, d);
   check_private_data(source, data, claimed, d);
@@ -190,7 +191,8 @@ InitDecision decide_init_from(const InitSource& source, const RunData& data, boo
                "source's ledger is carried";
     return d;
   }
-  // Carried unless shown disjoint from every private set of the source and its ancestry.
+  // Carried unless the user states that the data share no one: exact hashes can show that records are
+  // the same, never that they are different people (one changed pixel, a mirror image).
   std::string unknown = source.records ? "" : source.records_note;
   for (const auto& set : source.records ? *source.records : std::vector<RecordSet>{}) {
     if (!set.is_private) continue;
@@ -213,17 +215,22 @@ InitDecision decide_init_from(const InitSource& source, const RunData& data, boo
                 key.file.string();
     }
   }
-  if (unknown.empty()) {
-    d.reason = "shown disjoint: none of this run's private records is among the data the source spent privacy on: "
-               "nothing carried (see its privacy.json)";
-  } else if (claimed) {
-    d.reason = "init_from_disjoint: stated disjoint by the user (" + unknown + "): nothing carried";
-    d.caveats.push_back(disjoint_caveat(source, "this run's private data share no record with the data it spent "
-                                                "privacy on; its ledger is not carried"));
+  if (claimed) {
+    const std::string near_duplicates =
+        check_near_duplicates ? check_near_duplicates() : "not checked for near-duplicates";
+    d.reason = "init_from_disjoint: stated disjoint by the user: nothing carried";
+    d.caveats.push_back(disjoint_caveat(source, "this run's private data share no person with the data it spent "
+                                                "privacy on, so its ledger is not carried (" +
+                                                (unknown.empty() ? "no shared record" : unknown) + "; " +
+                                                near_duplicates + ")"));
   } else {
     d.carry = true;
-    d.reason = "the source spent privacy on data that cannot be compared with this run's (" + unknown + "): its ledger "
-               "is carried, to be safe (" + opt_in + " if you know they are disjoint)";
+    d.reason = (unknown.empty() ? std::string("the source spent privacy on private data, and records that differ in "
+                                              "content can still show the same people (a changed pixel, a mirror image)")
+                                : "the source spent privacy on data that cannot be compared with this run's (" + unknown +
+                                      ")") +
+               ": its ledger is carried and composed with this run's steps (" + opt_in +
+               " if you know no one is in both; README: Data identity)";
   }
   return d;
 }

@@ -4,13 +4,15 @@
 //
 // Privacy: the new model is a function of the source's. A source that spent privacy has its ledger
 // carried into this run's (composed with this run's steps, so the reported epsilon covers both)
-// unless this run's private data are *shown* to be disjoint from every private dataset of the
-// source and its ancestry, by content (data/record_set.hpp: a copy, subset, reordering or class
-// filter of the same records overlaps). What cannot be compared (a run made under another record
-// key, or before records were kept) counts as overlapping, unless the user states otherwise with
-// [run] init_from_disjoint = true, which puts a caveat on the run. Each run keeps the record sets
-// of its own data and its ancestry's in data-records.bin, so that data one ancestor used
-// privately cannot be used as public data downstream, and the other way round.
+// unless the user states that this run's private data share no one with the private data of the
+// source and its ancestry ([run] init_from_disjoint = true, which puts a caveat on the run).
+// Content can show that records are the same (data/record_set.hpp: a copy, subset, reordering or
+// class filter overlaps, and then the statement is refused), never that they are different people:
+// a record with one pixel changed or mirrored hashes differently. So the statement is also checked
+// for near-duplicates (data/near_duplicates.hpp) where the source's data can be opened, and refused
+// when one is found. Each run keeps the record sets of its own data and its ancestry's in
+// data-records.bin, so that data one ancestor used privately cannot be used as public data
+// downstream, and the other way round.
 
 #include "data/dataset_identity.hpp"
 #include "data/record_key.hpp"
@@ -21,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,7 +52,7 @@ inline constexpr const char* record_sets_file = "data-records.bin";
 struct InitDecision {
   bool carry = false;
   std::string reason;
-  std::vector<std::string> caveats;  ///< set when [run] init_from_disjoint waived what could not be shown
+  std::vector<std::string> caveats;  ///< set when [run] init_from_disjoint states what cannot be shown
 };
 
 /// The data a run trains on: its private dataset (null: none) and the public ones, by stage.
@@ -63,11 +66,13 @@ struct RunData {
 };
 
 /// Decides whether the source's ledger is carried (see above) and refuses, with
-/// std::runtime_error, a run whose public data shares records with the source's private data, or
-/// whose private data the source trained on non-privately. `disjoint_claimed`: the user's
-/// [run] init_from_disjoint.
+/// std::runtime_error, a run whose public data shares records with the source's private data, whose
+/// private data the source trained on non-privately, or whose statement of disjointness the records
+/// contradict. `disjoint_claimed`: the user's [run] init_from_disjoint; `check_near_duplicates`:
+/// tests that statement beyond the shared records (throwing to refuse it) and says what it checked,
+/// for its caveat; called only when the statement decides (null: not checked).
 InitDecision decide_init_from(const InitSource& source, const RunData& data, bool disjoint_claimed,
-                              const RecordKey& key);
+                              const RecordKey& key, const std::function<std::string()>& check_near_duplicates = {});
 
 /// The record sets a run keeps: its own data's (private keyed by `key`, public plain), then its
 /// source's (or, when unknown, one set that compares as unknown with any data).

@@ -3,6 +3,7 @@
 // the privacy plan (privacy_plan.cpp), and warnings a researcher can act on.
 #include "run/run_session.hpp"
 
+#include "data/near_duplicates.hpp"
 #include "sample/sample_set.hpp"
 #include <privdiff/engine/parameter_selection.hpp>
 #include <privdiff/privacy/gaussian_steps.hpp>
@@ -114,8 +115,8 @@ void RunOrchestrator::prepare_init_from(RunSession& s) {
   }
   s.init = read_init_source(recipe_.run.get_string("init_from"));
   const InitSource& src = *s.init;
-  const InitDecision decision =
-      decide_init_from(src, run_data(s), recipe_.run.get_bool("init_from_disjoint"), record_key());
+  const InitDecision decision = decide_init_from(src, run_data(s), recipe_.run.get_bool("init_from_disjoint"),
+                                                 record_key(), [&] { return check_disjoint_statement(s, src); });
   s.carry = decision.carry;
   // Rank 0 writes the ledger; a rank on another machine (another record key) may be unable to
   // compare what rank 0 could, so rank 0's decision is the run's.
@@ -136,6 +137,42 @@ void RunOrchestrator::prepare_init_from(RunSession& s) {
     }
     s.log << "init_from " << src.checkpoint.string() << ": " << s.carry_reason << "\n";
   }
+}
+
+std::string RunOrchestrator::check_disjoint_statement(RunSession& s, const InitSource& source) const {
+  // [run] init_from_disjoint: the user states that no one in this run's private data is in the data
+  // the source (or its ancestry) trained on. Hashes cannot refute that for a near-copy of a record
+  // (one changed pixel, a mirror image, a shift): the source's data are opened and compared.
+  if (!open_run_data_) return "not checked for near-duplicates: the source's data could not be opened here";
+  std::vector<fs::path> runs{source.run_dir};
+  for (const auto& set : source.records ? *source.records : std::vector<RecordSet>{}) {
+    if (set.is_private && std::find(runs.begin(), runs.end(), fs::path(set.origin)) == runs.end()) runs.push_back(set.origin);
+  }
+  const sdk::Dataset& mine = *s.datasets.at(s.private_data);
+  std::int64_t compared = 0;
+  std::string unchecked;
+  for (const auto& run : runs) {
+    std::vector<std::unique_ptr<sdk::Dataset>> theirs;
+    try {
+      theirs = open_run_data_(run);
+    } catch (const std::exception& e) {
+      unchecked += (unchecked.empty() ? "" : "; ") + run.string() + ": " + e.what();
+      continue;
+    }
+    for (const auto& data : theirs) {
+      if (const auto pair = find_near_duplicate(mine, *data, near_duplicate_threshold, &s.log)) {
+        throw std::runtime_error(
+            "run.init_from_disjoint: you state that this run's private data share no one with the data " + run.string() +
+            " trained on, but record " + std::to_string(pair->first) + " of " + mine.name() + " and record " +
+            std::to_string(pair->second) + " of " + data->name() + " are near-duplicates (" + pair->how() +
+            "): remove the statement (the source's ledger is then carried), or the duplicates from the data "
+            "(README: Data identity)");
+      }
+      compared += data->size();
+    }
+  }
+  std::string done = "no near-duplicate among " + std::to_string(compared) + " records of the source's data";
+  return unchecked.empty() ? done : done + "; not checked for near-duplicates: " + unchecked;
 }
 
 const DataSection* RunOrchestrator::eval_data() const {

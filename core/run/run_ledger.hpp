@@ -23,4 +23,10 @@ struct RunLedger {
 /// Throws std::runtime_error naming the file when one is unreadable.
 RunLedger read_run_ledger(const std::filesystem::path& run_dir);
 
+/// Adds `caveat` to a run's guarantee after the fact (privdiff eval scoring against its private
+/// data): to ledger.json (written from read_run_ledger's ledger, so it never shrinks) and to the
+/// "caveats" of privacy.json and summary.json where they exist, so that account, compare and every
+/// report show it. Atomic per file; throws std::runtime_error naming the file it cannot update.
+void add_run_caveat(const std::filesystem::path& run_dir, const std::string& caveat);
+
 }  // namespace privdiff::core

@@ -2,7 +2,7 @@
 // Runs a composed recipe: plans and checks the privacy budget, calibrates an "auto" noise
 // multiplier, runs the stages in order, and writes the run directory:
 //   recipe.toml    the resolved recipe (every default written out)
-//   metrics.jsonl  one line per logical step (epsilon so far, seconds; loss and batch size for
+//   metrics.jsonl  one line per logical step (epsilon so far; seconds, loss and batch size for
 //                  non-private stages, and for private ones only with [run] private_diagnostics)
 //   ledger.json    every privacy event spent, and the caveats on the guarantee (written before each
 //                  checkpoint and at failures; never shrinks, also across failures and resumes)
@@ -41,6 +41,10 @@ struct RunSession;  // one invocation's state (run_session.hpp)
 
 /// Opens one of the recipe's datasets (open_dataset with the registry, or a test's stand-in).
 using DatasetOpener = std::function<std::unique_ptr<sdk::Dataset>(const DataSection& data)>;
+
+/// Opens the datasets an earlier run's recorded recipe.toml names (for [run] init_from_disjoint's
+/// near-duplicate check). Throws std::runtime_error when they cannot be opened.
+using RunDataOpener = std::function<std::vector<std::unique_ptr<sdk::Dataset>>(const std::filesystem::path& run_dir)>;
 
 struct AccountantResult {
   std::string accountant;
@@ -101,6 +105,10 @@ class RunOrchestrator {
   /// validate`). Throws RunRefused.
   void check(std::ostream& log);
 
+  /// How to open the data of the runs this one starts from (init_from); without it the statement
+  /// [run] init_from_disjoint is not checked for near-duplicates (and its caveat says so).
+  void open_earlier_runs_with(RunDataOpener opener) { open_run_data_ = std::move(opener); }
+
  private:
   // The phases, one file each: run_orchestrator.cpp (run, check), preflight.cpp, preflight_data.cpp,
   // privacy_plan.cpp, run_directory.cpp, stage_runner.cpp, run_reports.cpp.
@@ -136,6 +144,9 @@ class RunOrchestrator {
   void check_data_use(RunSession& s) const;
   void check_parameter_selections(RunSession& s);
   void prepare_init_from(RunSession& s);
+  /// [run] init_from_disjoint against the source's data: throws naming a near-duplicate pair; returns
+  /// what was checked, for the statement's caveat.
+  std::string check_disjoint_statement(RunSession& s, const InitSource& source) const;
   RunData run_data(const RunSession& s) const;
   void initialise_from_source(RunSession& s);
   void warn_about_short_ema(RunSession& s) const;
@@ -148,6 +159,7 @@ class RunOrchestrator {
   const Recipe& recipe_;
   ComposedRun components_;
   DatasetOpener open_dataset_;
+  RunDataOpener open_run_data_;
   /// Per stage, as set (calibrated or configured) before training: what checkpoints hold and resume
   /// compares; NaN for a non-private stage or one without a single noise multiplier.
   std::vector<double> noise_multipliers_;

@@ -43,8 +43,11 @@ void StepRecord::operator()(const sdk::StepReport& r, const sdk::StateWriter& sa
 }
 
 void StepRecord::write_metrics_line(const sdk::StepReport& r, double epsilon) {
-  nlohmann::json line = {{"stage", settings_.stage}, {"step", r.step}, {"seconds", s_.wall_now()}};
+  nlohmann::json line = {{"stage", settings_.stage}, {"step", r.step}};
+  // A private step's wall time grows with its realised (Poisson) batch size, which is secret: its
+  // time is published only as the stage's total (summary.json), or per step with private_diagnostics.
   if (settings_.log_batch) {
+    line["seconds"] = s_.wall_now();
     line["loss"] = r.loss;
     line["examples"] = r.examples;
   }

@@ -2,6 +2,7 @@
 // that ignore order, names and labels, keyed private record sets (no plain digest, padded to N,
 // incomparable under another key), their file format and its damage checks.
 #include "data/dataset_identity.hpp"
+#include "data/near_duplicates.hpp"
 #include "data/record_key.hpp"
 #include "data/record_set.hpp"
 #include "data/siphash.hpp"
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <fstream>
 #include <numeric>
+#include <optional>
 
 using namespace privdiff;
 using namespace privdiff::core;
@@ -128,4 +130,72 @@ TEST(RecordKey, IsMadeOnceOwnerOnlyAndADamagedOneIsRefused) {
   }
   if (saved) ::setenv("PRIVDIFF_RECORD_KEY", before.c_str(), 1); else ::unsetenv("PRIVDIFF_RECORD_KEY");
   fs::remove_all(dir);
+}
+
+// Near-duplicates (issue 36): what the hashes cannot see — a changed pixel, a mirror image, a
+// one-pixel shift, another brightness and contrast, another size — found and named; other images
+// are not near-duplicates of each other.
+namespace {
+
+// Smooth random images (shapes, like photographs, not noise): [n, c, h, w] bytes.
+at::Tensor smooth_images(std::int64_t n, std::int64_t c, std::int64_t side, std::uint64_t seed) {
+  at::manual_seed(seed);
+  const at::Tensor coarse = at::rand({n, c, side / 4, side / 4});
+  const at::Tensor fine = at::upsample_bilinear2d(coarse, {side, side}, false) + 0.05 * at::rand({n, c, side, side});
+  return (fine.clamp(0, 1) * 255).round().to(at::kByte);
+}
+
+std::optional<NearDuplicate> near(const at::Tensor& a, const at::Tensor& b) {
+  const auto labels = [](const at::Tensor& x) { return at::zeros({x.size(0)}, at::kLong); };
+  return find_near_duplicate(*images(a, labels(a), "a"), *images(b, labels(b), "b"));
+}
+
+}  // namespace
+
+TEST(NearDuplicates, OtherImagesAreNone) {
+  const at::Tensor a = smooth_images(300, 1, 28, 1), b = smooth_images(300, 1, 28, 2);
+  EXPECT_FALSE(near(a, b).has_value());
+  EXPECT_FALSE(near(smooth_images(50, 3, 32, 3), smooth_images(50, 3, 32, 4)).has_value());
+}
+
+TEST(NearDuplicates, ChangedPixelsMirrorsShiftsContrastAndSizeAreFound) {
+  const at::Tensor a = smooth_images(300, 1, 28, 1);
+  const at::Tensor others = smooth_images(300, 1, 28, 2);
+  const auto with = [&](const at::Tensor& copy) {  // b: other images with the copy of a[123] at 45
+    at::Tensor b = others.clone();
+    b[45].copy_(copy);
+    return b;
+  };
+  at::Tensor pixel = a[123].clone();
+  pixel[0][0][0] = static_cast<std::uint8_t>(pixel[0][0][0].item<int>() ^ 1);
+  auto found = near(a, with(pixel));
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->first, 123);
+  EXPECT_EQ(found->second, 45);
+  EXPECT_FALSE(found->mirrored);
+  EXPECT_GT(found->correlation, 0.999);
+
+  found = near(a, with(a[123].flip(2)));
+  ASSERT_TRUE(found.has_value());
+  EXPECT_TRUE(found->mirrored);
+  EXPECT_EQ(found->how().rfind("a mirror image, correlation 1.0000", 0), 0u) << found->how();
+
+  at::Tensor moved = at::zeros_like(a[123]);
+  moved.narrow(1, 1, 27).copy_(a[123].narrow(1, 0, 27));  // one row down
+  found = near(a, with(moved));
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->shift_y, 1);
+  EXPECT_EQ(found->shift_x, 0);
+  EXPECT_NE(found->how().find("shifted by (0, 1) pixels"), std::string::npos) << found->how();
+
+  const at::Tensor dimmer = (a[123].to(at::kFloat) * 0.6 + 20).round().to(at::kByte);
+  found = near(a, with(dimmer));
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->second, 45);
+
+  // Another size (56 x 56, each pixel twice in each direction) and colour (the grey in 3 channels).
+  const at::Tensor big = at::upsample_nearest2d(a.narrow(0, 0, 10).to(at::kFloat), {56, 56}).to(at::kByte).repeat({1, 3, 1, 1});
+  found = near(big, a);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->first, found->second);
 }

@@ -407,14 +407,14 @@ TEST_F(RunOrchestratorTest, InitFromAPrivateRunOnTheSameDataCarriesItsLedger) {
   EXPECT_TRUE(init["carried"].get<bool>());
   EXPECT_EQ(init["checkpoint"], fs::absolute(source / "checkpoint.pt").string());
 
-  // The same source for a run on other data: nothing carried.
+  // The same source for a run on other records: carried too (they may show the same people).
   fs::remove_all(dir_);
   recipe_ = validate_recipe(RecipeDocument::parse(private_stage + "noise_multiplier = 5.0\n[data]\ndataset = "
                                                   "\"fixture_data\"\n[run]\ninit_from = \"" + source.string() + "\"\n",
                                                   "b.toml"),
                             fixture_registry());
   const auto elsewhere = RunOrchestrator(recipe_, compose(recipe_, fixture_registry()), tiny_data(999)).run(dir_, log_);
-  EXPECT_EQ(elsewhere.ledger.steps(), 20);
+  EXPECT_EQ(elsewhere.ledger.steps(), 40);
   fs::remove_all(source);
 }
 
@@ -468,8 +468,9 @@ TEST_F(RunOrchestratorTest, AnInitFromRunResumesWithoutItsSource) {
 }
 
 // Issue 25: whether a source's ledger is carried is decided on the records, not on names: any
-// copy of the source's private records carries; only data shown disjoint does not; what cannot
-// be compared (another record key) carries unless the user states it is disjoint, with a caveat.
+// copy of the source's private records carries. Issue 36: records that differ in content can still
+// be the same people, so other records carry too, unless the user states they are disjoint — which
+// puts a caveat on the run, and which records the source shares refute.
 class InitFromByContent : public RunOrchestratorTest {
  protected:
   void SetUp() override {
@@ -502,10 +503,17 @@ TEST_F(InitFromByContent, EveryCopyOfTheSourcesRecordsCarriesItsLedger) {
   EXPECT_EQ(steps_after(from_source("size = 500\ncontent = 1000\n")), 40);  // a subset
   EXPECT_EQ(steps_after(from_source("reversed = true\n")), 40);             // reordered
   EXPECT_EQ(steps_after(from_source("size = 1001\ncontent = 1000\n")), 40);  // a superset
-  EXPECT_EQ(steps_after(from_source("size = 999\n")), 20);                  // other records: nothing carried
-  EXPECT_NE(nlohmann::json::parse(read_file(dir_ / "init_from.json"))["reason"].get<std::string>().find("shown disjoint"),
+  EXPECT_EQ(steps_after(from_source("size = 999\n")), 40);                  // other records: carried all the same
+  EXPECT_NE(nlohmann::json::parse(read_file(dir_ / "init_from.json"))["reason"].get<std::string>().find(
+                "can still show the same people"),
             std::string::npos);
   EXPECT_TRUE(nlohmann::json::parse(read_file(dir_ / "privacy.json"))["caveats"].empty());
+  // Stated disjoint: nothing carried, and the statement is a caveat on the guarantee.
+  EXPECT_EQ(steps_after(from_source("size = 999\n", "init_from_disjoint = true\n")), 20);
+  const auto caveats = nlohmann::json::parse(read_file(dir_ / "privacy.json"))["caveats"];
+  ASSERT_EQ(caveats.size(), 1u);
+  EXPECT_NE(caveats[0].get<std::string>().find("init_from_disjoint: the user states"), std::string::npos) << caveats;
+  EXPECT_NE(caveats[0].get<std::string>().find("not checked for near-duplicates"), std::string::npos) << caveats;
 }
 
 TEST_F(InitFromByContent, DataThatCannotBeComparedCarriesUnlessStatedDisjointWithACaveat) {

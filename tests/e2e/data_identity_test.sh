@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Data identity by content (issue 25), end to end on real files: a run that starts from a private
+# Data identity by content (issues 25, 36), end to end on real files: a run that starts from a private
 # run (init_from) carries its ledger when its data are any copy of the source's records — a
 # byte-identical copy, a subset, a reordering, a class filter, a lossless re-encoding as PNGs — and
-# carries nothing on data shown disjoint; data that cannot be compared (another record key) is
-# carried unless [run] init_from_disjoint says otherwise, which puts a caveat on the run. The same
+# on other records too (a changed pixel, a mirror image or a shift is the same person), unless
+# [run] init_from_disjoint says otherwise: a statement that puts a caveat on the run and that a
+# shared record or a near-duplicate refutes. The same
 # records cannot be public and private in one run, whatever the path ('..', './', a symlink), the
 # dataset plugin or the copy; `validate` refuses what `run` refuses. Run directories hold no plain
 # hash of private data.
@@ -39,6 +40,15 @@ write(f"{tmp}/reordered", images[::-1], labels[::-1])
 test_images, test_labels = read("t10k")
 assert not set(test_images) & set(images), "the fixture's splits share images"
 write(f"{tmp}/disjoint", test_images, test_labels)
+# Near-copies the hashes cannot see (issue 36): pixel (0, 0) one grey level up, mirror images, and
+# images shifted right by one pixel.
+def one_pixel(x): return bytes([min(255, x[0] + 1) if x[0] < 255 else 254]) + x[1:]
+def mirrored(x): return b"".join(x[r * 28:(r + 1) * 28][::-1] for r in range(28))
+def shifted(x): return b"".join(b"\0" + x[r * 28:(r + 1) * 28 - 1] for r in range(28))
+for name, f in (("onepixel", one_pixel), ("mirrored", mirrored), ("shifted", shifted)):
+    copies = [f(x) for x in images]
+    assert not set(copies) & set(images), name
+    write(f"{tmp}/{name}", copies, labels)
 for i, (x, y) in enumerate(zip(images, labels)):
     os.makedirs(f"{tmp}/png/class{y}", exist_ok=True)
     png(f"{tmp}/png/class{y}/{i:03d}.png", x)
@@ -94,15 +104,42 @@ path = \"$tmp/png\"" "path = \"$tmp/link\""; do
   out=$("$privdiff" run "$tmp/c$i.toml" --out "$tmp/c$i" 2>&1) || fail "copy $i: $out"
   [ "$(steps_of "$tmp/c$i")" = 6 ] || fail "copy $i ($data) did not carry the source's ledger: $(grep init_from <<<"$out")"
 done
-private_run "$tmp/d.toml" "path = \"$tmp/disjoint\"" "init_from = \"$tmp/source\""
-out=$("$privdiff" run "$tmp/d.toml" --out "$tmp/d" 2>&1) || fail "disjoint: $out"
-[ "$(steps_of "$tmp/d")" = 3 ] || fail "disjoint data carried the ledger"
-grep -q "shown disjoint" <<<"$out" || fail "disjoint: no reason: $out"
+# Other records carry too (issue 36): content cannot show that they are other people.
+for data in disjoint onepixel mirrored shifted; do
+  private_run "$tmp/$data.toml" "path = \"$tmp/$data\"" "init_from = \"$tmp/source\""
+  out=$("$privdiff" run "$tmp/$data.toml" --out "$tmp/$data-run" 2>&1) || fail "$data: $out"
+  [ "$(steps_of "$tmp/$data-run")" = 6 ] || fail "$data did not carry the source's ledger"
+  grep -q "can still show the same people" <<<"$out" || fail "$data: no reason: $out"
+done
+# Stated disjoint: nothing carried, with a caveat that says what was checked ...
+private_run "$tmp/d-claim.toml" "path = \"$tmp/disjoint\"" "init_from = \"$tmp/source\"
+init_from_disjoint = true"
+out=$("$privdiff" run "$tmp/d-claim.toml" --out "$tmp/d" 2>&1) || fail "disjoint, stated: $out"
+[ "$(steps_of "$tmp/d")" = 3 ] || fail "stated disjoint data carried the ledger"
+python3 - "$tmp/d" <<'PY' || fail "the statement's caveat"
+import json, sys
+caveats = json.load(open(sys.argv[1] + "/privacy.json"))["caveats"]
+assert len(caveats) == 1 and "no near-duplicate among 20 records" in caveats[0], caveats
+PY
+# ... and refused, naming a pair, where a record is a near-copy of one the source trained on.
+for case in "onepixel:the same image, correlation" "mirrored:a mirror image, correlation" \
+            "shifted:the same image shifted by (-1, 0) pixels"; do
+  data=${case%%:*} how=${case#*:}
+  private_run "$tmp/$data-claim.toml" "path = \"$tmp/$data\"" "init_from = \"$tmp/source\"
+init_from_disjoint = true"
+  for command in validate run; do
+    out=$("$privdiff" $command "$tmp/$data-claim.toml" $([ $command = run ] && echo --out "$tmp/$data-claim") 2>&1) \
+      && fail "$command accepted a statement that $data copies are disjoint"
+    grep -q "run.init_from_disjoint: you state that .* but record [0-9]* of .* and record [0-9]* of .* are near-duplicates ($how" \
+      <<<"$out" || fail "$data ($command): $out"
+  done
+  [ ! -e "$tmp/$data-claim" ] || fail "a refused run left a directory"
+done
 passed=$((passed + 1))
 
 # 2. Under another record key (another machine) nothing can be shown: carried, unless stated
 # disjoint, which puts a caveat on privacy.json, summary.json and `privdiff account`.
-out=$(PRIVDIFF_RECORD_KEY="$tmp/other.key" "$privdiff" run "$tmp/d.toml" --out "$tmp/d-other" 2>&1) || fail "other key: $out"
+out=$(PRIVDIFF_RECORD_KEY="$tmp/other.key" "$privdiff" run "$tmp/disjoint.toml" --out "$tmp/d-other" 2>&1) || fail "other key: $out"
 [ "$(steps_of "$tmp/d-other")" = 6 ] || fail "another key: not carried"
 private_run "$tmp/claim.toml" "path = \"$tmp/disjoint\"" "init_from = \"$tmp/source\"
 init_from_disjoint = true"
@@ -116,11 +153,17 @@ for f in ("privacy.json", "summary.json"):
 PY
 out=$("$privdiff" account "$tmp/claim" 2>&1)
 grep -q "init_from_disjoint" <<<"$out" || fail "account shows no caveat: $out"
-# ... and a statement the records contradict is refused.
+# ... and a statement the records contradict is refused: by the hashes under the same key, by the
+# near-duplicate check under another.
 private_run "$tmp/lie.toml" "path = \"$tmp/subset\"" "init_from = \"$tmp/source\"
 init_from_disjoint = true"
 out=$("$privdiff" run "$tmp/lie.toml" --out "$tmp/lie" 2>&1) && fail "a contradicted statement was accepted"
 grep -q "you state that this run's private data and the source's are disjoint, but" <<<"$out" || fail "lie: $out"
+out=$(PRIVDIFF_RECORD_KEY="$tmp/other.key" "$privdiff" run "$tmp/lie.toml" --out "$tmp/lie" 2>&1) \
+  && fail "a contradicted statement was accepted under another key"
+grep -q "are near-duplicates (the same image, correlation 1.0000" <<<"$out" || fail "lie, other key: $out"
+# The record key is created owner-only.
+[ "$(stat -c %a "$tmp/record.key")" = 600 ] || fail "record.key is mode $(stat -c %a "$tmp/record.key")"
 passed=$((passed + 1))
 
 # 3. The same records public and private in one run: refused by run and validate, whatever names them.

@@ -95,6 +95,43 @@ assert e["evaluators"]["dpdm_classifiers"]["metrics"] == accuracy, e
 lines = [json.loads(l) for l in open(f"{sys.argv[2]}/metrics.jsonl")]
 assert "eval" in lines[-1], lines[-1]
 PY
+# privdiff eval follows [[eval]]'s rules (issue 36): real data holding the run's private records
+# (by content: here the training split, with --reference train) is refused, and nothing is
+# written; --allow-private-data scores it and puts a caveat where the run's privacy is reported.
+cp "$tmp/run/eval.json" "$tmp/eval-before.json"
+cp "$tmp/run/ledger.json" "$tmp/ledger-before.json"
+sample="$tmp/run/samples/ddim-30-images-idx3-ubyte.gz"
+out=$("$privdiff" eval "$sample" --real-path "$tiny" --reference train --classifiers logreg --epochs 1 2>&1); code=$?
+[ $code = 2 ] || fail "eval against the run's private training split: exit $code, not 2: $out"
+grep -q "the train split of tiny-fashion-mnist (train) holds records that run .* trained on privately" <<<"$out" \
+  || fail "no private-reference refusal: $out"
+grep -q -- "--allow-private-data" <<<"$out" || fail "the refusal names no opt-in: $out"
+cmp -s "$tmp/run/eval.json" "$tmp/eval-before.json" || fail "a refused eval rewrote eval.json"
+cmp -s "$tmp/run/ledger.json" "$tmp/ledger-before.json" || fail "a refused eval rewrote ledger.json"
+out=$("$privdiff" eval "$sample" --real-path "$tiny" --reference train --classifiers logreg --epochs 1 \
+      --allow-private-data 2>&1) || fail "eval --allow-private-data: $out"
+python3 - "$tmp/run" <<'PY' || fail "eval --allow-private-data left no caveat on the run"
+import json, sys
+d = sys.argv[1]
+want = lambda cs: any(c.startswith("eval.json (privdiff eval --allow-private-data): scored against the train split") for c in cs)
+assert want(json.load(open(f"{d}/eval.json"))["caveats"]), "eval.json"
+for f in ("ledger.json", "privacy.json", "summary.json"):
+    assert want(json.load(open(f"{d}/{f}"))["caveats"]), f
+PY
+"$privdiff" account "$tmp/run" | grep -q "CAVEAT: eval.json (privdiff eval --allow-private-data)" \
+  || fail "account shows no eval caveat: $("$privdiff" account "$tmp/run" 2>&1)"
+"$privdiff" compare "$tmp/run" --out "$tmp/cmp" > "$tmp/cmp.md" 2>&1 || fail "compare: $(cat "$tmp/cmp.md")"
+python3 - "$tmp/cmp/compare.csv" <<'PY' || fail "compare shows no caveat: $(cat "$tmp/cmp/compare.csv")"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert int(rows[0]["caveats"]) >= 1, rows
+PY
+# A run trained privately on the test split: the default (--reference test) is its own data.
+"$privdiff" run "$tmp/r.toml" --set data.split=test --out "$tmp/run-test" >/dev/null 2>&1 || fail "run on the test split"
+out=$("$privdiff" eval "$sample" --run "$tmp/run-test" --real-path "$tiny" --classifiers logreg --epochs 1 2>&1); code=$?
+[ $code = 2 ] || fail "eval of a run trained on the test split against it: exit $code: $out"
+grep -q "the test split of tiny-fashion-mnist (test) holds records" <<<"$out" || fail "no test-split refusal: $out"
+[ ! -e "$tmp/run-test/eval.json" ] || fail "a refused eval wrote eval.json"
 
 # 2. Real test images scored as if synthetic, and uniform noise, against a cut of Fashion-MNIST
 # (the first 3,000 training and 1,000 test images).

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <vector>
 
 namespace privdiff::sdk::engine {
 
@@ -13,10 +14,22 @@ ClipMode clip_mode_from_string(const std::string& name) {
   throw std::invalid_argument("clipping must be \"flat\" or \"per_layer\", got \"" + name + "\"");
 }
 
+at::Tensor finite_examples(const at::Tensor& squared) { return at::isfinite(squared).all(1); }
+
+at::Tensor zero_examples_not_kept(const at::Tensor& rows, const at::Tensor& keep, std::int64_t group) {
+  std::vector<std::int64_t> shape(static_cast<std::size_t>(rows.dim()), 1);
+  shape[0] = rows.size(0);
+  const at::Tensor mask = keep.to(rows.device()).repeat_interleave(group).reshape(shape);
+  return at::where(mask, rows, at::zeros({}, rows.options()));
+}
+
 at::Tensor clip_factors(const at::Tensor& squared, double max_grad_norm, ClipMode mode) {
-  if (mode == ClipMode::flat) return (max_grad_norm / (squared.sum(1).sqrt() + 1e-6)).clamp_max(1.0);
+  const at::Tensor finite = finite_examples(squared);
+  const at::Tensor zero = at::zeros({}, squared.options());
+  const at::Tensor safe = at::where(finite.unsqueeze(1), squared.clamp_min(0), zero);
+  if (mode == ClipMode::flat) return at::where(finite, (max_grad_norm / (safe.sum(1).sqrt() + 1e-6)).clamp_max(1.0), zero);
   const double per_tensor = max_grad_norm / std::sqrt(static_cast<double>(std::max<std::int64_t>(squared.size(1), 1)));
-  return (per_tensor / (squared.sqrt() + 1e-6)).clamp_max(1.0);
+  return at::where(finite.unsqueeze(1), (per_tensor / (safe.sqrt() + 1e-6)).clamp_max(1.0), zero);
 }
 
 ClippedSum clip_and_sum(const PerExampleGradients& g, double max_grad_norm, ClipMode mode) {
@@ -33,11 +46,15 @@ ClippedSum clip_and_sum(const PerExampleGradients& g, double max_grad_norm, Clip
   }
   out.norms = squared.sum(1).sqrt();
   out.factors = clip_factors(squared, max_grad_norm, mode);
+  const at::Tensor finite = finite_examples(squared);
+  const bool all_finite = b == 0 || finite.all().item<bool>();
   for (std::size_t j = 0; j < p; ++j) {
     const at::Tensor f = (mode == ClipMode::flat ? out.factors : out.factors.select(1, static_cast<std::int64_t>(j)))
                              .to(g.grads[j].scalar_type());
+    const at::Tensor flat = g.grads[j].reshape({b, -1});
+    const at::Tensor rows = all_finite ? flat : zero_examples_not_kept(flat, finite, 1);
     // sum_i f_i g_i as one matrix-vector product: no [B, ...] temporary.
-    out.sums.push_back(at::matmul(f.unsqueeze(0), g.grads[j].reshape({b, -1})).reshape(g.params[j].sizes()));
+    out.sums.push_back(at::matmul(f.unsqueeze(0), rows).reshape(g.params[j].sizes()));
   }
   return out;
 }

@@ -118,6 +118,10 @@ ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, s
   ClippedSum out;
   out.norms = squared.sum(1).sqrt();
   out.factors = clip_factors(squared, max_grad_norm, mode);
+  // An example whose norm is not finite has factor 0; its rows are zeroed in what the sums read,
+  // since 0 times infinity is NaN (clipping.hpp).
+  const at::Tensor finite = finite_examples(squared);
+  const bool all_finite = finite.all().item<bool>();
 
   // 2. Clipped sums with the library's summed-gradient kernels.
   out.sums.resize(params.size());
@@ -128,7 +132,13 @@ ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, s
       scales.push_back(mode == ClipMode::flat ? out.factors : out.factors.select(1, chunk.position(p)));
     }
     for (std::size_t c : calls) {
-      auto sums = layer->scaled_sum(backward.calls[c], backward.output_grads[c], group, scales);
+      CapturedCall call = backward.calls[c];
+      at::Tensor output_grad = backward.output_grads[c];
+      if (!all_finite) {
+        call.saved = zero_examples_not_kept(call.saved, finite, group);
+        output_grad = zero_examples_not_kept(output_grad, finite, group);
+      }
+      auto sums = layer->scaled_sum(call, output_grad, group, scales);
       for (std::size_t j = 0; j < sums.size(); ++j) {
         at::Tensor& slot = out.sums[static_cast<std::size_t>(chunk.position(layer_params[j]))];
         if (slot.defined()) slot.add_(sums[j]);

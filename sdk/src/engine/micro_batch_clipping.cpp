@@ -33,7 +33,9 @@ ClippedSum micro_batch_clipped_sum(torch::nn::Module& model, const RowLoss& loss
     const at::Tensor on_cpu = factors.to(at::kCPU).reshape({-1});
     const double* f = on_cpu.data_ptr<double>();
     for (std::size_t j = 0; j < grads.size(); ++j) {
-      if (grads[j].defined()) out.sums[j].add_(grads[j], mode == ClipMode::flat ? f[0] : f[j]);
+      const double factor = mode == ClipMode::flat ? f[0] : f[j];
+      // Factor 0: a norm that is not finite (clip_factors); adding 0 times it would be NaN.
+      if (grads[j].defined() && factor > 0) out.sums[j].add_(grads[j], factor);
     }
   }
   out.norms = squared.sum(1).sqrt();

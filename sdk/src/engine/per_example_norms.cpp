@@ -13,10 +13,26 @@ namespace {
 
 // sum over the example's positions s, t of <a_s, a_t> <g_s, g_t> = ||sum_t g_t a_t^T||^2, for
 // a: [B, ..., T, D_a] and g: [B, ..., T, D_g] (leading dimensions after B: channel groups, summed).
+// In float64: the terms can cancel (two near-equal positions with opposite loss weights), and
+// float32 Gram entries then carry an error larger than the norm itself — an under-estimated norm is
+// a clipped gradient above C. Where even float64 cannot resolve the cancellation (the result below
+// 1e4 times its rounding bound, (D_a + D_g + T) u (sum_t ||a_t|| ||g_t||)^2), the example's gradient
+// is formed in float64 instead — exact, since float32 products are exact in float64. Never negative.
 at::Tensor ghost_squared_norms(const at::Tensor& a, const at::Tensor& g) {
-  const at::Tensor gram_a = at::matmul(a, a.transpose(-1, -2));
-  const at::Tensor gram_g = at::matmul(g, g.transpose(-1, -2));
-  return (gram_a * gram_g).reshape({a.size(0), -1}).sum(1).to(at::kDouble);
+  const at::Tensor a64 = a.to(at::kDouble), g64 = g.to(at::kDouble);
+  const std::int64_t b = a.size(0);
+  const at::Tensor gram_a = at::matmul(a64, a64.transpose(-1, -2));
+  const at::Tensor gram_g = at::matmul(g64, g64.transpose(-1, -2));
+  at::Tensor squared = (gram_a * gram_g).reshape({b, -1}).sum(1);
+  const at::Tensor scale = (at::linalg_vector_norm(a64, 2, {-1}) * at::linalg_vector_norm(g64, 2, {-1})).reshape({b, -1}).sum(1);
+  const double terms = static_cast<double>(a.size(-1) + g.size(-1) + a.size(-2));
+  const at::Tensor unresolved = squared < 1e4 * terms * 1.2e-16 * scale * scale;
+  if (unresolved.any().item<bool>()) {
+    const at::Tensor rows = unresolved.nonzero().flatten();
+    const at::Tensor exact = at::matmul(g64.index_select(0, rows).transpose(-1, -2), a64.index_select(0, rows));
+    squared.index_copy_(0, rows, exact.reshape({rows.size(0), -1}).pow(2).sum(1));
+  }
+  return squared.clamp_min(0);
 }
 
 }  // namespace

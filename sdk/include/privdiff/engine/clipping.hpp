@@ -32,7 +32,17 @@ PRIVDIFF_SDK_API ClippedSum clip_and_sum(const PerExampleGradients& gradients, d
 
 /// The clip factors min(1, C' / (||g|| + 1e-6)) from per-example squared norms per parameter tensor
 /// ([B, P], float64): [B] for flat clipping (C' = C on the whole norm), [B, P] per layer
-/// (C' = C / sqrt(P) on each tensor's norm).
+/// (C' = C / sqrt(P) on each tensor's norm). An example with any norm that is not finite (an
+/// overflow, a NaN or infinity in its data) gets factor 0 in every column: it contributes nothing,
+/// which its sensitivity allows, instead of turning the whole sum into NaN. Negative squared norms
+/// (rounding) count as 0.
 PRIVDIFF_SDK_API at::Tensor clip_factors(const at::Tensor& squared_norms, double max_grad_norm, ClipMode mode);
+
+/// [B] bool: the examples whose squared norms ([B, P]) are all finite. The others get factor 0, and
+/// their rows must be left out of the sums too (0 times infinity is NaN).
+PRIVDIFF_SDK_API at::Tensor finite_examples(const at::Tensor& squared_norms);
+
+/// `rows` ([B * group, ...]) with the rows of the examples not in `keep` ([B] bool) set to 0.
+PRIVDIFF_SDK_API at::Tensor zero_examples_not_kept(const at::Tensor& rows, const at::Tensor& keep, std::int64_t group);
 
 }  // namespace privdiff::sdk::engine
