@@ -377,6 +377,16 @@ void DpSgdMechanism::run(StageContext& context) {
                                             ? EnginePath::micro_batch
                                             : EnginePath::vectorised,
                                         options_.physical_batch_size, {}};
+    if (!measure && engine_plan_.path == EnginePath::vectorised) {
+      // The norm strategies by shape, before the first step. Planned lazily on the first private
+      // chunk instead, the plan the first step reports (metrics.jsonl) would tell whether that chunk
+      // was empty (found by the record-replay audit). One synthetic example, in eval mode so that
+      // no dropout draws from the global generator (reproducible runs stay bit for bit).
+      const bool training = model.module().is_training();
+      model.module().eval();
+      clipped_chunk_sum(model.module(), chunks.synthetic_loss(1), 1);
+      model.module().train(training);
+    }
   }
 
   for (std::int64_t step = first_step; step < total_steps; ++step) {
