@@ -1,5 +1,6 @@
 #include "run/run_session.hpp"
 
+#include "run/run_ledger.hpp"
 #include "util/cpu_threads.hpp"
 
 #include <privdiff/engine/device.hpp>
@@ -27,6 +28,19 @@ const sdk::Accountant& RunOrchestrator::main_accountant() const {
 
 
 RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, const RunOptions& options) {
+  std::error_code ec;
+  if (options.resume && fs::is_regular_file(run_dir / "summary.json", ec)) {  // written last: it finished
+    // Resumed to its end already: nothing is trained, sampled or rewritten.
+    if (!options.collective || options.collective->rank() == 0) {
+      log << run_dir.string() << " finished (summary.json): nothing to resume, nothing changed. More samples: "
+          << "privdiff sample " << run_dir.string() << "; more training: a new run with [run] init_from = \""
+          << run_dir.string() << "\" (its ledger is carried)\n";
+    }
+    RunSummary finished;
+    finished.run_dir = run_dir;
+    finished.ledger = read_run_ledger(run_dir).ledger;
+    return finished;
+  }
   const bool restart = options.resume && killed_before_first_checkpoint(run_dir);
   RunOptions effective = options;
   if (restart) effective.resume = false;  // nothing to resume from: the run starts over

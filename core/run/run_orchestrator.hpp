@@ -123,6 +123,9 @@ class RunOrchestrator {
   void open_run_directory(RunSession& s);
   void run_stages(RunSession& s);
   void run_stage(RunSession& s, std::size_t i);
+  /// A releasing stage whose release is complete in the run directory (a resumed run): reopens it
+  /// instead of running the stage again. False when there is none.
+  bool reuse_release(RunSession& s, std::size_t i) const;
   /// After a non-private stage: lets the model fit what depends on public data and saves its figures.
   void show_after_public_stage(RunSession& s, std::size_t i);
   void write_checkpoint(RunSession& s, std::int64_t stage, std::int64_t step, const sdk::StateWriter& state);

@@ -84,6 +84,9 @@ struct RunSession {
   }
 };
 
+/// In a released-NAME directory: written once the release is complete (a resume reuses it).
+inline constexpr const char* release_marker = "release.json";
+
 bool any_private(const ComposedRun& run);
 /// epsilon (or any number) with 4 significant digits.
 std::string format_epsilon(double eps);

@@ -56,9 +56,34 @@ void RunOrchestrator::run_stages(RunSession& s) {
   }
 }
 
+bool RunOrchestrator::reuse_release(RunSession& s, std::size_t i) const {
+  // A stage that released before the run stopped (killed, or failed after its release) is not run
+  // again: its queries are spent and on the ledger (written before the release), and querying the
+  // private data again would spend them twice. Its release is reopened from the run directory.
+  const std::string& name = recipe_.stages[i].name;
+  const fs::path marker = released_directory(s, name) / release_marker;
+  std::error_code ec;
+  if (!fs::is_regular_file(marker, ec)) return false;
+  std::int64_t recorded = 0;
+  try {
+    recorded = nlohmann::json::parse(read_file(marker)).at("ledger_steps").get<std::int64_t>();
+  } catch (const std::exception& e) {
+    throw std::runtime_error(marker.string() + ": unreadable (" + e.what() + ")");
+  }
+  if (s.summary.ledger.steps() < recorded) {  // never: the ledger is on disk before any release
+    throw std::runtime_error(marker.string() + ": the release's cost is missing from the run's ledger (" +
+                             std::to_string(s.summary.ledger.steps()) + " of " + std::to_string(recorded) + " steps)");
+  }
+  open_released(s, name, public_classes());
+  s.log << "stage '" << name << "': released before this run stopped; reusing " << released_directory(s, name).string()
+        << " (its cost is already on the ledger; the private data are not queried again)\n";
+  return true;
+}
+
 void RunOrchestrator::run_stage(RunSession& s, std::size_t i) {
   auto& mechanism = *components_.mechanisms[i];
   const std::string& name = recipe_.stages[i].name;
+  if (mechanism.released_examples(s.stage_size(i), public_classes()) > 0 && reuse_release(s, i)) return;
   s.log << "stage '" << name << "' (" << recipe_.stages[i].mechanism.id << ", data '" << recipe_.stages[i].data
         << "': " << s.stage_data(recipe_, i).name() << ")\n";
   mechanism.select_trainable(*components_.model);
@@ -77,6 +102,10 @@ void RunOrchestrator::run_stage(RunSession& s, std::size_t i) {
       SampleSet set{sdk::pixels_to_bytes(images.to(at::kCPU)), labels.to(at::kCPU).to(at::kLong)};
       const fs::path prefix = released_directory(s, name) / "train";
       write_sample_set(prefix, set, false, classes);
+      // Complete: a resume reuses it instead of querying the private data again (reuse_release).
+      write_file_atomically(released_directory(s, name) / release_marker,
+                            nlohmann::json{{"stage", name}, {"images", images.size(0)},
+                                           {"ledger_steps", s.summary.ledger.steps()}}.dump() + "\n");
       test_kill_point("released");
       open_released(s, name, classes);
       s.log << "released " << images.size(0) << " images as data '" << name << "': " << prefix.string()

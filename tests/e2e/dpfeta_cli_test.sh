@@ -137,9 +137,10 @@ done
 cmp -s "$tmp/n-data.files" "$tmp/n-plus.files" || fail "neighbouring runs wrote different files: $(diff "$tmp/n-data.files" "$tmp/n-plus.files")"
 
 # The ledger is on disk before the release (issue 25): killed right before the released files are
-# written, and right after, ledger.json already holds both central queries; the resumed run spends
-# them again rather than losing them.
-central_queries_at_least() {  # RUN_DIR N: ledger.json holds at least N central queries (sigma_c 5)
+# written, and right after, ledger.json already holds both central queries. Killed before, the
+# resumed run spends them again rather than losing them; killed after, it reuses the release and
+# never queries the private data again (issue 37): exactly one release on the ledger.
+central_queries_at_least() {  # RUN_DIR N [exactly]: ledger.json holds at least (exactly) N central queries (sigma_c 5)
   python3 - "$1" "$2" <<'PY'
 import json, sys
 ledger = json.load(open(sys.argv[1] + "/ledger.json"))
@@ -147,7 +148,7 @@ def sigma(e):
     e = e["event"] if e["type"] == "self_composed" else e
     return e["event"]["noise_multiplier"]
 queries = sum(e.get("count", 1) for e in ledger["entries"] if sigma(e) == 5.0)  # the central queries' sigma_c
-assert queries >= int(sys.argv[2]), ledger
+assert queries >= int(sys.argv[2]) and (len(sys.argv) < 4 or queries == int(sys.argv[2])), (queries, ledger)
 PY
 }
 for point in release released; do
@@ -156,7 +157,14 @@ for point in release released; do
   central_queries_at_least "$tmp/kill-$point" 2 || fail "ledger behind the release (killed at $point)"
   [ "$point" = release ] && [ -e "$tmp/kill-$point/released-central" ] && fail "released files before the kill point"
   out=$("$privdiff" run --resume "$tmp/kill-$point" 2>&1) || fail "resume after a kill at $point: $out"
-  central_queries_at_least "$tmp/kill-$point" 4 || fail "the resumed run lost the killed run's queries ($point)"
+  if [ "$point" = release ]; then
+    central_queries_at_least "$tmp/kill-$point" 4 || fail "the resumed run lost the killed run's queries ($point)"
+  else
+    central_queries_at_least "$tmp/kill-$point" 2 exactly || fail "the resumed run queried the private data again"
+    grep -q "stage 'central': released before this run stopped; reusing" <<<"$out" || fail "no reuse line: $out"
+    grep -q "released 20 images" <<<"$out" && fail "the resumed run released again: $out"
+  fi
+  [ -s "$tmp/kill-$point/samples.png" ] || fail "the resumed run ($point) did not finish"
 done
 
 # The shipped DP-FETA recipes validate (pre-flight: data, the release's size, calibration after the queries).

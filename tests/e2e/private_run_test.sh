@@ -186,6 +186,12 @@ out=$("$privdiff" sample "$tmp/edited" --count 10 --out "$tmp/s" 2>&1); code=$?
 [ $code -eq 2 ] && grep -q "not a readable privdiff checkpoint" <<<"$out" || fail "sample of a truncated checkpoint: exit $code: $out"
 out=$("$privdiff" run "$tmp/r.toml" --out "$tmp/whole" 2>&1) && fail "ran into a non-empty directory"
 grep -q "privdiff run --resume $tmp/whole" <<<"$out" || fail "no resume suggestion: $out"
+# A finished run resumes to nothing (issue 37): no re-sampling, no file rewritten.
+before=$(cd "$tmp/whole" && sha256sum summary.json privacy.json samples.png ledger.json metrics.jsonl)
+out=$("$privdiff" run --resume "$tmp/whole" 2>&1) || fail "resume of a finished run: $out"
+grep -q "finished (summary.json): nothing to resume, nothing changed" <<<"$out" || fail "no finished message: $out"
+[ "$(cd "$tmp/whole" && sha256sum summary.json privacy.json samples.png ledger.json metrics.jsonl)" = "$before" ] \
+  || fail "resuming a finished run rewrote it"
 
 # Data the model cannot take (issue 29): refused by validate and run alike, exit 2, one line, no
 # run directory — channels, size, and labels beyond num_classes.

@@ -117,14 +117,20 @@ LabelledBytes read_idx_split(const fs::path& dir, const std::string& split, cons
   };
   const IdxArray images = read_idx(find_idx_file(dir, stems("images-idx3")));
   const IdxArray labels = read_idx(find_idx_file(dir, stems("labels-idx1")));
-  if (images.shape.size() != 3) throw std::runtime_error(dir.string() + ": the " + split + " images file is not [N, H, W]");
+  // [N, H, W] (the MNIST family), or [N, C, H, W] (what privdiff writes for colour images).
+  if (images.shape.size() != 3 && images.shape.size() != 4) {
+    throw std::runtime_error(dir.string() + ": the " + split + " images file is not [N, H, W] or [N, C, H, W] (rank " +
+                             std::to_string(images.shape.size()) + ")");
+  }
   if (labels.shape.size() != 1 || labels.shape[0] != images.shape[0]) {
     throw std::runtime_error(dir.string() + ": " + std::to_string(images.shape[0]) + " " + split + " images but " +
                              std::to_string(labels.shape.empty() ? 0 : labels.shape[0]) + " labels");
   }
   const std::int64_t n = images.shape[0];
   LabelledBytes out;
-  out.images = at::empty({n, 1, images.shape[1], images.shape[2]}, at::kByte);
+  std::vector<std::int64_t> shape = images.shape;
+  if (shape.size() == 3) shape.insert(shape.begin() + 1, 1);
+  out.images = at::empty(shape, at::kByte);
   std::copy(images.data.begin(), images.data.end(), out.images.data_ptr<std::uint8_t>());
   at::Tensor label_bytes = at::empty({n}, at::kByte);
   std::copy(labels.data.begin(), labels.data.end(), label_bytes.data_ptr<std::uint8_t>());

@@ -26,8 +26,9 @@ PRIVDIFF_SDK_API void write_idx(const std::filesystem::path& file, const IdxArra
 
 /// One split of an MNIST-style directory: "<dir>/<prefix>{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]"
 /// (split "train" or "test"; "test-" is accepted for "t10k-", as EMNIST names its files, e.g.
-/// prefix "emnist-letters-": emnist-letters-test-images-idx3-ubyte.gz), as uint8 [N, 1, H, W]
-/// images and labels; num_classes is the largest label + 1, at least 10. Throws
+/// prefix "emnist-letters-": emnist-letters-test-images-idx3-ubyte.gz), as uint8 [N, C, H, W]
+/// images (C = 1 for an [N, H, W] file; an [N, C, H, W] file — privdiff's colour samples and
+/// releases — keeps its C) and labels; num_classes is the largest label + 1, at least 10. Throws
 /// std::runtime_error naming the missing or malformed file.
 PRIVDIFF_SDK_API LabelledBytes read_idx_split(const std::filesystem::path& dir, const std::string& split,
                                               const std::string& prefix);
