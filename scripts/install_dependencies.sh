@@ -15,6 +15,7 @@ packages=(
   fonts-dejavu-core fonts-liberation2 fonts-freefont-ttf fonts-humor-sans fonts-comic-neue fonts-dancingscript fonts-breip
   gnuplot-nox                                    # the plots of privdiff compare
   libgtest-dev python3                           # tests (python3: JSON checks in the CLI tests)
+  chromium                                       # tests: report.html rendered headless (scripts/check_report_renders.sh)
   clang libclang-rt-14-dev                       # fuzzing with libFuzzer (scripts/fuzz.sh, the fuzz.short test)
   dataset-fashion-mnist                          # the default dataset
 )

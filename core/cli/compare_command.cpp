@@ -42,7 +42,8 @@ void prepare_report_directory(const fs::path& out, bool force) {
   std::error_code ec;
   if (!fs::exists(out, ec) || (fs::is_directory(out, ec) && fs::is_empty(out, ec))) return;
   if (!fs::is_directory(out, ec)) throw UsageError("compare --out " + out.string() + ": not a directory");
-  const std::set<std::string> report_files{"compare.md", "compare.csv", "report.html", "plots", "grids"};
+  // (report.png: the screenshot scripts/check_report_renders.sh leaves beside report.html)
+  const std::set<std::string> report_files{"compare.md", "compare.csv", "report.html", "report.png", "plots", "grids"};
   if (!fs::is_regular_file(out / "compare.md", ec)) {
     throw UsageError("compare --out " + out.string() + ": the directory is not empty and holds no earlier report "
                      "(compare.md); choose another --out");

@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iomanip>
 #include <map>
 #include <sstream>
 #include <stdexcept>
 #include <sys/wait.h>
+#include <tuple>
 
 namespace privdiff::core {
 
@@ -58,7 +60,8 @@ std::string gnuplot_quote(const std::string& text) {
   return out + "'";
 }
 
-/// Every (evaluator, metric) pair any run reports, in the order they first appear.
+/// Every (evaluator, metric) pair any run reports, in the order they first appear, each evaluator's
+/// metrics together (a metric only a later run has goes after its evaluator's others).
 std::vector<std::pair<std::string, std::string>> evaluation_columns(const std::vector<RunRecord>& runs) {
   std::vector<std::pair<std::string, std::string>> columns;
   for (const auto& r : runs) {
@@ -68,7 +71,9 @@ std::vector<std::pair<std::string, std::string>> evaluation_columns(const std::v
       const nlohmann::json metrics = result.value("metrics", nlohmann::json::object());
       for (const auto& [metric, value] : metrics.items()) {
         const std::pair<std::string, std::string> column{id, metric};
-        if (std::find(columns.begin(), columns.end(), column) == columns.end()) columns.push_back(column);
+        if (std::find(columns.begin(), columns.end(), column) != columns.end()) continue;
+        const auto last = std::find_if(columns.rbegin(), columns.rend(), [&](const auto& c) { return c.first == id; });
+        columns.insert(last == columns.rend() ? columns.end() : last.base(), column);  // after its evaluator's last
       }
     }
   }
@@ -86,27 +91,33 @@ ComparisonTable make_comparison_table(const std::vector<RunRecord>& runs, const 
     }
   }
   ComparisonTable t;
-  auto column = [&](const std::string& display, const std::string& csv) {
+  // A column: its markdown header, CSV name, and (HTML) section and name there (the header's by default).
+  auto column = [&](const std::string& display, const std::string& csv, const std::string& group,
+                    const std::string& name = "") {
     t.header.push_back(display);
     t.csv_header.push_back(csv);
+    t.group.push_back(group);
+    t.name_in_group.push_back(name.empty() ? display : name);
   };
-  column("run", "run");
-  column("mechanism", "mechanism");
-  column("K", "noise_multiplicity");
-  for (const auto& a : accountants) column("ε (" + a + ")", "epsilon_" + a);
-  column("calibrated by", "calibration_accountant");
-  for (const auto& [display, csv] : std::vector<std::pair<const char*, const char*>>{
-           {"δ", "delta"}, {"σ", "noise_multiplier"}, {"steps", "steps"},
-           {"trainable params", "trainable_parameters"}, {"ex/s (private)", "private_examples_per_second"},
-           {"train time (s)", "training_seconds"}}) {
-    column(display, csv);
+  const char* const training = "training";
+  const char* const privacy = "privacy";
+  column("run", "run", "");
+  column("mechanism", "mechanism", training);
+  column("K", "noise_multiplicity", training);
+  for (const auto& a : accountants) column("ε (" + a + ")", "epsilon_" + a, privacy);
+  column("calibrated by", "calibration_accountant", privacy);
+  for (const auto& [display, csv, group] : std::vector<std::tuple<const char*, const char*, const char*>>{
+           {"δ", "delta", privacy}, {"σ", "noise_multiplier", privacy}, {"steps", "steps", training},
+           {"private steps", "private_steps", privacy}, {"trainable params", "trainable_parameters", training},
+           {"ex/s (private)", "private_examples_per_second", training}, {"train time (s)", "training_seconds", training}}) {
+    column(display, csv, group);
   }
   // One column per metric, named with the evaluator that produced it: Inception FID and the feature
   // CNN's Fréchet distance are never under one name.
   const auto metrics = evaluation_columns(runs);
-  for (const auto& [id, metric] : metrics) column(metric + " [" + id + "]", id + "." + metric);
-  column("eval samples", "eval_samples");
-  column("caveats", "caveats");
+  for (const auto& [id, metric] : metrics) column(metric + " [" + id + "]", id + "." + metric, id, metric);
+  column("eval samples", "eval_samples", "evaluation", "samples");
+  column("caveats", "caveats", privacy);
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const RunRecord& r = runs[i];
     const auto& stages = r.summary.value("stages", nlohmann::json::array());
@@ -142,6 +153,9 @@ ComparisonTable make_comparison_table(const std::vector<RunRecord>& runs, const 
     text(r.summary.value("calibration_accountant", none));
     real(found(r.privacy, {"delta"}));
     cell(join_stage_values(stages, "noise_multiplier", true), join_stage_values(stages, "noise_multiplier", true, 17));
+    // Each stage's steps, as mechanism lists the stages (a non-private run trained too); the ledger's
+    // logical steps are what epsilon accounts for.
+    text(join_stage_values(stages, "steps", false));
     text(std::to_string(r.steps));
     text(r.summary.contains("model") ? r.summary["model"].value("trainable_parameters", nlohmann::json(0)).dump() : none);
     cell(join_stage_values(stages, "examples_per_second", true, 3), join_stage_values(stages, "examples_per_second", true, 17));
@@ -242,29 +256,73 @@ std::string counts_text(const nlohmann::json& counts) {
   }
   return out.empty() ? "no counts" : out;
 }
+
+/// Escaped, with a line-break opportunity after "_", "." and "/": names wrap there (and at spaces and
+/// hyphens), never inside a word.
+std::string html_breakable(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    out += html_escape(std::string(1, c));
+    if (c == '_' || c == '.' || c == '/') out += "<wbr>";
+  }
+  return out;
+}
+
+/// The table transposed: one column per run (a run's values read down), one row per quantity, the
+/// rows in sections (training, privacy, evaluation, then one per evaluator, its metrics together).
+/// Five runs with two evaluators' metrics fit 1,200 px; with many runs the table scrolls in its box.
+std::string html_table(const ComparisonTable& t) {
+  std::vector<std::string> groups;
+  for (const char* known : {"training", "privacy", "evaluation"}) {
+    if (std::find(t.group.begin(), t.group.end(), known) != t.group.end()) groups.emplace_back(known);
+  }
+  for (const auto& g : t.group) {
+    if (!g.empty() && std::find(groups.begin(), groups.end(), g) == groups.end()) groups.push_back(g);
+  }
+  std::ostringstream h;
+  h << "<div class=\"table-box\"><table id=\"comparison\"><thead><tr><th class=\"corner\">run</th>";
+  for (const auto& row : t.rows) h << "<th scope=\"col\">" << html_breakable(row.at(0)) << "</th>";  // the run
+  h << "</tr></thead><tbody>\n";
+  for (const auto& g : groups) {
+    const bool evaluator = g != "training" && g != "privacy" && g != "evaluation";
+    h << "<tr class=\"group\"><th scope=\"rowgroup\" colspan=\"" << t.rows.size() + 1 << "\">"
+      << (evaluator ? "evaluator <code>" + html_escape(g) + "</code>" : html_escape(g)) << "</th></tr>\n";
+    for (std::size_t c = 0; c < t.group.size(); ++c) {
+      if (t.group[c] != g) continue;  // (the run column's group is "": it heads the table)
+      h << "<tr><th scope=\"row\">" << html_breakable(t.name_in_group[c]) << "</th>";
+      for (const auto& row : t.rows) {
+        const std::string& v = row.at(c);
+        char* end = nullptr;
+        const bool numeric = !v.empty() && (std::strtod(v.c_str(), &end), *end == '\0');  // "1e-05" never wraps
+        h << (numeric ? "<td class=\"num\">" : "<td>") << html_escape(v) << "</td>";
+      }
+      h << "</tr>\n";
+    }
+  }
+  h << "</tbody></table></div>\n";
+  return h.str();
+}
 }  // namespace
 
 std::string render_html_report(const ReportInputs& in) {
   std::ostringstream h;
   h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>privdiff comparison</title>\n"
-    // The table fits the page: headers wrap (at their spaces and after "/" or "_"), cells are compact.
-    << "<style>body{font-family:sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;font-size:12px;"
-       "width:100%}th,td{border:1px solid #bbb;padding:3px 5px;text-align:right}th{background:#eee;"
-       "font-weight:600}td:first-child,td:nth-child(2){text-align:left;"
-       "overflow-wrap:anywhere}.note{color:#444;font-size:13px}figure{display:inline-block;margin:1em;"
-       "vertical-align:top}img.plot{max-width:100%}img.grid{image-rendering:pixelated;width:300px}</style></head><body>\n"
+    // The table fits the page (runs as columns, run names wrapping at word ends, never inside a word);
+    // long paths in the notes may break anywhere.
+    << "<style>body{font-family:sans-serif;margin:2em;max-width:1400px}.table-box{overflow-x:auto}"
+       "table{border-collapse:collapse;font-size:12px}th,td{border:1px solid #bbb;padding:3px 6px;text-align:right}"
+       "thead th{background:#eee;font-weight:600;text-align:center;vertical-align:bottom;overflow-wrap:break-word}"
+       "tbody th{text-align:left;font-weight:normal;background:#f8f8f8}td.num{white-space:nowrap}tr.group th{background:#e3e8f0;"
+       "font-weight:600;padding-top:5px}.note{color:#444;font-size:13px;overflow-wrap:anywhere}"
+       "figure{display:inline-block;margin:1em;vertical-align:top}img.plot{max-width:100%}"
+       "img.grid{image-rendering:pixelated;width:300px}</style></head><body>\n"
     << "<h1>privdiff comparison</h1>\n<p class=\"note\">Made with <code>" << html_escape(in.command) << "</code></p>\n"
-    << "<h2>Runs</h2>\n<table id=\"comparison\"><thead><tr>";
-  for (const auto& c : in.table.header) h << "<th>" << html_escape(c) << "</th>";
-  h << "</tr></thead><tbody>\n";
-  for (const auto& row : in.table.rows) {
-    h << "<tr>";
-    for (const auto& c : row) h << "<td>" << html_escape(c) << "</td>";
-    h << "</tr>\n";
-  }
-  h << "</tbody></table>\n<p class=\"note\">ε: the privacy spent by each run's ledger under each accountant (upper bounds; "
-       "the target was checked with the run's own accountant). Each metric column names the evaluator that produced it "
-       "[in brackets]; only the inception evaluator's FID and IS are comparable with published numbers. What each "
+    << "<h2>Runs</h2>\n" << html_table(in.table)
+    << "<p class=\"note\">ε: the privacy spent by each run's ledger under each accountant (upper bounds; "
+       "the target was checked with the run's own accountant). Steps: each stage's training steps, in the order "
+       "of the mechanisms; private steps: the logical steps in the privacy ledger, which ε accounts for (0 for a "
+       "run without a private stage). Metrics are listed under the evaluator that produced them; only the "
+       "inception evaluator's FID and IS are comparable with published numbers. What each "
        "evaluator measured with, and the sample counts:</p><ul class=\"note\">";
   for (std::size_t i = 0; i < in.runs.size(); ++i) {
     const auto& e = in.runs[i].eval;
@@ -303,10 +361,11 @@ std::string render_html_report(const ReportInputs& in) {
     h << "</figure>\n";
   }
   // For headless checks (scripts/check_report_renders.sh): how many images actually loaded, and how
-  // far the page is wider than the window (a horizontal scroll bar).
+  // far the page is wider than the window, or the table than its box (a horizontal scroll bar).
   h << "<script>window.addEventListener('load',function(){var all=document.images,ok=0;for(var i=0;i<all.length;i++)"
        "{if(all[i].complete&&all[i].naturalWidth>0&&all[i].width>0&&all[i].height>0)ok++;}document.body.setAttribute('data-images-loaded',ok+'/'+all.length);"
-       "var e=document.documentElement;document.body.setAttribute('data-overflow',Math.max(0,e.scrollWidth-e.clientWidth));"
+       "var e=document.documentElement,b=document.querySelector('.table-box');"
+       "document.body.setAttribute('data-overflow',Math.max(0,e.scrollWidth-e.clientWidth,b?b.scrollWidth-b.clientWidth:0));"
        "});</script>\n</body></html>\n";
   return h.str();
 }

@@ -13,10 +13,16 @@
 namespace privdiff::core {
 
 struct ComparisonTable {
-  std::vector<std::string> header;             ///< for people (markdown, HTML)
+  std::vector<std::string> header;             ///< for people (markdown)
   std::vector<std::vector<std::string>> rows;  ///< one per run, "–" where a run has no value
   std::vector<std::string> csv_header;         ///< plain ASCII names (epsilon_rdp, frechet_distance, ...)
   std::vector<std::vector<std::string>> csv_rows;  ///< numbers at full (round-trip) precision, "" for none
+  /// Per column, for the HTML report's transposed table (runs as columns, these as rows): the
+  /// section it is listed under ("training", "privacy", "evaluation", then one per evaluator id;
+  /// "" for the run column, which is the table's header) and its name there (a metric without its
+  /// evaluator, which names the section).
+  std::vector<std::string> group;
+  std::vector<std::string> name_in_group;
 };
 
 /// A line of a plot: (x, y) points with a legend label.
@@ -28,8 +34,10 @@ struct PlotSeries {
 };
 
 /// Columns: run, mechanism, K, epsilon under every accountant any run reports, the accountant that
-/// calibrated the noise, delta, sigma, steps, trainable parameters, training time, each evaluation
-/// metric with its sample count, and the number of caveats on the run's guarantee.
+/// calibrated the noise, delta, sigma, steps (each stage's, as the recipe counts them), private steps
+/// (the privacy ledger's logical steps, which epsilon accounts for: 0 for a run without a private
+/// stage), trainable parameters, training time, each evaluation metric (grouped by evaluator) with
+/// the sample count, and the number of caveats on the run's guarantee.
 ComparisonTable make_comparison_table(const std::vector<RunRecord>& runs, const std::vector<std::string>& labels);
 
 std::string to_markdown(const ComparisonTable& table);
