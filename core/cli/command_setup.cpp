@@ -3,6 +3,7 @@
 #include "data/open_dataset.hpp"
 #include "loader/plugin_discovery.hpp"
 #include "recipe/recipe_validator.hpp"
+#include "run/composed_run.hpp"
 
 #include <filesystem>
 #include <stdexcept>
@@ -42,6 +43,16 @@ Recipe load_recipe(RecipeDocument document, const std::vector<std::string>& over
   std::vector<Diagnostic> override_errors = document.apply_overrides(overrides);
   load_plugins(registry, global, &document);
   return validate_recipe(document, registry, std::move(override_errors));
+}
+
+ComposedRun compose_for_command(const Recipe& recipe, const ComponentRegistry& registry, const std::string& file) {
+  try {
+    return compose(recipe, registry);
+  } catch (const RecipeError&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    throw UsageError(file + ": " + e.what());
+  }
 }
 
 RunDataOpener earlier_run_data(const ComponentRegistry& registry) {

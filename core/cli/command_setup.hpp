@@ -37,6 +37,10 @@ Recipe load_recipe(const std::string& file, const std::vector<std::string>& over
 Recipe load_recipe(RecipeDocument document, const std::vector<std::string>& overrides, const GlobalOptions& global,
                    ComponentRegistry& registry);
 
+/// compose() for a command: a component refusing its section (e.g. [eval.inception] weights) is
+/// input the user can fix (UsageError naming `file`); recipe errors keep their own form.
+ComposedRun compose_for_command(const Recipe& recipe, const ComponentRegistry& registry, const std::string& file);
+
 /// Opens the datasets an earlier run recorded in its recipe.toml, with the plugins already loaded
 /// (RunOrchestrator::open_earlier_runs_with). `registry` must outlive the opener.
 RunDataOpener earlier_run_data(const ComponentRegistry& registry);

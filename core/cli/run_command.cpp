@@ -118,7 +118,7 @@ CLI::App* add_run_command(CLI::App& app, const GlobalOptions& global, int& exit_
         resume ? std::filesystem::path(args->resume)
                : args->out.empty() ? std::filesystem::path("runs") / recipe.run.get_string("name")
                                    : std::filesystem::path(args->out);
-    RunOrchestrator orchestrator(recipe, compose(recipe, registry),
+    RunOrchestrator orchestrator(recipe, compose_for_command(recipe, registry, recipe_file),
                                  [&registry](const DataSection& data) { return open_dataset(data, registry); });
     orchestrator.open_earlier_runs_with(earlier_run_data(registry));
     RunOptions options;

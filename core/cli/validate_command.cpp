@@ -19,7 +19,7 @@ CLI::App* add_validate_command(CLI::App& app, const GlobalOptions& global, int& 
     ComponentRegistry registry;
     const Recipe recipe = load_recipe(args->recipe, args->overrides, global, registry);
     // Every check `run` makes before training: the data, the privacy plan, batch sizes.
-    RunOrchestrator orchestrator(recipe, compose(recipe, registry),
+    RunOrchestrator orchestrator(recipe, compose_for_command(recipe, registry, args->recipe),
                                  [&registry](const DataSection& data) { return open_dataset(data, registry); });
     orchestrator.open_earlier_runs_with(earlier_run_data(registry));
     try {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The benchmark's RGB datasets end to end, on fixtures in their official formats (tests/fixtures/
 # cifar10, celeba): a private run on each with [[eval]] scoring its samples (CIFAR-10: every
-# evaluator — DPDM's classifiers, the feature CNN, Inception on the tiny fixture weights,
+# evaluator — DPDM's classifiers, the feature CNN, Inception on the tiny fixture weights (a width/16
+# network: allowed as unverified weights, so its numbers are labelled not comparable),
 # DPImageBench's ResNet at 1 epoch; CelebA: DPDM's classifiers and Inception), samples.png, privdiff sample + eval with --real, and compare showing
 # each metric under the evaluator that produced it. Tiny: proves the plumbing, not the numbers.
 # Usage: benchmark_data_test.sh PRIVDIFF FIXTURE_DIR
@@ -49,6 +50,7 @@ evaluators = $4
 classifiers = ["logreg", "cnn"]
 [eval.inception]
 weights = "$weights"
+allow_unverified_weights = true
 is_splits = 2
 TOML
   if grep -q benchmark_classifiers <<<"$4"; then
@@ -74,9 +76,12 @@ cifar = sys.argv[1].endswith("cifar")
 want = {"dpdm_classifiers", "feature_cnn", "inception", "benchmark_classifiers"} if cifar else {"dpdm_classifiers", "inception"}
 assert set(ev) == want, list(ev)
 assert set(ev["dpdm_classifiers"]["metrics"]) == {"accuracy.logreg", "accuracy.cnn"}, ev["dpdm_classifiers"]
-assert set(ev["inception"]["metrics"]) == {"fid", "fid_floor", "inception_score", "inception_score_std", "precision", "recall"}, ev["inception"]
-assert ev["inception"]["metrics"]["fid"] > 0 and ev["inception"]["metrics"]["inception_score"] >= 1, ev["inception"]
+# Not pytorch-fid's weights: every Inception number says not comparable (names, provenance, caveats).
+assert set(ev["inception"]["metrics"]) == {m + "_not_comparable" for m in ["fid", "fid_floor", "inception_score", "inception_score_std", "precision", "recall"]}, ev["inception"]
+assert ev["inception"]["metrics"]["fid_not_comparable"] > 0 and ev["inception"]["metrics"]["inception_score_not_comparable"] >= 1, ev["inception"]
 assert "tiny_fid_inception.pth" in ev["inception"]["provenance"], ev["inception"]["provenance"]
+assert ev["inception"]["provenance"].startswith("NOT COMPARABLE with published FIDs: "), ev["inception"]["provenance"]
+assert any(c.startswith("not comparable with published FIDs") for c in ev["inception"]["caveats"]), ev["inception"]
 assert any("FID on 24 samples" in c for c in ev["inception"]["caveats"]), ev["inception"]
 if cifar:
     bench = ev["benchmark_classifiers"]
@@ -90,16 +95,19 @@ done
 
 # compare: the Inception columns come from the inception evaluator, never mixed with the feature CNN's.
 out=$("$privdiff" compare "$tmp/cifar" "$tmp/celeba" --out "$tmp/report" 2>&1) || fail "compare: $out"
-grep -q "| fid \[inception\] |" <<<"$out" || fail "no inception FID column: $out"
+grep -q "| fid_not_comparable \[inception\] |" <<<"$out" || fail "no inception FID column: $out"
+grep -q "| fid \[inception\] |" <<<"$out" && fail "FIDs of unverified weights under the name of comparable ones: $out"
 grep -q "| frechet_distance \[feature_cnn\] |" <<<"$out" || fail "no feature-CNN column: $out"
 grep -q "| accuracy.mean \[benchmark_classifiers\] |" <<<"$out" || fail "no benchmark mean column: $out"
-grep -q "inception: Inception-V3 as pytorch-fid" "$tmp/report/report.html" || fail "no provenance in report.html"
+grep -q "inception: NOT COMPARABLE with published FIDs: Inception-V3 as pytorch-fid" "$tmp/report/report.html" \
+  || fail "no provenance in report.html"
 
 # privdiff sample + eval against the real data named by --real, Inception alone.
 # (its eval.json replaces the run's: the latest evaluation is the run's)
 "$privdiff" sample "$tmp/cifar" --count 20 --out "$tmp/cifar/samples/s" >/dev/null 2>&1 || fail "sample"
 json=$("$privdiff" eval "$tmp/cifar/samples/s-images-idx3-ubyte.gz" --real cifar10 --real-path "$cifar" \
-       --evaluator inception --set inception.weights="$weights" --set inception.is_splits=2 --json 2>"$tmp/log") \
+       --evaluator inception --set inception.weights="$weights" --set inception.allow_unverified_weights=true \
+       --set inception.is_splits=2 --json 2>"$tmp/log") \
   || fail "eval --real cifar10: $(cat "$tmp/log")"
 python3 - "$json" <<'PY' || fail "eval --real cifar10: $json"
 import json, sys

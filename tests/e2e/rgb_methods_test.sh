@@ -10,7 +10,7 @@ set -u
 privdiff=$1 fixtures=$2
 source "$(dirname "$0")/common.sh"
 cifar="$fixtures/cifar10/cifar-10-batches-bin"
-weights="$fixtures/inception/tiny_fid_inception.pth"
+weights="$fixtures/inception/tiny_fid_inception.pth"  # width/16: scored only as unverified (not comparable)
 # The CIFAR fixture's training images as RGB PNGs (one folder per class), and 20 public colour
 # images of other patterns (two per class) for pretraining.
 python3 - "$cifar" "$tmp" <<'PY'
@@ -201,13 +201,15 @@ for sampler in ddpm ddim edm_heun edm_churn; do
 done
 json=$("$privdiff" eval "$tmp/s-edm_heun-images-idx3-ubyte.gz" --run "$tmp/dpdm-cifar" --real cifar10 --real-path "$cifar" \
        --evaluator dpdm_classifiers,feature_cnn,benchmark_classifiers,inception --set inception.weights="$weights" \
-       --set inception.is_splits=2 --set 'benchmark_classifiers.networks=["resnet"]' --set benchmark_classifiers.batch_size=8 \
+       --set inception.allow_unverified_weights=true --set inception.is_splits=2 \
+       --set 'benchmark_classifiers.networks=["resnet"]' --set benchmark_classifiers.batch_size=8 \
        --classifiers logreg --epochs 1 --json 2>"$tmp/log") || fail "eval of colour samples: $(cat "$tmp/log")"
 python3 - "$json" <<'PY' || fail "colour eval: $json"
 import json, sys
 r = json.loads(sys.argv[1])
 assert set(r["evaluators"]) == {"dpdm_classifiers", "feature_cnn", "benchmark_classifiers", "inception"}, r
 assert r["counts"]["samples"] == 20 and r["reference"] == "test", r
+assert "fid_not_comparable" in r["evaluators"]["inception"]["metrics"], r  # the width/16 test weights
 PY
 passed=$((passed + 1))
 echo "$passed passed, 0 failed"

@@ -1,6 +1,8 @@
 // The evaluator plugins' behaviour on data with known answers (tiny networks and data):
-//  - inception (on the fixture's width/16 weights): FID of a set with itself is ~0 and grows with
-//    a shift of the images; IS and precision/recall are in range; a missing weights file is refused;
+//  - inception (on the fixture's width/16 weights, allowed as unverified): FID of a set with itself
+//    is ~0 and grows with a shift of the images; IS and precision/recall are in range; every number
+//    is labelled not comparable; without allow_unverified_weights those weights are refused, and so
+//    is a missing weights file, when the evaluator is made;
 //  - dpdm_classifiers: trained on learnable images it beats chance on held-out real images, trained
 //    on images whose labels are noise it does not; benchmark_classifiers' ResNet learns them too
 //    (its networks on noise: sdk_tests' SmallBenchmarkNetworkOnNoise);
@@ -79,27 +81,44 @@ TEST(InceptionEvaluator, FidOfASetWithItselfIsZeroAndGrowsWithAShift) {
   const sdk::LabelledImages real = fixture_set("set_b_rgb32.idx");
   auto inception = privdiff::testing::make_installed<sdk::Evaluator>(
       "inception", {{"weights", sdk::ConfigValue{(inception_fixtures / "tiny_fid_inception.pth").string()}},
+                    {"allow_unverified_weights", sdk::ConfigValue{true}},
                     {"is_splits", sdk::ConfigValue{std::int64_t{4}}}});
   double previous = -1;
   for (const double shift : {0.0, 0.2, 0.5}) {
     sdk::LabelledImages shifted{(real.images + shift).clamp(-1, 1), real.labels};
     Input in(shifted, real, real, 1, "fixture");
     const sdk::EvaluationResult r = inception->evaluate(in.input);
+    // Unverified weights: every metric's name says so (no compare column mixes them with FIDs).
+    std::vector<std::string> names;
+    for (const auto& [name, value] : r.metrics) names.push_back(name);
+    EXPECT_EQ(names, (std::vector<std::string>{"fid_not_comparable", "fid_floor_not_comparable",
+                                               "inception_score_not_comparable", "inception_score_std_not_comparable",
+                                               "precision_not_comparable", "recall_not_comparable"}));
     if (shift == 0) {
-      EXPECT_NEAR(metric(r, "fid"), 0.0, 1e-6 * std::max(1.0, metric(r, "fid_floor")));
+      EXPECT_NEAR(metric(r, "fid_not_comparable"), 0.0, 1e-6 * std::max(1.0, metric(r, "fid_floor_not_comparable")));
     }
-    EXPECT_GT(metric(r, "fid"), previous) << "shift " << shift;
-    previous = metric(r, "fid");
-    EXPECT_GE(metric(r, "inception_score"), 1.0);
-    EXPECT_LE(metric(r, "inception_score"), 1008.0);
-    for (const char* m : {"precision", "recall"}) {
+    EXPECT_GT(metric(r, "fid_not_comparable"), previous) << "shift " << shift;
+    previous = metric(r, "fid_not_comparable");
+    EXPECT_GE(metric(r, "inception_score_not_comparable"), 1.0);
+    EXPECT_LE(metric(r, "inception_score_not_comparable"), 1008.0);
+    for (const char* m : {"precision_not_comparable", "recall_not_comparable"}) {
       EXPECT_GE(metric(r, m), 0.0);
       EXPECT_LE(metric(r, m), 1.0);
     }
     if (shift == 0) {
-      EXPECT_DOUBLE_EQ(metric(r, "precision"), 1.0);
+      EXPECT_DOUBLE_EQ(metric(r, "precision_not_comparable"), 1.0);
     }
-    EXPECT_NE(r.provenance.find("tiny_fid_inception.pth"), std::string::npos) << r.provenance;
+    EXPECT_EQ(r.provenance.rfind("NOT COMPARABLE with published FIDs: ", 0), 0u) << r.provenance;
+    EXPECT_NE(r.provenance.find("UNVERIFIED weights tiny_fid_inception.pth (tensor 'Conv2d_1a_3x3.conv.weight' has "
+                                "shape [2, 3, 3, 3], expected [32, 3, 3, 3]: a width/16 Inception-V3"),
+              std::string::npos)
+        << r.provenance;
+    ASSERT_FALSE(r.caveats.empty());
+    EXPECT_EQ(r.caveats[0].rfind("not comparable with published FIDs: the Inception weights tiny_fid_inception.pth "
+                                 "are not pytorch-fid's",
+                                 0),
+              0u)
+        << r.caveats[0];
   }
   EXPECT_GT(previous, 10.0);
 }
@@ -111,6 +130,27 @@ TEST(InceptionEvaluator, RefusesAMissingWeightsFileByKey) {
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("evaluator.weights: /nonexistent.pth is not a file"), std::string::npos)
         << e.what();
+  }
+}
+
+TEST(InceptionEvaluator, RefusesTheWidth16FixtureWithoutTheOptIn) {
+  const std::string tiny = (inception_fixtures / "tiny_fid_inception.pth").string();
+  for (const auto& config : std::vector<std::map<std::string, sdk::ConfigValue>>{
+           {{"weights", sdk::ConfigValue{tiny}}},
+           {{"weights", sdk::ConfigValue{tiny}}, {"allow_unverified_weights", sdk::ConfigValue{false}}}}) {
+    try {
+      privdiff::testing::make_installed<sdk::Evaluator>("inception", config);
+      FAIL() << "the width/16 fixture was accepted as pytorch-fid's weights";
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("evaluator.weights: " + tiny + ": tensor 'Conv2d_1a_3x3.conv.weight' has shape [2, 3, 3, 3], "
+                          "expected [32, 3, 3, 3]: a width/16 Inception-V3 (a test network), not pytorch-fid's "
+                          "pt_inception-2015-12-05-6726825d.pth; FIDs on it are not comparable with published ones "
+                          "(for tests, allow_unverified_weights = true accepts them"),
+                std::string::npos)
+          << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
   }
 }
 

@@ -1,7 +1,10 @@
 // inception: the metrics every paper of the field reports, on Inception-V3 as pytorch-fid uses it
 // (sdk/evaluation/inception_v3.hpp): FID on pool3 features against the real reference split,
 // Inception Score (10 splits) of the samples, and k-NN precision/recall on pool3 features. The
-// weights are the user's copy of pytorch-fid's file (nothing is downloaded); the reference
+// weights are the user's copy of pytorch-fid's file (nothing is downloaded), loaded and verified
+// when the evaluator is made (a recipe with wrong weights fails before training): anything but
+// pytorch-fid's weights is refused, or with allow_unverified_weights (tests) scored under metric
+// names ending in "_not_comparable", with a provenance and a caveat that say so. The reference
 // statistics are computed once per (data, weights) and cached by content hash.
 #include <privdiff/components/evaluator.hpp>
 #include <privdiff/evaluation/feature_statistics.hpp>
@@ -59,51 +62,81 @@ struct ReferenceStatistics {
   double floor = 0;
 };
 
+/// The weights, checked: a file that is not pytorch-fid's network is input the user can fix.
+evaluation::FidInceptionWeights load_weights(const Config& c, const fs::path& file) {
+  const bool allow_unverified = c.get_bool("allow_unverified_weights");
+  try {
+    return evaluation::load_fid_inception(file, allow_unverified);
+  } catch (const evaluation::UnverifiedInceptionWeights& e) {
+    throw std::invalid_argument(c.path() + ".weights: " + e.what() + " (for tests, allow_unverified_weights = true "
+                                "accepts them and labels every result not comparable)");
+  } catch (const std::runtime_error& e) {
+    throw std::invalid_argument(c.path() + ".weights: " + e.what());
+  }
+}
+
 class InceptionEvaluator : public Evaluator {
  public:
   explicit InceptionEvaluator(const Config& c)
-      : weights_(weights_file(c)), batch_size_(c.get_int("batch_size")), splits_(c.get_int("is_splits")),
+      : weights_(weights_file(c)), loaded_(load_weights(c, weights_)), network_(loaded_.network),
+        batch_size_(c.get_int("batch_size")), splits_(c.get_int("is_splits")),
         pr_samples_(c.get_int("pr_samples")) {}
 
   EvaluationResult evaluate(const EvaluationInput& in) override {
-    if (!network_) {
-      *in.log << "  loading Inception-V3 weights " << weights_.string() << "\n";
-      network_ = evaluation::load_fid_inception(weights_);
-      weights_key_ = content_hash(read_file(weights_));
+    const std::string suffix = loaded_.verified ? "" : "_not_comparable";
+    if (!loaded_.verified) {
+      *in.log << "  Inception-V3 weights " << weights_.string() << " are not pytorch-fid's ("
+              << loaded_.unverified_reason << "): every number is labelled not comparable\n";
     }
     network_->to(in.device);
     *in.log << "  Inception features of " << in.samples.count() << " samples\n" << std::flush;
     const evaluation::InceptionOutputs samples = evaluation::inception_features(*network_, in.samples.images, batch_size_);
     const ReferenceStatistics reference = reference_statistics(in);
     EvaluationResult result;
-    result.metrics.emplace_back("fid", evaluation::frechet_distance(evaluation::fit_gaussian(samples.pool3), reference.fit));
-    result.metrics.emplace_back("fid_floor", reference.floor);
+    // Numbers from other weights never share a name (nor a compare column) with comparable ones.
+    result.metrics.emplace_back("fid" + suffix,
+                                evaluation::frechet_distance(evaluation::fit_gaussian(samples.pool3), reference.fit));
+    result.metrics.emplace_back("fid_floor" + suffix, reference.floor);
     const evaluation::InceptionScore score = evaluation::inception_score(unbiased_logits(samples.pool3), splits_);
-    result.metrics.emplace_back("inception_score", score.mean);
-    result.metrics.emplace_back("inception_score_std", score.std);
+    result.metrics.emplace_back("inception_score" + suffix, score.mean);
+    result.metrics.emplace_back("inception_score_std" + suffix, score.std);
     const std::int64_t pr_set = std::min(pr_samples_, samples.pool3.size(0));
     const auto pr = evaluation::precision_recall(reference.pr_features, samples.pool3.narrow(0, 0, pr_set));
-    result.metrics.emplace_back("precision", pr.precision);
-    result.metrics.emplace_back("recall", pr.recall);
-    result.provenance = "Inception-V3 as pytorch-fid (pool3 features, 1008 logits, 299x299 bilinear), weights " +
-                        weights_.filename().string() + " (content " + weights_key_ + "); FID against " + in.real_name +
-                        " " + in.reference_split + ", IS (fc without bias, as the original) in " + std::to_string(splits_) + " splits";
+    result.metrics.emplace_back("precision" + suffix, pr.precision);
+    result.metrics.emplace_back("recall" + suffix, pr.recall);
+    const std::string file = weights_.filename().string();
+    const std::string weights =
+        loaded_.verified ? "pytorch-fid's weights " + file + " (converted from SHA-256 " +
+                               std::string(evaluation::pytorch_fid_weights_sha256).substr(0, 16) + "..., verified)"
+                         : "UNVERIFIED weights " + file + " (" + loaded_.unverified_reason + ")";
+    result.provenance = std::string(loaded_.verified ? "" : "NOT COMPARABLE with published FIDs: ") +
+                        "Inception-V3 as pytorch-fid (pool3 features, 1008 logits, 299x299 bilinear), " + weights +
+                        ", tensors SHA-256 " + loaded_.tensors_sha256.substr(0, 16) + "...; FID against " +
+                        in.real_name + " " + in.reference_split + ", IS (fc without bias, as the original) in " +
+                        std::to_string(splits_) + " splits";
+    if (!loaded_.verified) {
+      result.caveats.push_back("not comparable with published FIDs: the Inception weights " + file +
+                               " are not pytorch-fid's (" + loaded_.unverified_reason +
+                               "); allow_unverified_weights is for tests");
+    }
     result.counts = {{"samples", samples.pool3.size(0)}, {"reference", reference.fit.count},
                      {"pr_samples", pr_set}, {"pr_reference", reference.pr_features.size(0)}};
     if (samples.pool3.size(0) < 10000) {
       result.caveats.push_back("FID on " + std::to_string(samples.pool3.size(0)) + " samples: FID is biased upwards for "
                                "small sets; published numbers use 10,000 to 60,000");
     }
-    *in.log << "  FID " << std::setprecision(5) << result.metrics[0].second << " (floor " << reference.floor << "), IS "
-            << score.mean << " ± " << score.std << ", precision " << pr.precision << ", recall " << pr.recall << "\n";
+    *in.log << "  " << (loaded_.verified ? "" : "NOT COMPARABLE: ") << "FID " << std::setprecision(5)
+            << result.metrics[0].second << " (floor " << reference.floor << "), IS " << score.mean << " ± " << score.std
+            << ", precision " << pr.precision << ", recall " << pr.recall << "\n";
     return result;
   }
 
  private:
   ReferenceStatistics reference_statistics(const EvaluationInput& in) {
     const LabelledImages& reference = in.real(in.reference_split);
-    const std::string key = content_hash(bytes_of(pixels_to_bytes(reference.images)) + "|inception-reference-v1|" +
-                                         weights_key_ + "|pr=" + std::to_string(pr_samples_) + "|" + in.reference_split);
+    const std::string key =
+        content_hash(bytes_of(pixels_to_bytes(reference.images)) + "|inception-reference-v2|" + loaded_.tensors_sha256 +
+                     "|pr=" + std::to_string(pr_samples_) + "|" + in.reference_split);
     const fs::path file = in.cache_dir / ("inception-reference-" + key + ".pt");
     ReferenceStatistics stats;
     std::error_code ec;
@@ -165,9 +198,9 @@ class InceptionEvaluator : public Evaluator {
   }
 
   fs::path weights_;
-  std::int64_t batch_size_, splits_, pr_samples_;
+  evaluation::FidInceptionWeights loaded_;
   std::shared_ptr<evaluation::FidInceptionV3> network_;
-  std::string weights_key_;
+  std::int64_t batch_size_, splits_, pr_samples_;
 };
 
 void register_components(Registrar* registrar) {
@@ -177,8 +210,13 @@ void register_components(Registrar* registrar) {
       "by the user)",
       Schema{}
           .add(Key::string("weights").defaults("")
-                   .doc("pytorch-fid's pt_inception-2015-12-05-6726825d.pth (or its conversion: "
-                        "scripts/convert_inception_weights.py); empty: $PRIVDIFF_INCEPTION_WEIGHTS"))
+                   .doc("pytorch-fid's pt_inception-2015-12-05-6726825d.pth converted by "
+                        "scripts/convert_inception_weights.py (which checks its SHA-256); empty: "
+                        "$PRIVDIFF_INCEPTION_WEIGHTS"))
+          .add(Key::boolean("allow_unverified_weights").defaults(false)
+                   .doc("for tests: accept weights that are not pytorch-fid's (another width, no conversion "
+                        "record, another source); every metric is then named ..._not_comparable and the "
+                        "provenance and caveats say not comparable with published FIDs"))
           .add(Key::integer("batch_size").at_least(1).defaults(50).doc("images per forward pass"))
           .add(Key::integer("is_splits").at_least(1).defaults(10).doc("Inception Score splits (the field: 10)"))
           .add(Key::integer("pr_samples").at_least(4).defaults(10000)

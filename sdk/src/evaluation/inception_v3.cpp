@@ -1,4 +1,5 @@
 #include <privdiff/evaluation/inception_v3.hpp>
+#include <privdiff/io/content_hash.hpp>
 
 #include <ATen/ATen.h>
 #include <torch/nn/modules/batchnorm.h>
@@ -233,6 +234,8 @@ InceptionOutputs FidInceptionV3::forward(const at::Tensor& images) {
   return out;
 }
 
+UnverifiedInceptionWeights::~UnverifiedInceptionWeights() = default;
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -249,44 +252,72 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// The tensors of a torch.save file, by name. LibTorch's pickle_load reads only the zip format and
-// turns collections.OrderedDict (what state_dict() returns) into None: those files, the legacy
-// format and non-torch files all end here with the one command that fixes them.
-std::map<std::string, at::Tensor> read_state_dict(const fs::path& file) {
+bool is_record(const std::string& name) { return name.rfind("privdiff.", 0) == 0; }
+
+const std::string release = "pytorch-fid's pt_inception-2015-12-05-6726825d.pth";
+const std::string expected_file = "expected " + release + " converted by scripts/convert_inception_weights.py";
+
+struct StateDict {
+  std::map<std::string, at::Tensor> tensors;
+  std::map<std::string, std::string> records;  ///< the conversion record ("privdiff." names)
+};
+
+// The tensors of a torch.save file, by name, and its conversion record. LibTorch's pickle_load
+// reads only the zip format and turns collections.OrderedDict (what state_dict() returns) into
+// None: those two get the conversion command; other files are named for what they are.
+StateDict read_state_dict(const fs::path& file) {
   std::error_code ec;
   if (!fs::is_regular_file(file, ec)) throw std::runtime_error(file.string() + ": no such file");
   std::ifstream in(file, std::ios::binary);
   const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto refuse = [&](const std::string& why) {
-    return std::runtime_error(
-        file.string() + ": not a state dict LibTorch can read (" + why +
-        "); privdiff reads a plain dict of tensors saved by torch.save in its zip format (torch >= 1.6). "
-        "Convert pytorch-fid's pt_inception-2015-12-05-6726825d.pth, or any torch.save'd state_dict(), once with: "
-        "/usr/bin/python3 scripts/convert_inception_weights.py " + file.string() + " OUT.pth");
+  const auto not_weights = [&](const std::string& what) {
+    return std::runtime_error(file.string() + ": " + what + ", not Inception weights (" + expected_file + ")");
+  };
+  const auto convert = [&](const std::string& what) {
+    return std::runtime_error(file.string() + ": " + what + "; convert it once with: /usr/bin/python3 "
+                              "scripts/convert_inception_weights.py " + file.string() + " OUT.pth");
   };
   const auto starts_with = [&](const std::string& magic) {
     return bytes.size() >= magic.size() && std::equal(magic.begin(), magic.end(), bytes.begin());
   };
   if (!starts_with("PK")) {  // not a zip archive
-    throw refuse(starts_with("\x80") ? "a pickle in torch.save's legacy format (torch < 1.6)" : "not a torch.save file");
+    if (starts_with("\x80")) {
+      throw convert("a pickle in torch.save's legacy format (torch < 1.6, as " + release + " is), which LibTorch "
+                    "cannot read");
+    }
+    throw not_weights(starts_with("\x89PNG") ? "a PNG image"
+                      : bytes.empty()          ? "an empty file"
+                                               : "not a torch.save file");
   }
   c10::IValue value;
   try {
     value = torch::pickle_load(bytes);
-  } catch (const c10::Error& e) {
-    const std::string what = e.what_without_backtrace();
-    if (what.find("Expected GenericDict but got None") != std::string::npos) {
-      throw refuse("its dict is a collections.OrderedDict, what state_dict() returns, which LibTorch reads as None");
-    }
-    throw refuse(what.substr(0, what.find('\n')));
   } catch (const std::exception& e) {
-    throw refuse(e.what());
+    const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+    const std::string what = c10_error ? c10_error->what_without_backtrace() : e.what();
+    if (what.find("Expected GenericDict but got None") != std::string::npos) {
+      throw convert("its dict is a collections.OrderedDict (what state_dict() returns), which LibTorch reads as None");
+    }
+    if (what.find("__torch__") != std::string::npos) {
+      throw not_weights("a LibTorch archive of modules (torch::save; a privdiff checkpoint.pt is one)");
+    }
+    throw not_weights("an unreadable or damaged torch.save file (LibTorch: " + what.substr(0, what.find('\n')) + ")");
   }
-  if (!value.isGenericDict()) throw refuse("it holds a " + std::string(value.tagKind()) + ", not a dict");
-  std::map<std::string, at::Tensor> out;
+  if (!value.isGenericDict()) {
+    throw not_weights("a torch.save file holding a " + std::string(value.tagKind()) + ", not a dict");
+  }
+  StateDict out;
   for (const auto& entry : value.toGenericDict()) {
-    if (!entry.key().isString() || !entry.value().isTensor()) throw refuse("an entry is not string -> tensor");
-    out.emplace(entry.key().toStringRef(), entry.value().toTensor());
+    if (!entry.key().isString()) throw not_weights("a dict whose keys are not all strings");
+    const std::string& name = entry.key().toStringRef();
+    if (is_record(name) && entry.value().isString()) {
+      out.records.emplace(name, entry.value().toStringRef());
+    } else if (entry.value().isTensor()) {
+      out.tensors.emplace(name, entry.value().toTensor());
+    } else {
+      throw not_weights("a dict whose entry '" + name + "' is a " + std::string(entry.value().tagKind()) +
+                        ", not a tensor");
+    }
   }
   return out;
 }
@@ -294,7 +325,8 @@ std::map<std::string, at::Tensor> read_state_dict(const fs::path& file) {
 // The width divisor of a state dict, from its first convolution ([32 / d, 3, 3, 3]).
 std::int64_t width_divisor_of(const fs::path& file, const std::map<std::string, at::Tensor>& tensors) {
   const std::string name = "Conv2d_1a_3x3.conv.weight";
-  const std::string expected = "expected [32 / d, 3, 3, 3] for a width_divisor d of 1 (the real network), 2, 4, 8 or 16";
+  const std::string expected = "expected [32, 3, 3, 3] (pytorch-fid's Inception-V3; test networks: [32 / d, 3, 3, 3] "
+                               "for a width divisor d of 2, 4, 8 or 16)";
   const auto found = tensors.find(name);
   if (found == tensors.end()) throw std::runtime_error(file.string() + ": no tensor '" + name + "' (" + expected + ")");
   const at::Tensor& w = found->second;
@@ -306,28 +338,71 @@ std::int64_t width_divisor_of(const fs::path& file, const std::map<std::string, 
   return 32 / out;
 }
 
+// Why a full-width network's file is not provably pytorch-fid's weights ("" when it is).
+std::string verification_problem(const StateDict& state, const std::string& tensors_sha256) {
+  const auto source = state.records.find(source_sha256_key);
+  if (source == state.records.end()) {
+    return std::string("no conversion record ('") + source_sha256_key + "'): not written by scripts/"
+           "convert_inception_weights.py, which checks that its input is " + release;
+  }
+  if (source->second != pytorch_fid_weights_sha256) {
+    return "converted from a file whose SHA-256 is " + source->second + ", not " + release + " (" +
+           pytorch_fid_weights_sha256 + ")";
+  }
+  const auto recorded = state.records.find(tensors_sha256_key);
+  if (recorded == state.records.end() || recorded->second != tensors_sha256) {
+    return "its tensors' SHA-256 is " + tensors_sha256 + ", not the " +
+           (recorded == state.records.end() ? std::string("(missing) one") : recorded->second) +
+           " recorded when it was converted: changed since";
+  }
+  return "";
+}
+
 }  // namespace
 
-std::shared_ptr<FidInceptionV3> load_fid_inception(const fs::path& file) {
-  const std::map<std::string, at::Tensor> tensors = read_state_dict(file);
-  const std::int64_t d = width_divisor_of(file, tensors);
-  auto network = std::make_shared<FidInceptionV3>(d);
-  const std::string context = " (width_divisor " + std::to_string(d) + ", from Conv2d_1a_3x3.conv.weight)";
+std::string inception_tensors_sha256(const std::map<std::string, at::Tensor>& tensors) {
+  Sha256 hash;  // std::map: names in byte order, as Python's sorted() orders ASCII names
+  for (const auto& [name, tensor] : tensors) {
+    if (is_record(name) || ends_with(name, "num_batches_tracked")) continue;
+    std::string shape;
+    for (std::size_t i = 0; i < tensor.sizes().size(); ++i) shape += (i ? "," : "") + std::to_string(tensor.size(i));
+    hash.update(name + "\n" + shape + "\n");
+    // float32 as the host stores it: little-endian on every machine LibTorch supports.
+    const at::Tensor values = tensor.detach().to(at::kCPU, at::kFloat).contiguous();
+    hash.update(values.data_ptr(), values.nbytes());
+  }
+  return hash.hex_digest();
+}
+
+FidInceptionWeights load_fid_inception(const fs::path& file, bool allow_unverified) {
+  const StateDict state = read_state_dict(file);
+  const std::int64_t d = width_divisor_of(file, state.tensors);
+  const std::string not_comparable = "; FIDs on it are not comparable with published ones";
+  std::string reason;
+  if (d != 1) {
+    reason = "tensor 'Conv2d_1a_3x3.conv.weight' has shape " +
+             shape_text(state.tensors.at("Conv2d_1a_3x3.conv.weight").sizes()) + ", expected [32, 3, 3, 3]: a width/" +
+             std::to_string(d) + " Inception-V3 (a test network), not " + release;
+    if (!allow_unverified) throw UnverifiedInceptionWeights(file.string() + ": " + reason + not_comparable);
+  }
+  FidInceptionWeights out;
+  out.network = std::make_shared<FidInceptionV3>(d);
+  const std::string context = d == 1 ? " (pytorch-fid's Inception-V3)"
+                                     : " (width_divisor " + std::to_string(d) + ", from Conv2d_1a_3x3.conv.weight)";
   std::map<std::string, at::Tensor> expected;
-  for (const auto& item : network->named_parameters()) expected.emplace(item.key(), item.value());
-  for (const auto& item : network->named_buffers()) {
+  for (const auto& item : out.network->named_parameters()) expected.emplace(item.key(), item.value());
+  for (const auto& item : out.network->named_buffers()) {
     if (!ends_with(item.key(), "num_batches_tracked")) expected.emplace(item.key(), item.value());
   }
-  for (const auto& [name, tensor] : tensors) {
+  for (const auto& [name, tensor] : state.tensors) {
     if (!expected.count(name) && !ends_with(name, "num_batches_tracked")) {
       throw std::runtime_error(file.string() + ": unexpected tensor '" + name + "' " + shape_text(tensor.sizes()) +
                                ", not part of the FID Inception-V3 (which has no AuxLogits)");
     }
   }
-  at::NoGradGuard no_grad;
-  for (auto& [name, target] : expected) {
-    const auto found = tensors.find(name);
-    if (found == tensors.end()) {
+  for (const auto& [name, target] : expected) {
+    const auto found = state.tensors.find(name);
+    if (found == state.tensors.end()) {
       throw std::runtime_error(file.string() + ": missing tensor '" + name + "', expected shape " +
                                shape_text(target.sizes()) + context);
     }
@@ -339,10 +414,18 @@ std::shared_ptr<FidInceptionV3> load_fid_inception(const fs::path& file) {
     if (!at::isFloatingType(source.scalar_type())) {
       throw std::runtime_error(file.string() + ": tensor '" + name + "' is not floating point");
     }
-    target.copy_(source);
   }
-  network->eval();
-  return network;
+  out.tensors_sha256 = inception_tensors_sha256(state.tensors);
+  if (reason.empty()) reason = verification_problem(state, out.tensors_sha256);
+  if (!reason.empty() && !allow_unverified) {
+    throw UnverifiedInceptionWeights(file.string() + ": " + reason + not_comparable);
+  }
+  out.verified = reason.empty();
+  out.unverified_reason = reason;
+  at::NoGradGuard no_grad;
+  for (auto& [name, target] : expected) target.copy_(state.tensors.at(name));
+  out.network->eval();
+  return out;
 }
 
 InceptionOutputs inception_features(FidInceptionV3& network, const at::Tensor& images, std::int64_t batch) {

@@ -1,17 +1,21 @@
 // The FID Inception-V3 against an independent PyTorch reference (tests/fixtures/inception, made by
 // make_inception_reference.py, whose own network equals torchvision's Inception3 patched as
 // pytorch-fid does): a seeded width/16 network, two image sets (grey 28x28, RGB 32x32) read as
-// privdiff reads IDX files, features and logits, Inception Score and FID; and the refusals of
-// files that are not the network's state dict.
+// privdiff reads IDX files, features and logits, Inception Score and FID; the refusals of files
+// that are not the network's state dict; and the verification that only pytorch-fid's weights pass
+// (full width, the conversion record of the release's SHA-256, the tensors' digest): the width/16
+// fixture is refused unless unverified weights are allowed.
 #include <privdiff/data/idx_file.hpp>
 #include <privdiff/data/pixels.hpp>
 #include <privdiff/evaluation/feature_statistics.hpp>
 #include <privdiff/evaluation/inception_v3.hpp>
+#include <privdiff/io/content_hash.hpp>
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <torch/serialize.h>
+#include <torch/serialize/archive.h>
 
 #include <cmath>
 #include <filesystem>
@@ -64,7 +68,7 @@ struct Features {
 
 const Features& features_of_both_sets() {
   static const Features features = [] {
-    auto network = load_fid_inception(fixtures / "tiny_fid_inception.pth");
+    auto network = load_fid_inception(fixtures / "tiny_fid_inception.pth", /*allow_unverified=*/true).network;
     return Features{inception_features(*network, read_images("set_a_grey28.idx")),
                     inception_features(*network, read_images("set_b_rgb32.idx"))};
   }();
@@ -72,29 +76,48 @@ const Features& features_of_both_sets() {
 }
 
 // A state dict file written by LibTorch (pickle_save writes torch.save's zip format).
-void save_state(const fs::path& file, const std::map<std::string, at::Tensor>& tensors) {
-  c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
+// `records`: string entries, as the conversion script writes its record.
+void save_state(const fs::path& file, const std::map<std::string, at::Tensor>& tensors,
+                const std::map<std::string, std::string>& records = {}) {
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
   for (const auto& [name, tensor] : tensors) dict.insert(name, tensor);
+  for (const auto& [name, value] : records) dict.insert(name, value);
   const std::vector<char> bytes = torch::pickle_save(dict);
   std::ofstream(file, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
+std::map<std::string, at::Tensor> state_of(const FidInceptionV3& network) {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& item : network.named_parameters()) out.emplace(item.key(), item.value().detach().clone());
+  for (const auto& item : network.named_buffers()) out.emplace(item.key(), item.value().clone());
+  return out;
+}
+
 std::map<std::string, at::Tensor> fixture_state() {
   std::map<std::string, at::Tensor> out;
-  const auto network = load_fid_inception(fixtures / "tiny_fid_inception.pth");
+  const auto network = load_fid_inception(fixtures / "tiny_fid_inception.pth", true).network;
   for (const auto& item : network->named_parameters()) out.emplace(item.key(), item.value().detach().clone());
   for (const auto& item : network->named_buffers()) out.emplace(item.key(), item.value().clone());
   return out;
 }
 
-std::string load_error(const fs::path& file) {
+// What loading `file` throws ("(loaded)" when nothing); "[unverified] " marks UnverifiedInceptionWeights.
+std::string load_error(const fs::path& file, bool allow_unverified = true) {
   try {
-    load_fid_inception(file);
+    load_fid_inception(file, allow_unverified);
+  } catch (const UnverifiedInceptionWeights& e) {
+    return std::string("[unverified] ") + e.what();
   } catch (const std::runtime_error& e) {
     return e.what();
   }
   return "(loaded)";
 }
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("privdiff_inception_" + std::to_string(::getpid()));
+  TempDir() { fs::create_directories(path); }
+  ~TempDir() { fs::remove_all(path); }
+};
 
 }  // namespace
 
@@ -175,8 +198,8 @@ TEST(InceptionV3, FrechetDistanceMatchesTheReference) {
 }
 
 TEST(InceptionV3, RefusesFilesThatAreNotItsStateDict) {
-  const fs::path dir = fs::temp_directory_path() / ("privdiff_inception_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const TempDir temp;
+  const fs::path& dir = temp.path;
   const std::string convert = "scripts/convert_inception_weights.py";
 
   std::ofstream(dir / "garbage.pth", std::ios::binary) << std::string(4096, '\x5a') << "not a torch file";
@@ -216,5 +239,136 @@ TEST(InceptionV3, RefusesFilesThatAreNotItsStateDict) {
   state.erase("Mixed_5b.branch1x1.bn.num_batches_tracked");  // optional: still loads
   save_state(dir / "no_counter.pth", state);
   EXPECT_EQ(load_error(dir / "no_counter.pth"), "(loaded)");
-  fs::remove_all(dir);
+
+  // Other kinds of file are named for what they are.
+  std::ofstream(dir / "image.png", std::ios::binary) << "\x89PNG\r\n\x1a\n" << std::string(64, '\0');
+  EXPECT_NE(load_error(dir / "image.png").find("image.png: a PNG image, not Inception weights"), std::string::npos)
+      << load_error(dir / "image.png");
+  std::ofstream(dir / "empty.pth", std::ios::binary).flush();
+  EXPECT_NE(load_error(dir / "empty.pth").find("empty.pth: an empty file, not Inception weights"), std::string::npos);
+  torch::serialize::OutputArchive archive;  // what torch::save and privdiff's checkpoint.pt write
+  archive.write("weight", at::ones({2, 2}));
+  archive.save_to((dir / "checkpoint.pt").string());
+  EXPECT_NE(load_error(dir / "checkpoint.pt").find("checkpoint.pt: a LibTorch archive of modules"), std::string::npos)
+      << load_error(dir / "checkpoint.pt");
+  std::ifstream tiny(fixtures / "tiny_fid_inception.pth", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(tiny)), std::istreambuf_iterator<char>());
+  std::ofstream(dir / "truncated.pth", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  EXPECT_NE(load_error(dir / "truncated.pth").find("truncated.pth: an unreadable or damaged torch.save file"),
+            std::string::npos)
+      << load_error(dir / "truncated.pth");
+  for (const char* name : {"image.png", "empty.pth", "checkpoint.pt", "truncated.pth"}) {
+    EXPECT_EQ(load_error(dir / name).find('\n'), std::string::npos) << name << ": one line";
+  }
+}
+
+TEST(InceptionV3, Sha256OfKnownMessages) {
+  // FIPS 180-4's examples, and a million 'a' fed in uneven pieces.
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  Sha256 million;
+  const std::string a(1000, 'a');
+  for (std::size_t fed = 0, piece = 1; fed < 1000000; piece = piece % 997 + 1) {
+    const std::size_t n = std::min(piece, 1000000 - fed);
+    million.update(a.data(), n);
+    fed += n;
+  }
+  EXPECT_EQ(million.hex_digest(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(InceptionV3, TensorsDigestIsTheConversionScriptsAndIgnoresTheContainer) {
+  // /usr/bin/python3 scripts/convert_inception_weights.py --check tests/fixtures/inception/tiny_fid_inception.pth
+  const std::string python = "a22ff2c34c0918f8d6645be946957f27b5b173bb2856f91ccef9d96bf0c9d600";
+  const auto loaded = load_fid_inception(fixtures / "tiny_fid_inception.pth", true);
+  EXPECT_EQ(loaded.tensors_sha256, python);
+  auto state = fixture_state();  // re-read from the network, with num_batches_tracked
+  EXPECT_EQ(inception_tensors_sha256(state), python);
+  state["privdiff.anything"] = at::zeros({1});  // records are not part of the digest
+  EXPECT_EQ(inception_tensors_sha256(state), python);
+  state["fc.bias"][7] += 1.0;
+  EXPECT_NE(inception_tensors_sha256(state), python);
+}
+
+TEST(InceptionV3, TheWidth16FixtureIsRefusedUnlessUnverifiedWeightsAreAllowed) {
+  const fs::path tiny = fixtures / "tiny_fid_inception.pth";
+  const std::string refused = load_error(tiny, /*allow_unverified=*/false);
+  EXPECT_EQ(refused.rfind("[unverified] " + tiny.string() + ": tensor 'Conv2d_1a_3x3.conv.weight' has shape "
+                          "[2, 3, 3, 3], expected [32, 3, 3, 3]: a width/16 Inception-V3 (a test network), not "
+                          "pytorch-fid's pt_inception-2015-12-05-6726825d.pth; FIDs on it are not comparable with "
+                          "published ones", 0),
+            0u)
+      << refused;
+  const auto allowed = load_fid_inception(tiny, true);
+  EXPECT_FALSE(allowed.verified);
+  EXPECT_NE(allowed.unverified_reason.find("a width/16 Inception-V3 (a test network)"), std::string::npos);
+  EXPECT_EQ(allowed.network->width_divisor(), 16);
+}
+
+// Full width: the conversion record decides. (A record is written here by hand, so these files
+// prove the checks, not any weights' origin: that is the conversion script's SHA-256 check.)
+TEST(InceptionV3, FullWidthWeightsPassOnlyWithTheConversionRecordOfPytorchFidsFile) {
+  const TempDir temp;
+  at::manual_seed(3);
+  const auto real = state_of(FidInceptionV3(1));
+  const std::string digest = inception_tensors_sha256(real);
+  const std::map<std::string, std::string> record{{source_sha256_key, pytorch_fid_weights_sha256},
+                                                  {tensors_sha256_key, digest}};
+  const fs::path file = temp.path / "converted.pth";
+
+  save_state(file, real, record);
+  const auto verified = load_fid_inception(file);
+  EXPECT_TRUE(verified.verified);
+  EXPECT_EQ(verified.unverified_reason, "");
+  EXPECT_EQ(verified.tensors_sha256, digest);
+  EXPECT_EQ(verified.network->width_divisor(), 1);
+  EXPECT_TRUE(at::equal(verified.network->named_parameters()["fc.weight"], real.at("fc.weight")));
+
+  save_state(file, real);  // no record
+  std::string error = load_error(file, false);
+  EXPECT_EQ(error.rfind("[unverified] " + file.string() + ": no conversion record ('privdiff.source_sha256'): not "
+                        "written by scripts/convert_inception_weights.py", 0),
+            0u)
+      << error;
+  const auto allowed = load_fid_inception(file, true);
+  EXPECT_FALSE(allowed.verified);
+  EXPECT_NE(allowed.unverified_reason.find("no conversion record"), std::string::npos);
+
+  auto other_source = record;
+  other_source[source_sha256_key] = std::string(64, '0');
+  save_state(file, real, other_source);
+  error = load_error(file, false);
+  EXPECT_NE(error.find("converted from a file whose SHA-256 is " + std::string(64, '0') + ", not pytorch-fid's "
+                       "pt_inception-2015-12-05-6726825d.pth (" + pytorch_fid_weights_sha256 + ")"),
+            std::string::npos)
+      << error;
+
+  auto changed = real;  // a tensor edited after conversion
+  changed["Mixed_6c.branch7x7_2.bn.running_var"] = changed.at("Mixed_6c.branch7x7_2.bn.running_var") * 1.01;
+  save_state(file, changed, record);
+  error = load_error(file, false);
+  EXPECT_NE(error.find("its tensors' SHA-256 is " + inception_tensors_sha256(changed) + ", not the " + digest +
+                       " recorded when it was converted: changed since"),
+            std::string::npos)
+      << error;
+}
+
+TEST(InceptionV3, FullWidthFilesWithWrongTensorsAreRefusedEvenWhenUnverifiedWeightsAreAllowed) {
+  const TempDir temp;
+  const auto real = state_of(FidInceptionV3(1));
+  const fs::path file = temp.path / "wrong.pth";
+  for (const bool allow : {false, true}) {
+    auto state = real;
+    state["Mixed_6e.branch7x7dbl_5.conv.weight"] = at::zeros({192, 192, 7, 1});
+    save_state(file, state);
+    std::string error = load_error(file, allow);
+    EXPECT_EQ(error, file.string() + ": tensor 'Mixed_6e.branch7x7dbl_5.conv.weight' has shape [192, 192, 7, 1], "
+                                     "expected [192, 192, 1, 7] (pytorch-fid's Inception-V3)");
+    state = real;
+    state.erase("fc.bias");
+    save_state(file, state);
+    error = load_error(file, allow);
+    EXPECT_EQ(error, file.string() + ": missing tensor 'fc.bias', expected shape [1008] (pytorch-fid's Inception-V3)");
+  }
 }

@@ -11,8 +11,15 @@
 /// fid_weights/pt_inception-2015-12-05-6726825d.pth) was saved before torch 1.6's zip format, which
 /// is the only one LibTorch reads: convert it once with
 ///   /usr/bin/python3 scripts/convert_inception_weights.py pt_inception-2015-12-05-6726825d.pth OUT.pth
-/// The network is identified by its tensors: every name and shape of torchvision's state dict
-/// (Conv2d_1a_3x3.conv.weight [32, 3, 3, 3], ..., fc.weight [1008, 2048]) must be present.
+/// FIDs are comparable with published ones only on exactly those weights, so they are identified
+/// twice over. Their architecture: every name and exact shape of torchvision's state dict at full
+/// width (Conv2d_1a_3x3.conv.weight [32, 3, 3, 3], ..., fc.weight [1008, 2048]). Their digest: the
+/// conversion script hashes its input and refuses any file whose SHA-256 is not the release's
+/// (pytorch_fid_weights_sha256; the release's name carries its first 8 hex digits, torch.hub's
+/// convention), then records that hash and the digest of the tensors it wrote
+/// (inception_tensors_sha256) in the converted file; the loader recomputes the latter and requires
+/// both. Anything else (reduced width, no record, another source, tensors changed since) is
+/// refused unless the caller allows unverified weights (tests), and is then reported as such.
 
 #include <privdiff/sdk_api.hpp>
 
@@ -22,7 +29,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace privdiff::sdk::evaluation {
@@ -58,14 +68,55 @@ class PRIVDIFF_SDK_API FidInceptionV3 : public torch::nn::Module {
   torch::nn::Linear fc_{nullptr};
 };
 
-/// Reads a state dict saved by torch.save (zip format, a plain dict of name -> tensor; see the
-/// file comment), infers width_divisor from Conv2d_1a_3x3.conv.weight, checks that every expected
-/// tensor is present with its shape (num_batches_tracked may be there or not; any other extra name
-/// is refused) and returns the network in eval mode on the CPU. Throws std::runtime_error naming
-/// the file, the tensor, the expected and the found shape; for a file LibTorch cannot read as such
-/// a dict (the legacy format, an OrderedDict, not a torch file at all), the message gives the
-/// conversion command.
-PRIVDIFF_SDK_API std::shared_ptr<FidInceptionV3> load_fid_inception(const std::filesystem::path& file);
+/// SHA-256 of pytorch-fid's release file pt_inception-2015-12-05-6726825d.pth (95,628,359 bytes).
+/// The release's URL gives its first 8 hex digits (torch.hub's file-name convention); the whole
+/// digest is the one other FID code pins for that URL (e.g. snap-research/discoscene
+/// models/inception_model.py, _MODEL_URL_SHA256['tf_inception_v3']).
+inline constexpr const char* pytorch_fid_weights_sha256 =
+    "6726825d0af5f729cebd5821db510b11b1cfad8faad88a03f1befd49fb9129b2";
+/// The conversion record scripts/convert_inception_weights.py adds to the dict (string values):
+/// the SHA-256 of the file it converted, and inception_tensors_sha256 of the tensors it wrote.
+inline constexpr const char* source_sha256_key = "privdiff.source_sha256";
+inline constexpr const char* tensors_sha256_key = "privdiff.tensors_sha256";
+
+/// The digest of a network's tensors, independent of the container: SHA-256 over the tensors in
+/// byte order of their names, leaving out "privdiff." records and num_batches_tracked counters, each
+/// as its name, "\n", its shape ("32,3,3,3"), "\n", then its values as little-endian float32 in
+/// row-major order. convert_inception_weights.py computes the same (tensors_sha256 there).
+PRIVDIFF_SDK_API std::string inception_tensors_sha256(const std::map<std::string, at::Tensor>& tensors);
+
+/// Weights that are not pytorch-fid's (or not provably so), refused because the caller did not
+/// allow unverified weights; what() names the file and why.
+class PRIVDIFF_SDK_API UnverifiedInceptionWeights : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+  ~UnverifiedInceptionWeights() override;
+};
+
+struct FidInceptionWeights {
+  std::shared_ptr<FidInceptionV3> network;  ///< in eval mode, on the CPU
+  std::string tensors_sha256;               ///< inception_tensors_sha256 of the file's tensors
+  /// pytorch-fid's weights: full width, converted from the file whose SHA-256 is
+  /// pytorch_fid_weights_sha256, tensors unchanged since. Only then is a FID comparable with
+  /// published ones.
+  bool verified = false;
+  std::string unverified_reason;  ///< why not, when !verified ("no conversion record ...")
+};
+
+/// Reads a state dict saved by torch.save (zip format, a plain dict of name -> tensor plus the
+/// conversion record; see the file comment) and returns the network it holds.
+///  - Files that are not such a dict (the legacy format, an OrderedDict, a LibTorch archive such as
+///    a privdiff checkpoint, a PNG, a damaged zip): std::runtime_error naming the file and what it is
+///    (with the conversion command where converting helps).
+///  - Not pytorch-fid's full-width network (a tensor missing or extra, a shape that differs):
+///    std::runtime_error naming the file, the tensor, the expected and the found shape. With
+///    allow_unverified, the width may be divided by 2, 4, 8 or 16 (inferred from
+///    Conv2d_1a_3x3.conv.weight [32 / d, 3, 3, 3]): test networks.
+///  - Not verified (reduced width, no conversion record, another source file, tensors changed since
+///    conversion): UnverifiedInceptionWeights, unless allow_unverified; then the result says why.
+/// num_batches_tracked may be present or not; any other extra name is refused.
+PRIVDIFF_SDK_API FidInceptionWeights load_fid_inception(const std::filesystem::path& file,
+                                                        bool allow_unverified = false);
 
 /// Features of images [N, C, H, W] in [-1, 1] (float; C = 1, repeated to 3, or 3; any H, W),
 /// bilinearly resized to 299x299 (align_corners false), in batches of `batch`, without gradient,
