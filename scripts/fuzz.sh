@@ -4,9 +4,14 @@
 # for SECONDS (default 10) from its seeds in tests/fixtures/fuzz/<name>/. New inputs collect in
 # build-fuzz/corpus/<target>/; a crash, leak, sanitizer report or out-of-memory is saved to
 # build-fuzz/findings/ and fails the script (turn it into a regression seed and fix it).
+# --build-only builds (or brings up to date) and stops: scripts/test.sh builds the suite's fuzzers
+# (PRIVDIFF_FUZZ_BUILD_DIR=build/fuzz) before the tests, so the fuzz.short test only runs them.
 #   scripts/fuzz.sh [SECONDS] [TARGET...]      e.g. scripts/fuzz.sh 3600 idx_fuzzer
+#   scripts/fuzz.sh --build-only
 set -euo pipefail
 cd "$(dirname "$0")/.."
+build_only=0
+if [ "${1:-}" = --build-only ]; then build_only=1; shift; fi
 seconds=${1:-10}
 [ $# -gt 0 ] && shift
 # 77 (the test suite's "skipped") without clang.
@@ -21,6 +26,7 @@ command -v ninja > /dev/null && [ ! -f "$build/Makefile" ] && generator=(-G Ninj
 CXX=clang++ cmake -S fuzz -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPRIVDIFF_BUILD_DIR="$(cd "$main_build" && pwd)" > /dev/null
 cmake --build "$build" --parallel "$(nproc)"
+[ "$build_only" = 1 ] && exit 0
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(ledger_json_fuzzer idx_fuzzer recipe_fuzzer checkpoint_fuzzer)
 mkdir -p "$build/findings"

@@ -31,4 +31,17 @@ out=runs/quickstart-$(date +%Y%m%d-%H%M%S)
 echo; echo "== privdiff account $out"
 "$privdiff" account "$out"
 echo; echo "== done: the trained model is $out/checkpoint.pt, its samples $out/samples.png"
-echo "   next: $privdiff sample $out --count 10000   then   $privdiff eval $out/samples/edm_heun-10000-images-idx3-ubyte.gz"
+# The next step samples thousands of images, which on 2 cores takes minutes to an hour (3-28 images/s
+# measured): say how long at the rate samples.png was made (summary.json), and suggest 10,000 only
+# when that takes at most 10 minutes (else 2,000, what the README's quality table samples).
+read -r count minutes full rate <<<"$(python3 - "$out/summary.json" <<'PY'
+import json, sys
+rate = json.load(open(sys.argv[1]))["sampling"]["images_per_second"]
+count = 10000 if 10000 / rate <= 600 else 2000
+print(count, max(1, round(count / rate / 60)), max(1, round(10000 / rate / 60)), f"{rate:.3g}")
+PY
+)"
+more=""
+[ "$count" = 10000 ] || more="; --count 10000: about $full min"
+echo "   next: $privdiff sample $out --count $count   (about $minutes min at the $rate images/s of samples.png$more)"
+echo "   then: $privdiff eval $out/samples/edm_heun-$count-images-idx3-ubyte.gz"

@@ -1,5 +1,7 @@
 #include "data/class_subset.hpp"
 
+#include <privdiff/config/key_value_error.hpp>
+
 #include <ATen/ATen.h>
 
 #include <stdexcept>
@@ -28,14 +30,19 @@ class ClassSubset : public sdk::Dataset {
 
 std::unique_ptr<sdk::Dataset> keep_classes(std::unique_ptr<sdk::Dataset> data, const std::vector<std::int64_t>& classes,
                                            const std::string& key_path) {
-  // Checked against nothing the data hold (a refusal must not depend on private labels): a class
-  // without examples keeps none; the run checks labels against the model's num_classes.
+  // Checked against the data's classes (num_classes: which labels the dataset has, not which records
+  // it holds), never against the labels themselves (a refusal must not depend on private labels): a
+  // class that exists but has no examples keeps none.
+  const std::int64_t known = data->num_classes();
+  for (std::int64_t c : classes) {
+    if (c < 0 || c >= known) {
+      throw sdk::KeyValueError(key_path, "class " + std::to_string(c) + " does not exist: " + data->name() + " has " +
+                                             (known == 1 ? "class 0 only" : "classes 0-" + std::to_string(known - 1)));
+    }
+  }
   const at::Tensor labels = data->labels(at::arange(data->size(), at::kLong));
   at::Tensor keep = at::zeros({data->size()}, at::kBool);
-  for (std::int64_t c : classes) {
-    if (c < 0) throw std::invalid_argument(key_path + ": class " + std::to_string(c) + " is negative");
-    keep = keep | (labels == c);
-  }
+  for (std::int64_t c : classes) keep = keep | (labels == c);
   return std::make_unique<ClassSubset>(std::move(data), at::nonzero(keep).flatten());
 }
 

@@ -11,7 +11,7 @@
 
 namespace privdiff::core {
 
-/// Throws std::invalid_argument naming `key_path` for a negative class.
+/// Throws sdk::KeyValueError at `key_path` for a class the data do not have (outside [0, num_classes)).
 std::unique_ptr<sdk::Dataset> keep_classes(std::unique_ptr<sdk::Dataset> data, const std::vector<std::int64_t>& classes,
                                            const std::string& key_path);
 

@@ -22,6 +22,17 @@ const DataSection& Recipe::dataset(const std::string& name) const {
   throw std::out_of_range("the recipe has no dataset '" + name + "'");
 }
 
+Diagnostic Recipe::diagnostic(const std::string& key_path, std::string message) const {
+  for (std::string path = key_path; !path.empty();) {
+    auto it = locations.find(path);
+    if (it != locations.end()) return Diagnostic{it->second.location, key_path, std::move(message), it->second.line,
+                                                 it->second.column};
+    const auto cut = path.find_last_of(".[");
+    path = cut == std::string::npos ? "" : path.substr(0, cut);
+  }
+  return Diagnostic{file, key_path, std::move(message)};
+}
+
 std::string Recipe::to_toml() const {
   std::ostringstream out;
   out << "# Resolved recipe: " << file << ", with every default written out.\n";

@@ -2,6 +2,8 @@
 // A validated recipe: every section converted to a typed Config with defaults filled in.
 // Components are referred to by id; nothing is constructed yet.
 
+#include "recipe/diagnostic.hpp"
+
 #include <privdiff/config/config.hpp>
 
 #include <filesystem>
@@ -54,6 +56,15 @@ struct Recipe {
   std::vector<EvalSection> evals;
   /// Accountants the recipe names ([privacy] accountant first, then report), without repeats.
   std::vector<std::string> accountant_ids;
+
+  /// Where each key given in the recipe (and each section) is: "file:line:col", or "--set '...'"
+  /// for a value from the command line, by key path ("stage[0].steps", "adapter").
+  std::map<std::string, Diagnostic> locations;
+
+  /// A diagnostic at `key_path`'s place in the recipe (or its section's, for a key left at its
+  /// default; the file's when neither is known): what a check after validation reports a key's
+  /// value with, e.g. `recipe.toml:20:11: adapter.targets: "x" matches no Linear layer's name`.
+  Diagnostic diagnostic(const std::string& key_path, std::string message) const;
 
   /// The dataset named `name`; throws std::out_of_range when there is none.
   const DataSection& dataset(const std::string& name) const;

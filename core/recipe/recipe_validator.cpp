@@ -6,6 +6,7 @@
 #include <privdiff/config/value.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace privdiff::core {
@@ -81,6 +82,23 @@ std::optional<ConfigValue> convert(const toml::node& node, const Key& key) {
   return ConfigValue{strings};
 }
 
+// False for a number (or list of numbers) that is inf or nan: no key means anything by them.
+bool is_finite(const ConfigValue& value) {
+  if (auto* d = std::get_if<double>(&value)) return std::isfinite(*d);
+  if (auto* l = std::get_if<std::vector<double>>(&value)) {
+    return std::all_of(l->begin(), l->end(), [](double v) { return std::isfinite(v); });
+  }
+  return true;
+}
+
+// "a finite number > 0", "a list of finite numbers > 1": what a non-finite value was refused for.
+std::string finite_expectation(const Key& key) {
+  std::string expected = key.expectation();
+  const auto at = expected.find("number");
+  if (at != std::string::npos) expected.insert(at, "finite ");
+  return (is_list(key.type()) ? "" : "a ") + expected;
+}
+
 std::vector<std::string> key_names(const Schema& schema, const std::vector<std::string>& extra) {
   std::vector<std::string> names = extra;
   for (const auto& k : schema.keys()) names.push_back(k.name());
@@ -107,6 +125,7 @@ class Validator {
     auto run_values = table_values(section("run"), "run", run_schema(), {});
     if (!run_values.count("name")) run_values["name"] = fs::path(doc_.file()).stem().string();
     recipe.run = sdk::Config("run", run_values);
+    check_init_from(section("run"), recipe.run);
     recipe.privacy = sdk::Config("privacy", table_values(section("privacy"), "privacy", privacy_schema(), {}));
     check_data(root, recipe);
     sdk::Config plugins("plugins", table_values(section("plugins"), "plugins", plugins_schema(), {}));
@@ -130,10 +149,30 @@ class Validator {
     sort_by_position(diagnostics_);
     diagnostics_.insert(diagnostics_.end(), earlier_.begin(), earlier_.end());
     if (!diagnostics_.empty()) throw RecipeError(std::move(diagnostics_));
+    recipe.locations = std::move(locations_);
     return recipe;
   }
 
  private:
+  // [run] init_from_disjoint states something about the run init_from names: alone it says nothing.
+  void check_init_from(const toml::table& run, const sdk::Config& values) {
+    const toml::node* disjoint = run.get("init_from_disjoint");
+    if (!disjoint || run.contains("init_from") || !values.has("init_from_disjoint") ||
+        !values.get_bool("init_from_disjoint")) {
+      return;
+    }
+    error(*disjoint, "run.init_from_disjoint",
+          "true states that this run's data and those of the run it starts from are disjoint, but [run] has no "
+          "init_from: set run.init_from = \"RUN_DIR\" (the run to start from), or remove init_from_disjoint");
+  }
+
+  // Keeps where `node` is in the recipe (or the --set that gave it) for checks after validation
+  // (Recipe::diagnostic); nodes made up for absent sections have no place.
+  void remember(const toml::node& node, const std::string& path) {
+    Diagnostic where = doc_.diagnostic_at(node, path, "");
+    if (where.location != doc_.file()) locations_[path] = std::move(where);
+  }
+
   void check_evals(const toml::table& root, Recipe& recipe) {
     const toml::array* entries = root.get_as<toml::array>("eval");
     if (!entries) return;
@@ -248,6 +287,7 @@ class Validator {
   std::map<std::string, ConfigValue> table_values(const toml::table& table, const std::string& path,
                                                   const Schema& schema, const std::vector<std::string>& selectors) {
     std::map<std::string, ConfigValue> values;
+    if (!path.empty()) remember(table, path);
     for (auto&& [k, node] : table) {
       const std::string name(k.str());
       const std::string key_path = child_path(path, name);
@@ -274,7 +314,12 @@ class Validator {
         error(node, key_path, "expected " + key->expectation() + ", got " + render(node));
         continue;
       }
+      if (!is_finite(*value)) {  // e.g. epsilon = inf, which TOML allows and "> 0" does not exclude
+        error(node, key_path, "expected " + finite_expectation(*key) + ", got " + render(node));
+        continue;
+      }
       values[name] = *value;
+      remember(node, key_path);
     }
     for (const auto& key : schema.keys()) {
       if (table.contains(key.name())) continue;
@@ -327,6 +372,7 @@ class Validator {
       error(*node, selector_path, unknown_component(kind, id));
       return std::nullopt;
     }
+    remember(*node, selector_path);
     std::vector<std::string> skip = own_keys;
     skip.insert(skip.begin(), selector);
     auto values = table_values(table, path, found->registration->schema, skip);
@@ -397,6 +443,7 @@ class Validator {
         error(*classes, child_path(path, "classes"), "expected a list of class labels >= 0, got " + render(*classes));
       } else {
         section.classes = std::get<std::vector<std::int64_t>>(*value);
+        remember(*classes, child_path(path, "classes"));
       }
     }
     recipe.datasets.push_back(std::move(section));
@@ -485,6 +532,7 @@ class Validator {
   std::vector<Diagnostic> diagnostics_;
   std::vector<Diagnostic> earlier_;
   std::vector<std::string> data_names_;  // every [data] / [data.NAME] section, valid or not
+  std::map<std::string, Diagnostic> locations_;  // Recipe::locations
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "run/composed_run.hpp"
 
 #include <privdiff/components/adapter.hpp>
+#include <privdiff/config/key_value_error.hpp>
 
 #include <ATen/Context.h>
 
@@ -14,6 +15,8 @@ std::unique_ptr<sdk::Model> create_model(const Recipe& recipe, const ComponentRe
     auto adapter = create_component<sdk::Adapter>(registry, recipe.adapter->id, recipe.adapter->config);
     try {
       adapter->wrap(model->module());
+    } catch (const sdk::KeyValueError& e) {  // e.g. targets that match nothing: bad input, at its key
+      throw RecipeError({recipe.diagnostic(e.key_path(), e.problem())});
     } catch (const std::exception& e) {
       throw std::invalid_argument("while attaching adapter '" + recipe.adapter->id + "' ([adapter]) to model '" +
                                   recipe.model->id + "': " + e.what());

@@ -5,6 +5,7 @@
 
 #include "data/near_duplicates.hpp"
 #include "sample/sample_set.hpp"
+#include <privdiff/config/key_value_error.hpp>
 #include <privdiff/engine/parameter_selection.hpp>
 #include <privdiff/privacy/gaussian_steps.hpp>
 
@@ -218,6 +219,12 @@ void RunOrchestrator::preflight(RunSession& s) {
   }
   if (!recipe_.evals.empty() && components_.model && model_classes(recipe_.model->config) <= 0) {
     throw std::runtime_error("eval: [[eval]] scores labelled samples; the model is unconditional (num_classes = 0)");
+  }
+  for (const auto& entry : recipe_.evals) {  // refused now, not by the allocator after training
+    if (!components_.model) break;
+    const std::string problem = sample_set_too_large(entry.settings.get_int("samples"), components_.model->image_shape(),
+                                                     s.run_dir.empty() ? fs::path(".") : s.run_dir);
+    if (!problem.empty()) throw sdk::KeyValueError(entry.settings.path() + ".samples", problem);
   }
   if (components_.mechanisms.empty()) {
     if (!recipe_.privacy.has("delta") && !recipe_.privacy.has("epsilon")) {

@@ -3,11 +3,13 @@
 #include "run/run_ledger.hpp"
 #include "util/cpu_threads.hpp"
 
+#include <privdiff/config/key_value_error.hpp>
 #include <privdiff/engine/device.hpp>
 #include <privdiff/parallel/collective.hpp>
 
 #include <ATen/ATen.h>
 
+#include <cstdlib>
 #include <stdexcept>
 
 namespace privdiff::core {
@@ -54,11 +56,16 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, cons
     if (writer) check_run_dir(run_dir, effective.resume, restart);
     const std::int64_t threads = recipe_.run.get_int("threads");
     use_cpu_threads(threads > 0 ? threads : cores_per_process(options.local_processes));
+    // Told nothing: as many threads as other processes leave cores idle, measured as it goes.
+    if (threads == 0 && options.local_processes == 1 && !options.collective && !std::getenv("OMP_NUM_THREADS")) {
+      s.cpu_share.emplace(available_cores());
+    }
     s.device = resolve_run_device();
     if (s.device.is_cuda() && options.collective) s.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(options.local_rank));
     preflight(s);
+    s.adapt_threads(std::chrono::milliseconds(200));  // the load seen during pre-flight
   } catch (const std::exception& e) {
-    if (!options.collective) throw RunRefused(e.what());
+    if (!options.collective) refuse(e);
     refused = e.what();
   }
   if (options.collective) agree_to_start(*options.collective, refused);
@@ -86,9 +93,18 @@ void RunOrchestrator::check(std::ostream& log) {
       log << "note: " << e.what() << " (privdiff run would refuse it on this machine)\n";
     }
     preflight(s);
+    s.adapt_threads(std::chrono::milliseconds(200));  // the load seen during pre-flight
   } catch (const std::exception& e) {
-    throw RunRefused(e.what());
+    refuse(e);
   }
+}
+
+void RunOrchestrator::refuse(const std::exception& e) const {
+  if (const auto* bad = dynamic_cast<const sdk::KeyValueError*>(&e)) {
+    throw RecipeError({recipe_.diagnostic(bad->key_path(), bad->problem())});
+  }
+  if (const auto* positioned = dynamic_cast<const RecipeError*>(&e)) throw *positioned;
+  throw RunRefused(e.what());
 }
 
 c10::Device RunOrchestrator::resolve_run_device() const {

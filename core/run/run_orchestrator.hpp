@@ -102,7 +102,8 @@ class RunOrchestrator {
 
   /// run()'s pre-flight checks alone — the data opens, the data-use rule, batch sizes, the privacy
   /// plan and calibration — writing nothing: every check that needs no training (`privdiff
-  /// validate`). Throws RunRefused.
+  /// validate`). Throws RunRefused, or RecipeError at the key for a recipe value that cannot be used
+  /// (a component's sdk::KeyValueError, e.g. a class the data do not have).
   void check(std::ostream& log);
 
   /// How to open the data of the runs this one starts from (init_from); without it the statement
@@ -117,6 +118,9 @@ class RunOrchestrator {
   void open_released(RunSession& s, const std::string& name, std::int64_t classes) const;
   /// [run] device as a device of this machine; throws sdk::engine::DeviceUnavailable.
   c10::Device resolve_run_device() const;
+  /// Throws a pre-flight failure as the user's error it is: RecipeError at the key's place in the
+  /// recipe for an sdk::KeyValueError, RunRefused for anything else.
+  [[noreturn]] void refuse(const std::exception& e) const;
 
   // The phases of run(), in order. preflight writes nothing, so a refused run leaves no directory.
   void preflight(RunSession& s);

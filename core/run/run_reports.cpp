@@ -34,10 +34,11 @@ void RunOrchestrator::sample_grid(RunSession& s) {
   const auto start = std::chrono::steady_clock::now();
   components_.model->module().eval();
   const at::Tensor images = components_.model->decode(components_.sampler->sample(*components_.model, request));
+  s.grid_images = request.count;
+  s.grid_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   write_image_grid(s.run_dir / "samples.png", images, classes, 10);
   s.log << "samples: " << (s.run_dir / "samples.png").string() << " (" << request.count << " images, "
-        << std::setprecision(3) << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
-        << " s, " << recipe_.sampler->id << ")\n";
+        << std::setprecision(3) << s.grid_seconds << " s, " << recipe_.sampler->id << ")\n";
 }
 
 void RunOrchestrator::run_evals(RunSession& s) {
@@ -149,6 +150,12 @@ void RunOrchestrator::write_reports(RunSession& s) {
                                 {"device", s.device.str()},
                                 {"privacy", results},
                                 {"caveats", caveats}};
+  if (s.grid_images > 0 && s.grid_seconds > 0) {  // samples.png's rate: what `privdiff sample` may expect
+    run_summary["sampling"] = {{"sampler", recipe_.sampler->id},
+                               {"images", s.grid_images},
+                               {"seconds", s.grid_seconds},
+                               {"images_per_second", static_cast<double>(s.grid_images) / s.grid_seconds}};
+  }
   if (!s.data_fingerprint.empty()) run_summary["data"] = s.data_fingerprint;
   run_summary["ledger_steps"] = s.summary.ledger.steps();
   const std::string note = spending_note(s, total_steps);
@@ -216,6 +223,18 @@ void RunOrchestrator::print_summary(const RunSession& s, std::int64_t trainable,
   for (const auto& caveat : s.summary.ledger.caveats()) log << "  CAVEAT      " << caveat << "\n";
   if (components_.model && components_.sampler) {
     log << "  samples     " << (s.run_dir / "samples.png").string() << " (10 per class, one class per row)\n";
+    if (s.grid_images > 0 && s.grid_seconds > 0) {
+      // The next step people take is thousands of samples: say what it costs at this rate.
+      const double rate = static_cast<double>(s.grid_images) / s.grid_seconds;
+      log << "  sampling    " << std::setprecision(3) << rate << " images/s here (" << recipe_.sampler->id
+          << "): privdiff sample " << s.run_dir.string() << " --count 10000 takes about "
+          << format_duration(10000 / rate);
+      if (10000 / rate > 600) {  // over 10 minutes: also a count that takes about 5
+        const std::int64_t fits = std::max<std::int64_t>(100, static_cast<std::int64_t>(300 * rate) / 100 * 100);
+        log << ", --count " << fits << " about " << format_duration(static_cast<double>(fits) / rate);
+      }
+      log << "\n";
+    }
   }
   if (!components_.mechanisms.empty()) log << "  checkpoint  " << s.checkpoint_path().string() << "\n";
 }

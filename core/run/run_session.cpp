@@ -6,6 +6,7 @@
 #include <privdiff/privacy/gaussian_steps.hpp>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <cmath>
 #include <csignal>
@@ -56,6 +57,14 @@ bool killed_before_first_checkpoint(const fs::path& run_dir) {
 }
 
 // Refuses a run directory that cannot be used, before anything is computed or written.
+void RunSession::adapt_threads(std::chrono::duration<double> period) {
+  if (!cpu_share) return;
+  if (const auto change = cpu_share->rechoose(period)) {
+    at::set_num_threads(change->first);
+    log << "threads: " << change->second << "\n";
+  }
+}
+
 void check_run_dir(const fs::path& run_dir, bool resume, bool restart) {
   std::error_code ec;
   if (restart) return;

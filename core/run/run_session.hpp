@@ -7,6 +7,7 @@
 #include "data/dataset_identity.hpp"
 #include "data/record_set.hpp"
 #include "util/atomic_file.hpp"
+#include "util/cpu_share.hpp"
 #include "run/init_from.hpp"
 #include "run/run_checkpoint.hpp"
 #include "run/run_orchestrator.hpp"
@@ -60,8 +61,13 @@ struct RunSession {
   double earlier_seconds = 0;  // training time of earlier sessions of this run
   std::chrono::steady_clock::time_point session_start = std::chrono::steady_clock::now();
   std::int64_t session_steps = 0;
+  std::optional<CpuShare> cpu_share;  // [run] threads = 0 in one process: the cores others leave idle
   double training_seconds = 0;
+  std::int64_t grid_images = 0;  // samples.png: images sampled and how long it took (the sampling
+  double grid_seconds = 0;       // rate that `privdiff sample --count N`'s time is projected from)
 
+  /// Re-chooses the thread count from the machine's load (cpu_share), saying so when it changes.
+  void adapt_threads(std::chrono::duration<double> period);
   const sdk::Dataset& stage_data(const Recipe& recipe, std::size_t i) const { return *datasets.at(recipe.stages[i].data); }
   std::int64_t stage_size(std::size_t i) const { return stage_sizes.at(i); }
   std::vector<std::int64_t> stage_sizes;  // N of each stage's dataset

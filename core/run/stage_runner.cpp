@@ -101,7 +101,7 @@ void RunOrchestrator::run_stage(RunSession& s, std::size_t i) {
       test_kill_point("release");
       SampleSet set{sdk::pixels_to_bytes(images.to(at::kCPU)), labels.to(at::kCPU).to(at::kLong)};
       const fs::path prefix = released_directory(s, name) / "train";
-      write_sample_set(prefix, set, false, classes);
+      write_sample_set(prefix, set, true, classes);  // one class per row, as samples.png
       // Complete: a resume reuses it instead of querying the private data again (reuse_release).
       write_file_atomically(released_directory(s, name) / release_marker,
                             nlohmann::json{{"stage", name}, {"images", images.size(0)},

@@ -31,6 +31,7 @@ void StepRecord::operator()(const sdk::StepReport& r, const sdk::StateWriter& sa
     s_.metrics.flush();
     print_progress(r, std::chrono::duration<double>(now - start_).count());
   }
+  s_.adapt_threads(std::chrono::seconds(5));
   const bool stop = s_.stop_wanted();
   const bool due = settings_.checkpoint_every > 0 && r.step % settings_.checkpoint_every == 0;
   if ((stop || due) && r.step < r.total_steps) settings_.checkpoint(r.step, save_state);

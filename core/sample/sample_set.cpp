@@ -8,9 +8,14 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/types.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <iomanip>
+#include <optional>
+#include <sstream>
 #include <stdexcept>
 
 namespace privdiff::core {
@@ -19,6 +24,66 @@ namespace fs = std::filesystem;
 
 std::int64_t model_classes(const sdk::Config& model_config) {
   return model_config.has("num_classes") ? model_config.get_int("num_classes") : 0;
+}
+
+namespace {
+
+// "785 TB": three significant digits, decimal units.
+std::string format_bytes(double bytes) {
+  const char* units[] = {"bytes", "kB", "MB", "GB", "TB", "PB", "EB"};
+  int unit = 0;
+  while (bytes >= 1000 && unit < 6) {
+    bytes /= 1000;
+    ++unit;
+  }
+  std::ostringstream out;
+  out << std::setprecision(3) << bytes << " " << units[unit];
+  return out.str();
+}
+
+// The free space where `directory` is (or would be created).
+std::optional<double> free_bytes(fs::path directory) {
+  std::error_code ec;
+  directory = fs::absolute(directory, ec);
+  while (!directory.empty() && !fs::exists(directory, ec) && directory != directory.parent_path()) {
+    directory = directory.parent_path();
+  }
+  const fs::space_info space = fs::space(directory, ec);
+  if (ec) return std::nullopt;
+  return static_cast<double>(space.available);
+}
+
+}  // namespace
+
+std::string sample_set_too_large(std::int64_t count, const std::vector<std::int64_t>& image_shape,
+                                 const fs::path& directory) {
+  double image_bytes = 1;
+  std::string shape;
+  for (std::int64_t d : image_shape) {
+    image_bytes *= static_cast<double>(d);
+    shape += (shape.empty() ? "" : "x") + std::to_string(d);
+  }
+  constexpr double idx_limit = 4294967295.0;  // an IDX dimension is a 32-bit count
+  const double memory_per_image = 2 * image_bytes + 16;  // the batches and their concatenation; labels
+  const double disk_per_image = image_bytes + 1;
+  const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  const std::optional<double> disk = free_bytes(directory);
+  const double n = static_cast<double>(count);
+  const bool too_many = n > idx_limit, no_memory = n * memory_per_image > memory,
+             no_disk = disk && n * disk_per_image > *disk;
+  if (!too_many && !no_memory && !no_disk) return "";
+  double fits = std::min(idx_limit, std::floor(memory / memory_per_image));
+  if (disk) fits = std::min(fits, std::floor(*disk / disk_per_image));
+  std::ostringstream out;
+  out << count << " images of " << shape << " need " << format_bytes(n * memory_per_image)
+      << " of memory while they are written (" << format_bytes(memory_per_image) << " each) and "
+      << format_bytes(n * disk_per_image) << " of disk (uncompressed); this machine has " << format_bytes(memory)
+      << " of memory";
+  if (disk) out << " and " << format_bytes(*disk) << " free under " << directory.string();
+  if (too_many) out << ", and an IDX file counts at most 4294967295 images";
+  out << ": at most " << static_cast<std::int64_t>(fits) << " fit; sample fewer (several sets with different seeds "
+      << "give more)";
+  return out.str();
 }
 
 SampleSet generate_samples(sdk::Model& model, sdk::Sampler& sampler, const SampleOptions& options, std::ostream& log) {
@@ -73,7 +138,7 @@ sdk::IdxArray to_idx(const at::Tensor& bytes, std::vector<std::int64_t> shape) {
 
 }  // namespace
 
-fs::path write_sample_set(const fs::path& prefix, const SampleSet& set, bool balanced, std::int64_t num_classes) {
+fs::path write_sample_set(const fs::path& prefix, const SampleSet& set, bool class_rows, std::int64_t num_classes) {
   if (!prefix.parent_path().empty()) fs::create_directories(prefix.parent_path());
   const fs::path images_file = prefix.string() + "-images-idx3-ubyte.gz";
   std::vector<std::int64_t> shape = set.images.sizes().vec();
@@ -82,21 +147,29 @@ fs::path write_sample_set(const fs::path& prefix, const SampleSet& set, bool bal
   if (set.labels.defined()) {
     sdk::write_idx(labels_file_beside(images_file), to_idx(set.labels.to(at::kByte), {set.labels.size(0)}));
   }
-  // A preview grid: for balanced labels up to 10 of each of the first 10 classes, one class per row.
+  // A preview grid, one class per row as samples.png: up to 10 images of each of the first 10 classes
+  // (a class with fewer, e.g. a release of 5 per class, has a shorter row, padded with black).
   at::Tensor preview;
-  std::int64_t rows = 0;
-  if (balanced && set.labels.defined() && num_classes > 0) {
+  std::int64_t rows = 0, columns = 0;
+  if (class_rows && set.labels.defined() && num_classes > 0) {
     std::vector<at::Tensor> per_class;
     for (std::int64_t c = 0; c < std::min<std::int64_t>(num_classes, 10); ++c) {
       const at::Tensor index = (set.labels == c).nonzero().flatten();
-      if (index.numel() >= 10) per_class.push_back(set.images.index_select(0, index.narrow(0, 0, 10)));
+      if (index.numel() == 0) continue;
+      per_class.push_back(set.images.index_select(0, index.narrow(0, 0, std::min<std::int64_t>(10, index.numel()))));
+      columns = std::max(columns, per_class.back().size(0));
+    }
+    for (auto& row : per_class) {
+      if (row.size(0) == columns) continue;
+      auto padding = row.sizes().vec();
+      padding[0] = columns - row.size(0);
+      row = at::cat({row, at::zeros(padding, row.options())});
     }
     if (!per_class.empty()) {
       preview = at::cat(per_class, 0);
       rows = static_cast<std::int64_t>(per_class.size());
     }
   }
-  std::int64_t columns = 10;
   if (!preview.defined() && set.images.size(0) > 0) {  // the first rows of 10 (fewer than 10: one row)
     columns = std::min<std::int64_t>(10, set.images.size(0));
     rows = std::min<std::int64_t>(10, set.images.size(0) / columns);

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace privdiff::core {
 
@@ -33,14 +34,24 @@ struct SampleSet {
 /// it has none (an unconditional model).
 std::int64_t model_classes(const sdk::Config& model_config);
 
+/// Why `count` images of `image_shape` ([C, H, W]) cannot be sampled and written as an IDX pair under
+/// `directory` (which need not exist yet), with the numbers: more images than an IDX file counts,
+/// more memory than this machine has for holding them while they are written (2 bytes per pixel
+/// value and 16 per label), or more free disk than there is (uncompressed: samples of a noisy model
+/// hardly compress); also how many would fit. Empty when they fit. Checked before anything is
+/// allocated (`privdiff sample --count`, [[eval]] samples).
+std::string sample_set_too_large(std::int64_t count, const std::vector<std::int64_t>& image_shape,
+                                 const std::filesystem::path& directory);
+
 /// Samples in batches, decoding to images in [-1, 1] and quantising to bytes; progress (images/s,
 /// ETA) goes to `log` about every 2 s.
 SampleSet generate_samples(sdk::Model& model, sdk::Sampler& sampler, const SampleOptions& options, std::ostream& log);
 
 /// Writes PREFIX-images-idx3-ubyte.gz and PREFIX-labels-idx1-ubyte.gz (single-channel images: IDX
-/// [N, H, W]; otherwise [N, C, H, W]) and PREFIX-grid.png (up to 10 x 10 images; for balanced
-/// labels one class per row). Returns the images file.
-std::filesystem::path write_sample_set(const std::filesystem::path& prefix, const SampleSet& set, bool balanced,
+/// [N, H, W]; otherwise [N, C, H, W]) and PREFIX-grid.png (up to 10 x 10 images; with `class_rows`
+/// — balanced labels, a release — one class per row, as the run's samples.png; otherwise the first
+/// images in rows of 10). Returns the images file.
+std::filesystem::path write_sample_set(const std::filesystem::path& prefix, const SampleSet& set, bool class_rows,
                                        std::int64_t num_classes);
 
 /// The labels file of an IDX image file, by the MNIST naming convention

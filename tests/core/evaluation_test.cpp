@@ -5,6 +5,9 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#define STB_IMAGE_STATIC
+#define STB_IMAGE_IMPLEMENTATION
+#include <stb/stb_image.h>
 
 #include <filesystem>
 
@@ -36,6 +39,52 @@ TEST(SampleSet, WritesAnIdxPairThatReadsBack) {
   EXPECT_TRUE(back.labels.equal(set.labels));
   EXPECT_TRUE(((back.images + 1) * 127.5).round().to(at::kByte).equal(set.images));
   fs::remove_all(dir);
+}
+
+TEST(SampleSet, TheGridHasOneClassPerRowAsSamplesPngAlsoForAReleasesFewImagesPerClass) {
+  // DP-FETA's central images come query by query (classes 0..9, then 0..9 again): 5 queries of 10
+  // classes. Each image is one grey level, its class's, so the grid's pixels say where each went.
+  const fs::path dir = temp_dir("grid");
+  SampleSet set;
+  set.labels = at::arange(50, at::kLong).remainder(10);
+  set.images = (set.labels * 20 + 10).to(at::kByte).view({50, 1, 1, 1}).expand({50, 1, 4, 4}).contiguous();
+  write_sample_set(dir / "release", set, true, 10);
+  int width = 0, height = 0, channels = 0;
+  unsigned char* png = stbi_load((dir / "release-grid.png").c_str(), &width, &height, &channels, 1);
+  ASSERT_NE(png, nullptr);
+  EXPECT_EQ(width, 5 * 4 + 4 * 2);    // 5 columns: the images of one class
+  EXPECT_EQ(height, 10 * 4 + 9 * 2);  // 10 rows: the classes
+  for (int row = 0; row < 10; ++row) {
+    for (int column = 0; column < 5; ++column) {
+      EXPECT_EQ(png[(row * 6 + 1) * width + column * 6 + 1], row * 20 + 10) << "row " << row << ", column " << column;
+    }
+  }
+  stbi_image_free(png);
+  // A class with fewer images than another: its row is padded with black, the rows stay classes.
+  set.labels = at::tensor(std::vector<std::int64_t>{0, 1, 1, 1, 2, 2}, at::kLong);
+  set.images = (set.labels * 20 + 10).to(at::kByte).view({6, 1, 1, 1}).expand({6, 1, 4, 4}).contiguous();
+  write_sample_set(dir / "uneven", set, true, 3);
+  png = stbi_load((dir / "uneven-grid.png").c_str(), &width, &height, &channels, 1);
+  ASSERT_NE(png, nullptr);
+  EXPECT_EQ(width, 3 * 4 + 2 * 2);
+  EXPECT_EQ(height, 3 * 4 + 2 * 2);
+  EXPECT_EQ(png[1 * width + 1], 10);
+  EXPECT_EQ(png[1 * width + 6 + 1], 0);  // class 0 has one image: black beside it
+  EXPECT_EQ(png[7 * width + 12 + 1], 30);
+  EXPECT_EQ(png[13 * width + 6 + 1], 50);
+  stbi_image_free(png);
+  fs::remove_all(dir);
+}
+
+TEST(SampleSet, AreRefusedBeforeAllocatingWhenTheyCannotFit) {
+  // privdiff sample --count 1000000000000 ended in LibTorch's allocator; the count is checked first.
+  const std::string problem = sample_set_too_large(1000000000000, {1, 28, 28}, fs::temp_directory_path());
+  EXPECT_NE(problem.find("1000000000000 images of 1x28x28 need 1.58 PB of memory"), std::string::npos) << problem;
+  EXPECT_NE(problem.find("785 TB of disk"), std::string::npos) << problem;
+  EXPECT_NE(problem.find("an IDX file counts at most 4294967295 images"), std::string::npos) << problem;
+  EXPECT_NE(problem.find(" fit; sample fewer"), std::string::npos) << problem;
+  EXPECT_EQ(sample_set_too_large(1000, {3, 32, 32}, fs::temp_directory_path()), "");
+  EXPECT_EQ(sample_set_too_large(1000, {1, 28, 28}, fs::temp_directory_path() / "not" / "made" / "yet"), "");
 }
 
 TEST(SampleSet, MismatchedOrCorruptFilesAreRefusedWithTheFileNamed) {

@@ -121,3 +121,56 @@ data = "privat"
   const auto mixed = RecipeDocument::parse("[data]\ndataset = \"fixture_data\"\n[data.extra]\ndataset = \"fixture_data\"\n", "m.toml");
   EXPECT_THROW(validate_recipe(mixed, fixture_registry()), RecipeError);
 }
+
+namespace {
+std::string validation_errors(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  auto doc = RecipeDocument::parse(text, "r.toml");
+  auto earlier = doc.apply_overrides(overrides);
+  try {
+    validate_recipe(doc, fixture_registry(), std::move(earlier));
+  } catch (const RecipeError& e) {
+    return e.what();
+  }
+  return "(valid)";
+}
+}  // namespace
+
+TEST(RecipeValidator, NumbersMustBeFinite) {
+  // TOML has inf and nan, and "> 0" does not exclude inf: epsilon = inf was refused later, without
+  // its place in the recipe.
+  const std::string accountant = "accountant = \"fixture_accountant\"\n";
+  EXPECT_EQ(validation_errors("[privacy]\nepsilon = inf\ndelta = 1e-5\n" + accountant),
+            "r.toml:2:11: privacy.epsilon: expected a finite number > 0, got inf");
+  EXPECT_EQ(validation_errors("[privacy]\nepsilon = 1.0\n" + accountant, {"privacy.epsilon=inf"}),
+            "--set 'privacy.epsilon=inf': privacy.epsilon: expected a finite number > 0, got inf");
+  EXPECT_EQ(validation_errors("[model]\ntype = \"fixture_model\"\ndropout = nan\n"),
+            "r.toml:3:11: model.dropout: expected number in [0, 1], got nan");  // a range already refuses nan
+  EXPECT_EQ(validation_errors("[privacy]\nepsilon = 1e308\ndelta = 1e-5\n" + accountant), "(valid)");
+}
+
+TEST(RecipeValidator, InitFromDisjointNeedsInitFrom) {
+  EXPECT_EQ(validation_errors("[run]\ninit_from_disjoint = true\n"),
+            "r.toml:2:22: run.init_from_disjoint: true states that this run's data and those of the run it starts "
+            "from are disjoint, but [run] has no init_from: set run.init_from = \"RUN_DIR\" (the run to start from), or "
+            "remove init_from_disjoint");
+  EXPECT_EQ(validation_errors("[run]\ninit_from_disjoint = false\n"), "(valid)");
+  EXPECT_EQ(validation_errors("[run]\ninit_from = \"runs/a\"\ninit_from_disjoint = true\n"), "(valid)");
+}
+
+TEST(RecipeValidator, KeepsWhereEachKeyIsForLaterChecks) {
+  auto doc = RecipeDocument::parse(R"([model]
+type = "fixture_model"
+channels = 8
+[[stage]]
+mechanism = "fixture_mechanism"
+batch_size = 10
+)", "r.toml");
+  auto earlier = doc.apply_overrides({"stage.0.batch_size=12"});
+  const Recipe r = validate_recipe(doc, fixture_registry(), std::move(earlier));
+  EXPECT_EQ(r.diagnostic("model.channels", "too many").to_string(), "r.toml:3:12: model.channels: too many");
+  EXPECT_EQ(r.diagnostic("model.type", "x").to_string(), "r.toml:2:8: model.type: x");
+  // A key left at its default: its section's place.
+  EXPECT_EQ(r.diagnostic("model.attention", "x").to_string(), "r.toml:1:1: model.attention: x");
+  EXPECT_EQ(r.diagnostic("stage[0].batch_size", "x").to_string(), "--set 'stage.0.batch_size=12': stage[0].batch_size: x");
+  EXPECT_EQ(r.diagnostic("sampler.steps", "x").to_string(), "r.toml: sampler.steps: x");  // no [sampler]
+}

@@ -97,5 +97,55 @@ contains "--plugin-path $tmp/nowhere: no such directory"
 expect 2 "sample --count 0" -- "$privdiff" sample "$tmp/run1" --count 0
 contains "must be an integer >= 1, got 0"
 
+# Values a schema accepts but that cannot be used: refused with the key's place in the recipe, exit 2,
+# nothing written (issue #37). The real plugins, on the tiny Fashion-MNIST fixture.
+cat > "$tmp/real.toml" <<TOML
+[privacy]
+epsilon = 5.0
+delta = 1e-5
+[data]
+path = "$fixtures/data/tiny-fashion-mnist"
+[model]
+type = "pixel_unet"
+channels = 8
+channel_mult = [1, 2]
+num_res_blocks = 1
+attention_resolutions = [14]
+[sampler]
+type = "edm_heun"
+steps = 2
+[[stage]]
+mechanism = "dpsgd"
+batch_size = 4
+steps = 2
+ema = 0.5
+TOML
+expect 2 "an adapter's targets that are not a regex" -- "$privdiff" validate "$tmp/real.toml" \
+  --set 'adapter.type="lora"' --set 'adapter.targets="(("'
+contains "--set 'adapter.targets=\"((\"': adapter.targets: \"((\" is not a regular expression ("
+{ cat "$tmp/real.toml"; printf '[adapter]\ntype = "ia3"\ntargets = "nothing"\n'; } > "$tmp/adapter.toml"
+expect 2 "an adapter's targets that match no layer" -- "$privdiff" run "$tmp/adapter.toml" --out "$tmp/adapter-run"
+contains "adapter.toml:22:11: adapter.targets: \"nothing\" matches no Linear layer's name (the model's Linear layers: sigma_mlp1, "
+checks=$((checks + 1)); [ ! -e "$tmp/adapter-run" ] || { echo "FAIL: a refused run wrote $tmp/adapter-run"; failures=$((failures + 1)); }
+{ head -n 5 "$tmp/real.toml"; echo 'classes = [0, 12]'; tail -n +6 "$tmp/real.toml"; } > "$tmp/classes.toml"
+expect 2 "a class the data do not have" -- "$privdiff" run "$tmp/classes.toml" --out "$tmp/classes-run"
+contains "classes.toml:6:11: data.classes: class 12 does not exist: tiny-fashion-mnist (train) has classes 0-9"
+checks=$((checks + 1)); [ ! -e "$tmp/classes-run" ] || { echo "FAIL: a refused run wrote $tmp/classes-run"; failures=$((failures + 1)); }
+expect 2 "init_from_disjoint without init_from" -- "$privdiff" validate "$tmp/real.toml" --set run.init_from_disjoint=true
+contains "--set 'run.init_from_disjoint=true': run.init_from_disjoint: true states that this run's data and those of the run it starts from are disjoint, but [run] has no init_from"
+sed 's/^epsilon = 5.0$/epsilon = inf/' "$tmp/real.toml" > "$tmp/inf.toml"
+expect 2 "epsilon = inf" -- "$privdiff" validate "$tmp/inf.toml"
+contains "inf.toml:2:11: privacy.epsilon: expected a finite number > 0, got inf"
+expect 2 "steps = 1e12 (as an integer)" -- "$privdiff" validate "$tmp/real.toml" --set stage.0.steps=1000000000000
+contains "stage[0].steps: expected integer in [1, 1000000000], got 1000000000000"
+expect 2 "epochs = 1e300" -- "$privdiff" validate "$tmp/real.toml" --set stage.0.epochs=1e300
+contains "stage[0].epochs: expected number in (0, 1000000], got 1e+300"
+# A sample count that cannot fit: the numbers, before anything is allocated or written.
+expect 0 "a tiny real run" -- "$privdiff" run "$tmp/real.toml" --out "$tmp/real-run"
+contains "--count 10000 takes about"
+expect 2 "sample --count 1e12" -- "$privdiff" sample "$tmp/real-run" --count 1000000000000
+contains "sample --count 1000000000000: 1000000000000 images of 1x28x28 need 1.58 PB of memory"; contains " fit; sample fewer"
+checks=$((checks + 1)); [ ! -e "$tmp/real-run/samples" ] || { echo "FAIL: a refused sample wrote $tmp/real-run/samples"; failures=$((failures + 1)); }
+
 echo "$((checks - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -75,6 +75,12 @@ for statistic in mean mode; do
   for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz train-grid.png; do
     [ -s "$tmp/$statistic/released-central/$f" ] || fail "missing released-central/$f"
   done
+  # One class per row, as samples.png: 10 rows (the classes) of 2 (the queries), not 2 rows of 10.
+  python3 - "$tmp/$statistic/released-central/train-grid.png" <<'PY' || fail "$statistic: train-grid.png is not a class per row"
+import struct, sys
+width, height = struct.unpack(">II", open(sys.argv[1], "rb").read()[16:24])
+assert (width, height) == (2 * 28 + 2, 10 * 28 + 9 * 2), (width, height)
+PY
   python3 - "$tmp/$statistic" "$(sigma_of "$tmp/plain")" "$(sigma_of "$tmp/$statistic")" <<'PY' || fail "$statistic ledger/calibration"
 import json, sys
 run, plain, feta = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])

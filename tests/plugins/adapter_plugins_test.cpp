@@ -7,6 +7,7 @@
 #include "installed_plugins.hpp"
 
 #include <privdiff/components/adapter.hpp>
+#include <privdiff/config/key_value_error.hpp>
 #include <privdiff/engine/linear_adapter.hpp>
 
 #include <gtest/gtest.h>
@@ -128,13 +129,18 @@ TEST(LoraAdapter, RefusesTargetsThatMatchNothingAndASecondAdapter) {
   try {
     lora(4, 0.0, "nothing_matches")->wrap(net);
     FAIL() << "accepted";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("adapter.targets \"nothing_matches\" matches no Linear layer (there are: "
-                                         "emb_proj, qkv, proj)"),
-              std::string::npos)
-        << e.what();
+  } catch (const privdiff::sdk::KeyValueError& e) {  // bad input: the host reports it at the key (exit code 2)
+    EXPECT_EQ(e.key_path(), "adapter.targets");
+    EXPECT_EQ(e.problem(), "\"nothing_matches\" matches no Linear layer's name (the model's Linear layers: "
+                           "emb_proj, qkv, proj)");
   }
-  EXPECT_THROW(lora(4, 0.0, "[")->wrap(net), std::invalid_argument);  // not a regex
+  try {
+    lora(4, 0.0, "[")->wrap(net);
+    FAIL() << "accepted";
+  } catch (const privdiff::sdk::KeyValueError& e) {
+    EXPECT_EQ(e.key_path(), "adapter.targets");
+    EXPECT_EQ(e.problem().rfind("\"[\" is not a regular expression (", 0), 0u) << e.problem();
+  }
   lora(2, 0.0, "qkv")->wrap(net);
   EXPECT_THROW(ia3("qkv")->wrap(net), std::invalid_argument);  // one adapter per layer
 }

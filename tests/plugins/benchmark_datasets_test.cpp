@@ -115,6 +115,26 @@ TEST(Cifar10Dataset, RefusesDamagedBatchesNamingFileAndRecord) {
   fs::remove_all(dir);
 }
 
+TEST(Cifar10Dataset, RefusesABatchTruncatedAtARecordBoundary) {
+  // A whole number of records reads as a whole file; the five data batches hold the same number, so
+  // one that holds fewer than the others is cut short (the fixture's hold 8, the official files 10,000).
+  const fs::path dir = copy_of(cifar, "cifar_truncated");
+  fs::resize_file(dir / "data_batch_3.bin", 5 * 3073);
+  std::string error = error_of([&] { open_data("cifar10", {{"path", text(dir.string())}}); });
+  EXPECT_NE(error.find((dir / "data_batch_3.bin").string() + ": 5 records, but data_batch_1.bin holds 8: the five "
+                       "data batches hold the same number (10,000 each in the official files), so this one is truncated"),
+            std::string::npos)
+      << error;
+  fs::copy_file(cifar / "data_batch_3.bin", dir / "data_batch_3.bin", fs::copy_options::overwrite_existing);
+  fs::resize_file(dir / "data_batch_1.bin", 3 * 3073);  // the first one short: named too
+  error = error_of([&] { open_data("cifar10", {{"path", text(dir.string())}}); });
+  EXPECT_NE(error.find((dir / "data_batch_1.bin").string() + ": 3 records, but data_batch_2.bin holds 8"),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(error_of([&] { open_data("cifar10", {{"path", text(dir.string())}, {"split", text("test")}}); }), "(no error)");
+  fs::remove_all(dir);
+}
+
 TEST(Cifar10Dataset, RefusesThePythonAndMatlabVersionsAndPointsIntoTheArchiveFolder) {
   const fs::path dir = copy_of(cifar, "cifar_versions");
   for (const auto& entry : fs::directory_iterator(dir)) fs::remove(entry.path());

@@ -2,6 +2,7 @@
 // them: content, classes, privacy status, and errors that name what is wrong.
 #include "installed_datasets.hpp"
 
+#include <privdiff/config/key_value_error.hpp>
 #include <privdiff/data/idx_file.hpp>
 
 #include <ATen/ATen.h>
@@ -62,10 +63,17 @@ TEST(IdxDataset, ServesImagesInMinusOneToOneWithLabelsSplitsAndClasses) {
 TEST(IdxDataset, BadDataIsNamed) {
   EXPECT_EQ(error_of([] { open_data("idx", {{"path", text("/nonexistent")}}); }), "data: /nonexistent is not a directory");
   EXPECT_NE(error_of([] { open_data("idx", {{"path", text(tiny.string())}}, std::vector<std::int64_t>{-1}); })
-                .find("data.classes: class -1 is negative"),
+                .find("data.classes: class -1 does not exist: tiny-fashion-mnist (train) has classes 0-9"),
             std::string::npos);
-  // A class the data lack keeps nothing: no refusal names what the (private) labels hold.
-  EXPECT_NE(error_of([] { open_data("idx", {{"path", text(tiny.string())}}, std::vector<std::int64_t>{12}); })
+  // A class beyond the data's classes is refused (it used to keep nothing, and [0, 12] trained on
+  // class 0 alone), as a key's value the host places in the recipe.
+  EXPECT_THROW(open_data("idx", {{"path", text(tiny.string())}}, std::vector<std::int64_t>{0, 12}), sdk::KeyValueError);
+  EXPECT_NE(error_of([] { open_data("idx", {{"path", text(tiny.string())}}, std::vector<std::int64_t>{0, 12}); })
+                .find("data.classes: class 12 does not exist: tiny-fashion-mnist (train) has classes 0-9"),
+            std::string::npos);
+  // A class the data have but that holds no record (the fixture has no 8) keeps nothing: no refusal
+  // names what the (private) labels hold.
+  EXPECT_NE(error_of([] { open_data("idx", {{"path", text(tiny.string())}}, std::vector<std::int64_t>{8}); })
                 .find("has no examples"),
             std::string::npos);
   const fs::path dir = temp_dir("magic");

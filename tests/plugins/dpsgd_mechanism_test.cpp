@@ -245,6 +245,28 @@ TEST(DpSgdMechanism, AutoNoiseMustBeCalibratedBeforeTraining) {
   EXPECT_THROW(make("dpsgd", both), std::runtime_error);
 }
 
+// steps = 1e12 (a typo) started a run that would never end; a stage is at most 1e9 steps, given as
+// steps (the schema) or made of epochs (refused with the numbers, before training).
+TEST(DpSgdMechanism, RefusesAStageOfMoreThanABillionSteps) {
+  auto steps = options(1, 1, 1.0);
+  steps["steps"] = ConfigValue{std::int64_t{1000000000000}};
+  EXPECT_THROW(make("dpsgd", steps), std::invalid_argument);
+  auto epochs = options(1, 1, 1.0);
+  epochs.erase("steps");
+  epochs["epochs"] = ConfigValue{1e6};  // the most the schema takes
+  auto mech = make("dpsgd", epochs);
+  EXPECT_NO_THROW(mech->planned_events_with(1.0, 1000));  // 1e9 steps: the limit itself
+  try {
+    mech->planned_events_with(1.0, 60000);
+    FAIL() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "epochs = 1e+06 of 60000 examples at batch_size 1 make 6e+10 steps, more than the "
+                                     "1000000000 a stage may take; give fewer epochs");
+  }
+  epochs["epochs"] = ConfigValue{1e7};
+  EXPECT_THROW(make("dpsgd", epochs), std::invalid_argument);
+}
+
 // A batch larger than the dataset is refused with the numbers, not capped to q = 1.
 TEST(DpSgdMechanism, RefusesABatchLargerThanTheDataset) {
   auto mech = make("dpsgd", options(120, 2, 1.0));

@@ -14,6 +14,10 @@ TEST(Schema, ExpectationTextNamesTypeBoundsChoicesAndKeywords) {
   EXPECT_EQ(Key::string("p").one_of({"edm", "vp"}).expectation(), "one of \"edm\", \"vp\"");
   EXPECT_EQ(Key::integer_list("m").at_least(1).expectation(), "list of integers >= 1");
   EXPECT_EQ(Key::boolean("b").expectation(), "boolean");
+  // Whole bounds in full: "at most 1000000000", never "1e+09".
+  EXPECT_EQ(Key::integer("steps").at_least(1).at_most(1e9).expectation(), "integer in [1, 1000000000]");
+  EXPECT_EQ(Key::number("e").greater_than(0).at_most(1e6).expectation(), "number in (0, 1000000]");
+  EXPECT_EQ(Key::number("t").at_least(-2.5).at_most(1e20).expectation(), "number in [-2.5, 1e+20]");
 }
 
 TEST(Schema, AcceptsChecksTypeAndRange) {

@@ -92,11 +92,35 @@ void read_batch(const fs::path& file, std::vector<std::uint8_t>& images, std::ve
   }
 }
 
+// A batch file cut at a record boundary reads as a whole one: the data batches hold the same number
+// of records (10,000 each in the official files), so one that holds fewer than another is truncated.
+void check_same_records(const fs::path& dir, const std::vector<std::string>& names,
+                        const std::vector<std::int64_t>& records) {
+  std::size_t most = 0;
+  for (std::size_t i = 1; i < records.size(); ++i) {
+    if (records[i] > records[most]) most = i;
+  }
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    if (records[i] == records[most]) continue;
+    throw std::runtime_error((dir / names[i]).string() + ": " + std::to_string(records[i]) + " records, but " +
+                             names[most] + " holds " + std::to_string(records[most]) + ": the five data batches hold "
+                             "the same number (10,000 each in the official files), so this one is truncated; unpack "
+                             "cifar-10-binary.tar.gz again");
+  }
+}
+
 LabelledBytes read(const Config& c) {
   const fs::path dir = checked_directory(c.get_string("path"));
   std::vector<std::uint8_t> images;
   std::vector<std::int64_t> labels;
-  for (const std::string& name : batch_files(c.get_string("split"))) read_batch(dir / name, images, labels);
+  const std::vector<std::string> names = batch_files(c.get_string("split"));
+  std::vector<std::int64_t> records;
+  for (const std::string& name : names) {
+    const std::size_t before = labels.size();
+    read_batch(dir / name, images, labels);
+    records.push_back(static_cast<std::int64_t>(labels.size() - before));
+  }
+  check_same_records(dir, names, records);
   const auto n = static_cast<std::int64_t>(labels.size());
   LabelledBytes out;
   out.images = at::empty({n, kChannels, kSide, kSide}, at::kByte);

@@ -1,4 +1,5 @@
 #include <privdiff/config/config.hpp>
+#include <privdiff/config/key_value_error.hpp>
 #include <privdiff/config/schema.hpp>
 
 #include <stdexcept>
@@ -6,6 +7,10 @@
 namespace privdiff::sdk {
 
 ConfigError::~ConfigError() = default;
+
+KeyValueError::KeyValueError(const std::string& key_path, const std::string& problem)
+    : std::invalid_argument(key_path + ": " + problem), key_path_(key_path), problem_(problem) {}
+KeyValueError::~KeyValueError() = default;
 
 const ConfigValue& Config::value(const std::string& key) const {
   auto it = values_.find(key);

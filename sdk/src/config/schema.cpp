@@ -1,6 +1,7 @@
 #include <privdiff/config/schema.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace privdiff::sdk {
@@ -22,6 +23,8 @@ bool is_numeric(ValueType t) {
 bool is_stringy(ValueType t) { return t == ValueType::string || t == ValueType::string_list; }
 
 std::string format_bound(double v) {
+  // A whole bound in full ("at most 1000000000", not "1e+09"); others as TOML writes them.
+  if (std::isfinite(v) && v == std::floor(v) && std::abs(v) < 1e15) return std::to_string(static_cast<long long>(v));
   std::string s = to_toml(ConfigValue{v});
   // 1.0 reads better as 1 in "integer >= 1"; keep fractional bounds as they are.
   if (s.size() > 2 && s.compare(s.size() - 2, 2, ".0") == 0) s.resize(s.size() - 2);

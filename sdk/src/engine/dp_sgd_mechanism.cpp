@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <stdexcept>
 
 namespace privdiff::sdk::engine {
@@ -37,11 +38,21 @@ const std::string& reproducible_noise_caveat() {
   return text;
 }
 
+namespace {
+// The longest stage: a billion logical steps is weeks even at a thousand steps a second (DPDM's
+// paper-size run is 4,394). A bound keeps a typo (steps = 1e12) from starting a run that never ends,
+// and epochs * N / B within int64.
+constexpr std::int64_t max_stage_steps = 1'000'000'000;
+constexpr double max_epochs = 1e6;
+}  // namespace
+
 Schema dp_sgd_schema(bool is_private, bool with_noise_multiplicity) {
   Schema s;
   s.add(Key::integer("batch_size").at_least(1).doc("expected (Poisson) logical batch size B; q = B / N"))
-      .add(Key::number("epochs").greater_than(0).optional().doc("training length in epochs (steps = ceil(epochs N / B))"))
-      .add(Key::integer("steps").at_least(1).optional().doc("training length in logical steps (instead of epochs)"));
+      .add(Key::number("epochs").greater_than(0).at_most(max_epochs).optional()
+               .doc("training length in epochs (steps = ceil(epochs N / B), at most 1e9)"))
+      .add(Key::integer("steps").at_least(1).at_most(static_cast<double>(max_stage_steps)).optional()
+               .doc("training length in logical steps (instead of epochs)"));
   if (is_private) {
     s.add(Key::number("max_grad_norm").greater_than(0).defaults(1.0).doc("per-example clipping norm C"))
         .add(Key::number("noise_multiplier").greater_than(0).or_keyword("auto").defaults("auto")
@@ -295,6 +306,14 @@ void DpSgdMechanism::check_dataset_size(std::int64_t n) const {
     throw std::invalid_argument("batch_size " + std::to_string(options_.batch_size) + " is larger than the dataset (" +
                                 std::to_string(n) + " examples): the sampling rate q = batch_size / N must be at "
                                 "most 1; use batch_size <= " + std::to_string(n));
+  }
+  const double steps =
+      options_.epochs ? std::ceil(*options_.epochs * static_cast<double>(n) / options_.batch_size - 1e-9) : 0.0;
+  if (steps > static_cast<double>(max_stage_steps)) {  // `steps` itself: the schema bounds it
+    std::ostringstream what;
+    what << "epochs = " << *options_.epochs << " of " << n << " examples at batch_size " << options_.batch_size
+         << " make " << steps << " steps, more than the " << max_stage_steps << " a stage may take; give fewer epochs";
+    throw std::invalid_argument(what.str());
   }
 }
 
