@@ -74,13 +74,10 @@ TEST(RecordReplayPlugins, DpdmPluginWithNoiseMultiplicity) {
 // The central_images stage on D and D ∪ {x}: same ledger (the plan), same number of images, shapes
 // and labels, and each query's class sums moved by at most Delta, in x's class only.
 TEST(RecordReplayPlugins, CentralImagesPluginMeanAndMode) {
-  constexpr std::int64_t n = 23, classes = 2;
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(41);
-  // Mean: p in [0, 0.05], so no class mean reaches 1 and nothing is clamped; mode: uniform pixels,
-  // so that x's one count can move a pixel's mode.
-  const at::Tensor dark = (at::rand({n, 1, 4, 4}, gen) * 0.1 - 1).to(at::kFloat);
-  const at::Tensor uniform = (at::rand({n, 1, 4, 4}, gen) * 2 - 1).to(at::kFloat);
-  const at::Tensor labels = at::arange(n, at::kLong).remainder(classes);
+  CentralReplayData replay;
+  constexpr std::int64_t n = CentralReplayData::n, classes = CentralReplayData::classes;
+  auto& gen = replay.gen;
+  const at::Tensor &dark = replay.dark, &uniform = replay.uniform, &labels = replay.labels;
   const std::vector<Neighbour> xs{{"all +1, class 0", at::ones({1, 4, 4}), 0},
                                   {"all -1, class 1", -at::ones({1, 4, 4}), 1},
                                   {"random, class 1", at::rand({1, 4, 4}, gen) * 2 - 1, 1}};

@@ -270,6 +270,17 @@ struct Neighbour {
   std::int64_t label = 0;
 };
 
+// D of the central-image replays: N = 23 records of 1x4x4 in two classes. `dark` for the mean (p in
+// [0, 0.05]: no class mean reaches 1, nothing is clamped, the release inverts), `uniform` for the
+// mode (x's one count can move a pixel's mode); `gen` draws the random neighbours after them.
+struct CentralReplayData {
+  static constexpr std::int64_t n = 23, classes = 2;
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(41);
+  at::Tensor dark = (at::rand({n, 1, 4, 4}, gen) * 0.1 - 1).to(at::kFloat);
+  at::Tensor uniform = (at::rand({n, 1, 4, 4}, gen) * 2 - 1).to(at::kFloat);
+  at::Tensor labels = at::arange(n, at::kLong).remainder(classes);
+};
+
 // ---------------------------------------------------------------------------------------------
 // Instrumented DP-SGD: the real engine, with what each step did recorded
 

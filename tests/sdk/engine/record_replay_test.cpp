@@ -293,11 +293,10 @@ TEST(RecordReplay, CentralModeQueryMovesOnlyTowardsXByOneCount) {
 // images lie in [-1, -0.9] (p in [0, 0.05]: no class mean reaches 1, so nothing is clamped); the
 // mode's are uniform, so that x's one count can move a pixel's mode.
 TEST(RecordReplay, CentralImagesReleasesOnNeighbouringDatasets) {
-  constexpr std::int64_t n = 23, classes = 2;
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(41);
-  const at::Tensor dark = (at::rand({n, 1, 4, 4}, gen) * 0.1 - 1).to(at::kFloat);
-  const at::Tensor uniform = (at::rand({n, 1, 4, 4}, gen) * 2 - 1).to(at::kFloat);
-  const at::Tensor labels = at::arange(n, at::kLong).remainder(classes);
+  CentralReplayData d;
+  constexpr std::int64_t n = CentralReplayData::n, classes = CentralReplayData::classes;
+  auto& gen = d.gen;
+  const at::Tensor &dark = d.dark, &uniform = d.uniform, &labels = d.labels;
   const std::vector<Neighbour> xs{{"all +1, class 0", at::ones({1, 4, 4}), 0},
                                   {"all -1, class 1", -at::ones({1, 4, 4}), 1},
                                   {"checkerboard +-1, class 1", (at::arange(16).remainder(2) * 2 - 1).reshape({1, 4, 4}).to(at::kFloat), 1},
