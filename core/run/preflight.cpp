@@ -187,7 +187,7 @@ const DataSection* RunOrchestrator::eval_data() const {
   return recipe_.stages.back().data.empty() ? nullptr : &recipe_.dataset(recipe_.stages.back().data);
 }
 
-void RunOrchestrator::check_eval_reference(RunSession&) const {
+void RunOrchestrator::check_eval_reference(RunSession& s) const {
   const DataSection* data = eval_data();
   for (std::size_t e = 0; e < recipe_.evals.size() && data; ++e) {
     const auto& config = data->dataset.config;
@@ -202,6 +202,33 @@ void RunOrchestrator::check_eval_reference(RunSession&) const {
                                "split, but the run trains on it (" + data->path + ".split = \"test\"); set reference = "
                                "\"training\" to score against it anyway (the run then carries a caveat)");
     }
+    if (recipe_.evals[e].settings.get_string("reference") == "held_out" && !s.private_data.empty()) {
+      check_test_split_is_held_out(s, *data, e);
+    }
+  }
+}
+
+void RunOrchestrator::check_test_split_is_held_out(RunSession& s, const DataSection& data, std::size_t e) const {
+  // By content, not by the split's name: a test split that holds records the run trains on privately
+  // would put noise-free statistics of them into eval.json (as privdiff eval refuses, with the same rule).
+  std::map<std::string, sdk::ConfigValue> values = data.dataset.config.values();
+  values["split"] = sdk::ConfigValue{std::string("test")};
+  DataSection test = data;
+  test.dataset.config = sdk::Config(data.dataset.config.path(), values);
+  std::unique_ptr<sdk::Dataset> opened;
+  try {
+    opened = open_dataset_(test);
+  } catch (const std::exception& ex) {
+    throw std::runtime_error("eval[" + std::to_string(e) + "]: the held-out test split of '" + data.name +
+                             "' cannot be opened: " + ex.what());
+  }
+  const std::int64_t shared = shared_records(dataset_identity(*opened).records, s.identities.at(s.private_data).records);
+  if (shared > 0) {
+    throw std::runtime_error("eval[" + std::to_string(e) + "].reference: \"held_out\" scores against the test split "
+                             "of '" + data.name + "', but it holds records the run trains on privately (" +
+                             opened->name() + "); its scores would be noise-free statistics of them: score against "
+                             "data the run does not train on, or set reference = \"training\" (the run then "
+                             "carries a caveat)");
   }
 }
 

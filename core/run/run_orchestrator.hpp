@@ -148,6 +148,8 @@ class RunOrchestrator {
   void check_data_fits_model(const std::string& name, const sdk::Dataset& data) const;
   const DataSection* eval_data() const;
   void check_eval_reference(RunSession& s) const;
+  /// [[eval]] reference = "held_out": refuses a test split sharing records with the private data.
+  void check_test_split_is_held_out(RunSession& s, const DataSection& data, std::size_t e) const;
   void check_data_use(RunSession& s) const;
   void check_parameter_selections(RunSession& s);
   void prepare_init_from(RunSession& s);

@@ -65,6 +65,18 @@ out=$("$privdiff" run "$tmp/r-eval.toml" --set data.split=test --out "$tmp/run-e
   && fail "ran [[eval]] against held-out data that is the training split"
 grep -q 'eval\[0\].reference: "held_out" scores against the test split, but the run trains on it' <<<"$out" \
   || fail "no held-out refusal: $out"
+# ... decided by content, not by the split's name: a test split holding the training records.
+mkdir -p "$tmp/same-splits"
+cp "$tiny/train-images-idx3-ubyte.gz" "$tiny/train-labels-idx1-ubyte.gz" "$tmp/same-splits/"
+cp "$tiny/train-images-idx3-ubyte.gz" "$tmp/same-splits/t10k-images-idx3-ubyte.gz"
+cp "$tiny/train-labels-idx1-ubyte.gz" "$tmp/same-splits/t10k-labels-idx1-ubyte.gz"
+for command in validate run; do
+  out=$("$privdiff" $command "$tmp/r-eval.toml" --set "data.path=\"$tmp/same-splits\"" \
+        $([ $command = run ] && echo --out "$tmp/run-same") 2>&1) && fail "$command: [[eval]] held out against the training records"
+  grep -q 'eval\[0\].reference: "held_out" scores against the test split of .data., but it holds records the run trains on privately' \
+    <<<"$out" || fail "no content held-out refusal ($command): $out"
+done
+[ ! -e "$tmp/run-same" ] || fail "a refused run left a directory"
 out=$("$privdiff" sample "$tmp/run" --count 30 --batch-size 16 --sampler ddim --set sampler.steps=3 2>&1) || fail "sample: $out"
 grep -q "sampled 30/30" <<<"$out" || fail "no sampling progress: $out"
 for f in ddim-30-images-idx3-ubyte.gz ddim-30-labels-idx1-ubyte.gz ddim-30-grid.png; do
