@@ -45,6 +45,14 @@ sdk::LabelledImages read_labelled_images(const fs::path& images_file, const fs::
   return out;
 }
 
+DataSection split_section(const DataSection& real, const std::string& split) {
+  std::map<std::string, sdk::ConfigValue> values = real.dataset.config.values();
+  values["split"] = sdk::ConfigValue{split};
+  DataSection section = real;
+  section.dataset.config = sdk::Config(real.dataset.config.path(), values);
+  return section;
+}
+
 const std::string& train_reference_caveat() {
   static const std::string text =
       "scored against the training split (reference = train): feature statistics, Fréchet distances and "
@@ -71,13 +79,9 @@ class RealSplits {
   const sdk::LabelledImages& split(const std::string& name) {
     auto& slot = splits_[name];
     if (slot.images.defined()) return slot;
-    std::map<std::string, sdk::ConfigValue> values = section_.dataset.config.values();
-    values["split"] = sdk::ConfigValue{name};
-    DataSection section = section_;
-    section.dataset.config = sdk::Config(section_.dataset.config.path(), values);
     std::unique_ptr<sdk::Dataset> data;
     try {
-      data = open_(section);
+      data = open_(split_section(section_, name));
     } catch (const std::exception& e) {
       std::string why = e.what();
       if (section_.dataset.id == "fashion-mnist" && why.find("not a directory") != std::string::npos &&

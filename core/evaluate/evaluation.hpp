@@ -51,6 +51,9 @@ struct EvaluationPlan {
   std::function<void(const std::string& split, const sdk::Dataset& data)> check_split;
 };
 
+/// `real` with its `split` key set to `split`: the section one split of the real data opens with.
+DataSection split_section(const DataSection& real, const std::string& split);
+
 /// Reads an IDX image/label pair and checks it (same count, labels within the classes). Images as
 /// float [-1, 1] [N, C, H, W]. Throws std::runtime_error naming the file and the problem.
 sdk::LabelledImages read_labelled_images(const std::filesystem::path& images_file,

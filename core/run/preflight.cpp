@@ -211,13 +211,9 @@ void RunOrchestrator::check_eval_reference(RunSession& s) const {
 void RunOrchestrator::check_test_split_is_held_out(RunSession& s, const DataSection& data, std::size_t e) const {
   // By content, not by the split's name: a test split that holds records the run trains on privately
   // would put noise-free statistics of them into eval.json (as privdiff eval refuses, with the same rule).
-  std::map<std::string, sdk::ConfigValue> values = data.dataset.config.values();
-  values["split"] = sdk::ConfigValue{std::string("test")};
-  DataSection test = data;
-  test.dataset.config = sdk::Config(data.dataset.config.path(), values);
   std::unique_ptr<sdk::Dataset> opened;
   try {
-    opened = open_dataset_(test);
+    opened = open_dataset_(split_section(data, "test"));
   } catch (const std::exception& ex) {
     throw std::runtime_error("eval[" + std::to_string(e) + "]: the held-out test split of '" + data.name +
                              "' cannot be opened: " + ex.what());
