@@ -7,6 +7,11 @@
 # switched on); PRIVDIFF_TORCH=/path/to/libtorch against an unpacked LibTorch archive.
 # PRIVDIFF_BUILD_DIR changes the build directory.
 #
+# The default build (./build) is then installed, so that `privdiff` is on the PATH: into /usr/local
+# when run as root (on root's PATH), else ~/.local (Debian's ~/.profile puts ~/.local/bin on the
+# PATH at login; the line to add it now is printed). PRIVDIFF_PREFIX installs elsewhere,
+# PRIVDIFF_PREFIX=none not at all.
+#
 # --sanitize: an AddressSanitizer + UndefinedBehaviorSanitizer build (RelWithDebInfo) into
 # build-sanitize/ (or PRIVDIFF_BUILD_DIR); run its tests with scripts/test_sanitized.sh.
 set -euo pipefail
@@ -40,3 +45,13 @@ generator=()
 command -v ninja > /dev/null && [ ! -f "$build/Makefile" ] && generator=(-G Ninja)
 cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=$build_type "${torch_args[@]}" "${sanitize[@]}" "$@"
 cmake --build "$build" --parallel "$(nproc)"
+if [ ${#sanitize[@]} -eq 0 ] && [ "$build" = build ] && [ "${PRIVDIFF_PREFIX:-}" != none ]; then
+  prefix=${PRIVDIFF_PREFIX:-$([ "$(id -u)" = 0 ] && echo /usr/local || echo "$HOME/.local")}
+  rm -rf "$prefix/lib/privdiff/plugins"  # plugins a newer build no longer has must not linger
+  cmake --install "$build" --prefix "$prefix" > /dev/null
+  echo "privdiff installed: $prefix/bin/privdiff (plugins in $prefix/lib/privdiff/plugins)"
+  case ":$PATH:" in
+    *":$prefix/bin:"*) ;;
+    *) echo "  $prefix/bin is not on your PATH yet; for this shell: export PATH=\"$prefix/bin:\$PATH\"" ;;
+  esac
+fi

@@ -6,7 +6,23 @@
 #include <privdiff/build_config.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
+
+namespace {
+
+// PRIVDIFF_PARSE_ONLY=1: parse the command line, check its requirements, then stop before any
+// command runs (exit 0 when it parses, 2 when not). scripts/check_docs.py checks every command line
+// the docs show this way. Thrown from the root's parse-complete callback, which CLI11 runs after the
+// requirements are checked and before any subcommand's callback.
+struct ParsedOnly {};
+
+bool parse_only() {
+  const char* value = std::getenv("PRIVDIFF_PARSE_ONLY");
+  return value && std::string(value) == "1";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace privdiff::core;
@@ -38,6 +54,7 @@ int main(int argc, char** argv) {
   add_compare_command(app, global, exit_code);
   add_account_command(app, global, exit_code);
   add_audit_command(app, global, exit_code);
+  if (parse_only()) app.parse_complete_callback([] { throw ParsedOnly{}; });
 
   // An unknown command is named (CLI11 would only say "A subcommand is required").
   for (int i = 1; i < argc; ++i) {
@@ -58,6 +75,8 @@ int main(int argc, char** argv) {
   }
   try {
     app.parse(argc, argv);
+  } catch (const ParsedOnly&) {
+    return exit_ok;
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints help/version or the usage error
     return code == 0 ? exit_ok : exit_bad_input;

@@ -1,14 +1,19 @@
 // privdiff plugins list | plugins show ID
 #include "cli/command_setup.hpp"
 #include "cli/commands.hpp"
+#include "cli/recipe_reference.hpp"
 #include "recipe/suggest.hpp"
 
 #include <privdiff/config/value.hpp>
 
+#include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 
 namespace privdiff::core::cli {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -79,7 +84,7 @@ void show_component(const sdk::ComponentRegistration& c, const LoadedPlugin& plu
 }  // namespace
 
 CLI::App* add_plugins_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
-  CLI::App* plugins = app.add_subcommand("plugins", "List the installed plugins, or show a component's recipe keys");
+  CLI::App* plugins = app.add_subcommand("plugins", "List the installed plugins, show a component's recipe keys, or print the recipe reference");
   plugins->require_subcommand(1);
 
   CLI::App* list = plugins->add_subcommand("list", "List loaded components by kind, and refused plugins with why");
@@ -112,6 +117,27 @@ CLI::App* add_plugins_command(CLI::App& app, const GlobalOptions& global, int& e
       std::string hint = registry.refused_hint(*id);
       throw UsageError("no component '" + *id + "'" + did_you_mean(*id, all) + "; installed: " + join(all) +
                        (hint.empty() ? "" : "; " + hint));
+    }
+    exit_code = exit_ok;
+  });
+  CLI::App* reference = plugins->add_subcommand(
+      "reference", "Print every recipe key of the host's sections and of every installed component, as Markdown; "
+                   "--out docs writes the guide's recipe-reference.md and reference/*.md");
+  auto out_dir = std::make_shared<std::string>();
+  reference->add_option("--out", *out_dir, "write the pages under DIR (e.g. docs) instead of printing them");
+  reference->callback([&global, &exit_code, out_dir] {
+    ComponentRegistry registry;
+    load_plugins(registry, global, nullptr);
+    for (const ReferencePage& page : recipe_reference(registry)) {
+      if (out_dir->empty()) {
+        std::cout << page.text;
+        continue;
+      }
+      const fs::path file = fs::path(*out_dir) / page.path;
+      fs::create_directories(file.parent_path());
+      std::ofstream stream(file, std::ios::binary);
+      stream << page.text;
+      if (!stream.flush()) throw std::runtime_error("cannot write " + file.string());
     }
     exit_code = exit_ok;
   });

@@ -183,7 +183,7 @@ nlohmann::json evaluate_image_set(const sdk::LabelledImages& full, const Evaluat
   input.device = plan.device;
   input.cache_dir = cache_directory(plan.cache_dir);
   // Owner-only: with a training-split reference the cached feature networks and statistics are
-  // derived from private records (README: what a run directory reveals).
+  // derived from private records (docs/privacy.md#what-a-run-directory-reveals).
   std::error_code ec;
   fs::create_directories(input.cache_dir, ec);
   fs::permissions(input.cache_dir, fs::perms::owner_all, fs::perm_options::replace, ec);

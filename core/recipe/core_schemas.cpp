@@ -14,7 +14,8 @@ const Schema& run_schema() {
       .add(Key::string("device").one_of({"auto", "cpu", "cuda"}).defaults("auto")
                .doc("where to train and sample; auto = CUDA when available"))
       .add(Key::integer("threads").at_least(0).defaults(0)
-               .doc("CPU threads (per process); 0 = all cores, shared out among a machine's processes"))
+               .doc("CPU threads (per process); 0 = the cores other processes leave idle, re-measured every 5 s "
+                    "($OMP_NUM_THREADS when set), shared out among a machine's processes"))
       .add(Key::string("backend").one_of({"auto", "gloo", "nccl"}).defaults("auto")
                .doc("collectives of a multi-process run (privdiff run --nproc, torchrun): gloo (CPU), nccl (CUDA); "
                     "auto = nccl on CUDA where built in, else gloo"))
@@ -23,12 +24,12 @@ const Schema& run_schema() {
                     "error (a rank died or hangs)"))
       .add(Key::string("init_from").optional()
                .doc("start from this run directory's (or checkpoint.pt's) trained model; relative to the working "
-                    "directory. Its privacy ledger is carried in unless this run's private data are shown to share "
-                    "no record with the data it spent privacy on (compared by content)"))
+                    "directory. When the source spent privacy its ledger is carried and composed with this run's "
+                    "(docs/privacy.md#init_from-carrying-the-sources-ledger)"))
       .add(Key::boolean("init_from_disjoint").defaults(false)
-               .doc("state that this run's data and the init_from run's private data are disjoint where privdiff "
-                    "cannot show it (runs made under another record key, or by privdiff < 0.8): its ledger is then "
-                    "not carried and the run carries a caveat. Refused when an overlap is shown"))
+               .doc("state that no one in this run's private data is in the data the init_from source spent "
+                    "privacy on: its ledger is then not carried and the run carries a caveat. Refused when a "
+                    "shared or near-duplicate record is found, and without init_from"))
       .add(Key::integer("checkpoint_every").at_least(0).defaults(500)
                .doc("write checkpoint.pt every N logical steps (and always at the end of each stage); 0 = only then"))
       .add(Key::boolean("private_diagnostics").defaults(false)
@@ -42,7 +43,7 @@ const Schema& privacy_schema() {
       .add(Key::number("epsilon").greater_than(0).optional()
                .doc("privacy target epsilon over the whole run (all stages)"))
       .add(Key::number("delta").greater_than(0).less_than(1).optional()
-               .doc("privacy target delta; use well below 1/N for N private examples"))
+               .doc("privacy target delta; use well below 1/N for N private examples (docs/accountants.md#choosing-delta)"))
       .add(Key::string("accountant").defaults("rdp")
                .doc("accountant that checks the target and calibrates noise_multiplier = \"auto\""))
       .add(Key::string_list("report").defaults(sdk::ConfigValue{std::vector<std::string>{}})

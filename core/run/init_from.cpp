@@ -100,7 +100,7 @@ namespace {
 
 std::string count_text(std::int64_t n) { return std::to_string(n) + (n == 1 ? " record" : " records"); }
 
-constexpr const char* opt_in = "[run] init_from_disjoint = true";
+constexpr const char* opt_in = "[run] init_from_disjoint = true; see docs/privacy.md#init_from-carrying-the-sources-ledger";
 
 // The statement's caveat: what the user stated, which privdiff cannot show.
 std::string disjoint_caveat(const InitSource& source, const std::string& what) {
@@ -132,7 +132,7 @@ void check_public_data(const InitSource& source, const RunData& data, bool claim
       if (shared.known && shared.records > 0) {
         throw std::runtime_error(refused + "which shares " + count_text(shared.records) + " with data the initial "
                                  "model's run or its ancestry trained on privately (" + set.description + ", run " +
-                                 set.origin + "): it cannot be public here");
+                                 set.origin + "): it cannot be public here (see docs/privacy.md#data-identity)");
       }
       if (!shared.known && !claimed) {
         throw std::runtime_error(refused + "which cannot be compared with the data run " + set.origin + " trained on "
@@ -169,7 +169,7 @@ void check_private_data(const InitSource& source, const RunData& data, bool clai
       throw std::runtime_error("run.init_from: the initial model's run or its ancestry (run " + set.origin + ") "
                                "trained non-privately on " + count_text(shared) + " of this run's private data (" +
                                data.private_data->name + " shares them with " + set.description +
-                               "): no guarantee can cover them");
+                               "): no guarantee can cover them (see docs/privacy.md#data-identity)");
     }
   }
 }
@@ -202,7 +202,7 @@ InitDecision decide_init_from(const InitSource& source, const RunData& data, boo
         throw std::runtime_error("run.init_from_disjoint: you state that this run's private data and the source's are "
                                  "disjoint, but " + count_text(shared.records) + " of " + data.private_data->name +
                                  " are among the data run " + set.origin + " trained on privately (" +
-                                 set.description + ")");
+                                 set.description + "; see docs/privacy.md#init_from-carrying-the-sources-ledger)");
       }
       d.carry = true;
       // (No count here: the reason is written to the run directory, and the count depends on private data.)
@@ -230,7 +230,7 @@ InitDecision decide_init_from(const InitSource& source, const RunData& data, boo
                                 : "the source spent privacy on data that cannot be compared with this run's (" + unknown +
                                       ")") +
                ": its ledger is carried and composed with this run's steps (" + opt_in +
-               " if you know no one is in both; README: Data identity)";
+               " if you know no one is in both; see docs/privacy.md#init_from-carrying-the-sources-ledger)";
   }
   return d;
 }

@@ -167,7 +167,7 @@ std::string RunOrchestrator::check_disjoint_statement(RunSession& s, const InitS
             " trained on, but record " + std::to_string(pair->first) + " of " + mine.name() + " and record " +
             std::to_string(pair->second) + " of " + data->name() + " are near-duplicates (" + pair->how() +
             "): remove the statement (the source's ledger is then carried), or the duplicates from the data "
-            "(README: Data identity)");
+            "(see docs/privacy.md#data-identity)");
       }
       compared += data->size();
     }

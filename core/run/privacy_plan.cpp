@@ -111,7 +111,7 @@ void RunOrchestrator::warn_about_noise(RunSession& s) const {
       s.log << "warning: stage '" << recipe_.stages[i].name << "': the privacy noise is " << format_epsilon(ratio)
             << " times the largest signal its steps can add up to; expect samples that look like noise. More records, "
             << "a larger batch (q N), more steps or fewer trained parameters (e.g. train = \"attention\") lower it; "
-            << "see the README, \"Small private datasets\"\n";
+            << "see docs/methods/dpdm.md#small-private-datasets\n";
     }
   }
 }
@@ -126,7 +126,7 @@ void RunOrchestrator::warn_about_delta(RunSession& s, double delta) const {
       s.log << "warning: privacy.delta " << delta << " is not below 1/N = " << format_epsilon(1 / n) << " (N = "
             << s.stage_size(i) << " private records): a mechanism that publishes one random record whole meets "
             << "(0, 1/N)-DP; choose delta well below 1/N (e.g. " << format_epsilon(std::pow(10.0, std::floor(std::log10(0.1 / n))))
-            << ")\n";
+            << "; see docs/accountants.md#choosing-delta)\n";
     }
     return;
   }

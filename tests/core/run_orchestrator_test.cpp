@@ -295,6 +295,7 @@ TEST_F(RunOrchestratorTest, ADeltaNotBelowOneOverNIsWarnedAbout) {
   run(loose);
   EXPECT_NE(log_.str().find("warning: privacy.delta 0.01 is not below 1/N = 0.001 (N = 1000 private records)"),
             std::string::npos) << log_.str();
+  EXPECT_NE(log_.str().find("see docs/accountants.md#choosing-delta"), std::string::npos) << log_.str();
 }
 
 // A run can be watched from its directory: metrics.jsonl and ledger.json are up to date within a
@@ -538,6 +539,7 @@ TEST_F(InitFromByContent, DataThatCannotBeComparedCarriesUnlessStatedDisjointWit
   const std::string error = run_error(from_source("size = 500\ncontent = 1000\n", "init_from_disjoint = true\n"));
   EXPECT_NE(error.find("you state that this run's private data and the source's are disjoint, but 500 records"),
             std::string::npos) << error;
+  EXPECT_NE(error.find("see docs/privacy.md#init_from-carrying-the-sources-ledger"), std::string::npos) << error;
   EXPECT_FALSE(fs::exists(dir_));
 }
 

@@ -132,6 +132,7 @@ init_from_disjoint = true"
       && fail "$command accepted a statement that $data copies are disjoint"
     grep -q "run.init_from_disjoint: you state that .* but record [0-9]* of .* and record [0-9]* of .* are near-duplicates ($how" \
       <<<"$out" || fail "$data ($command): $out"
+    grep -q "see docs/privacy.md#data-identity" <<<"$out" || fail "$data ($command) names no guide page: $out"
   done
   [ ! -e "$tmp/$data-claim" ] || fail "a refused run left a directory"
 done

@@ -63,7 +63,8 @@ Schema dp_sgd_schema(bool is_private, bool with_noise_multiplicity) {
                  .doc("how a chunk's clipped gradient sum is computed (both exact): auto = the faster for this shape "
                       "and device, with the chunk size when physical_batch_size = 0, measured on synthetic chunks "
                       "before the first step and recorded in metrics.jsonl (with secure_noise = false, whose runs "
-                      "repeat bit for bit, the shapes decide instead: vectorised, configured chunks)"))
+                      "repeat bit for bit, the shapes decide instead: vectorised, configured chunks; "
+                      "docs/engine.md#how-the-engine-chooses-its-path)"))
         .add(Key::boolean("secure_noise").defaults(true)
                  .doc("true: noise and batches from a ChaCha20 stream keyed by the OS CSPRNG; false: keyed by the "
                       "seed (reproducible, and the privacy reports carry a caveat: the guarantee holds only while "

@@ -106,7 +106,7 @@ PerExampleGradients per_example_gradients(torch::nn::Module& model, const RowLos
     if (!warned.exchange(true)) {
       std::cerr << "privdiff: warning: the model has trainable parameters outside per-example layers "
                    "(privdiff::sdk::engine::Linear, Conv2d, GroupNorm, LayerNorm, Embedding); using the slow "
-                   "micro-batch path (one example at a time)\n";
+                   "micro-batch path (one example at a time); see docs/engine.md#how-the-engine-chooses-its-path\n";
     }
     return micro_batch_per_example_gradients(model, loss, n, group);
   }

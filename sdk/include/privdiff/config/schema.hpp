@@ -48,7 +48,7 @@ class PRIVDIFF_SDK_API Key {
   Key& one_of(std::vector<std::string> choices);
   /// A string a numeric key also accepts, e.g. "auto".
   Key& or_keyword(std::string keyword);
-  /// One line, shown by `privdiff plugins show` and in the README.
+  /// One line, shown by `privdiff plugins show` and in docs/recipe-reference.md.
   Key& doc(std::string text);
 
   const std::string& name() const { return name_; }
