@@ -2,7 +2,7 @@
 # The evaluation on real data at full size (what tests/e2e/eval_cli_test.sh checks on a cut, to fit
 # CI): the whole Fashion-MNIST test set scored as if it were synthetic (CNN trained 40 epochs on it,
 # features fitted to the training split), and 2,000 images of uniform noise. Prints both results;
-# the README's evaluation section quotes them.
+# docs/evaluation.md quotes them.
 #   bench/eval_real_data.sh [PRIVDIFF]
 set -euo pipefail
 privdiff=${1:-build/bin/privdiff}

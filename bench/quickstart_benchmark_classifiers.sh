@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The quickstart (DP-FETA, ε = 10 on Fashion-MNIST) scored with DPImageBench's classifier protocol
-# on a CPU, at scaled-down settings the README's results table names: SAMPLES synthetic images
+# on a CPU, at scaled-down settings docs/evaluation.md's results table names: SAMPLES synthetic images
 # (default 2,000; the benchmark: 60,000), EPOCHS epochs (default 10; the benchmark: 50) of batch 64
 # (the benchmark: 256; with 2,000 images its batch leaves 8 steps an epoch, too few to train),
 # ResNet-110 and WRN-40-4 (ResNeXt-29 costs ~90 s per batch of 256 on one core: a GPU's work).

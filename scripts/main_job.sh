@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# README command 1: install what is missing, build, and run the main job.
+# README command 1 (docs/getting-started.md): install what is missing, build, and run the main job.
 #
 # The main job: show the installed plugins, check the example
 # recipes, and answer the question every DP diffusion run starts with: how much noise does DPDM's
@@ -33,7 +33,7 @@ echo; echo "== privdiff account $out"
 echo; echo "== done: the trained model is $out/checkpoint.pt, its samples $out/samples.png"
 # The next step samples thousands of images, which on 2 cores takes minutes to an hour (3-28 images/s
 # measured): say how long at the rate samples.png was made (summary.json), and suggest 10,000 only
-# when that takes at most 10 minutes (else 2,000, what the README's quality table samples).
+# when that takes at most 10 minutes (else 2,000, what docs/evaluation.md's quality table samples).
 read -r count minutes full rate <<<"$(python3 - "$out/summary.json" <<'PY'
 import json, sys
 rate = json.load(open(sys.argv[1]))["sampling"]["images_per_second"]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# README command 2: install what is missing, build, and run the whole test suite (ctest).
+# README command 2 (docs/development.md#tests): install what is missing, build, and run the whole test suite (ctest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_dependencies.sh

@@ -130,7 +130,7 @@ echo "$out" | grep -q "scale factor has not been fitted" || fail "untrained-auto
 
 # The shipped DP-LDM quickstart and its ceiling validate, and the ceiling differs from the quickstart only
 # where it must: the run's name, Fashion-MNIST declared public, the fine-tuning stage non-private and so
-# without its DP keys. A drift (other steps, lr, model) would make the README's side-by-side unfair.
+# without its DP keys. A drift (other steps, lr, model) would make the side-by-side of docs/methods/dp-ldm.md unfair.
 examples="$fixtures/../../examples/recipes"
 python3 - "$examples/dpldm_quickstart.toml" "$examples/dpldm_quickstart_ceiling.toml" <<'PY' || fail "ceiling recipe drifted"
 import sys, tomllib

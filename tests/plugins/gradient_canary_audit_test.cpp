@@ -44,7 +44,7 @@ audit::DpSgdFactory broken() {
   return [](const engine::DpSgdOptions& o) { return std::make_unique<Engine>(o); };
 }
 
-// One line per audit in the test log: the README's audit table comes from these.
+// One line per audit in the test log: docs/auditing.md's audit table comes from these.
 audit::GradientCanaryAudit report(const std::string& engine, audit::GradientCanaryAudit r) {
   std::cout << "[audit] " << engine << ": eps_lower " << r.bound.epsilon_lower << " (" << r.bound.correct << "/"
             << r.bound.guesses << " guesses right), reported eps " << r.reported_epsilon << ", sigma "
