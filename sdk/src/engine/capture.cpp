@@ -39,6 +39,12 @@ std::vector<at::Tensor> PerExampleLayer::per_example_squared_norms(const Capture
   return out;
 }
 
+std::vector<at::Tensor> PerExampleLayer::per_example_by(const CapturedCall& call, const at::Tensor& output_grad,
+                                                        std::int64_t group, NormStrategy strategy) const {
+  if (strategy != NormStrategy::materialised) return {};
+  return per_example(call, output_grad, group);
+}
+
 at::Tensor squared_norms_of(const at::Tensor& per_example) {
   return at::linalg_vector_norm(per_example.reshape({per_example.size(0), -1}), 2, {1}).to(at::kDouble).pow(2);
 }

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
 
+#include <chrono>
 #include <map>
 #include <stdexcept>
 
@@ -38,9 +39,26 @@ struct ChunkLayers {
   }
 };
 
-// The squared norms [len, P] of examples [start, start + len), layer by layer.
+// Per-example gradients a slice's norm strategies formed anyway (materialised, grouped convolution),
+// kept to be summed with the slice's clip factors — one matrix-vector product per parameter — instead
+// of a second weight-gradient pass over the chunk. Bounded: a slice keeps at most `budget` bytes.
+struct KeptGradients {
+  static constexpr std::int64_t budget = std::int64_t{256} << 20;
+  std::map<PerExampleLayer*, std::vector<at::Tensor>> of;
+  std::int64_t bytes = 0;
+  std::map<PerExampleLayer*, at::Tensor> covered;  // layer -> [n] bool: examples already summed
+};
+
+std::int64_t gradient_bytes(const std::vector<at::Tensor>& layer_params, std::int64_t examples) {
+  std::int64_t bytes = 0;
+  for (const auto& p : layer_params) bytes += p.numel() * static_cast<std::int64_t>(p.element_size());
+  return bytes * examples;
+}
+
+// The squared norms [len, P] of examples [start, start + len), layer by layer; the per-example
+// gradients formed on the way go to `kept` while its budget lasts.
 at::Tensor squared_norms_of_slice(const ChunkLayers& chunk, std::int64_t start, std::int64_t len, std::int64_t group,
-                                  const std::vector<at::Tensor>& params, NormPlanner& planner) {
+                                  const std::vector<at::Tensor>& params, NormPlanner& planner, KeptGradients& kept) {
   const auto& calls = chunk.backward.calls;
   auto part_of = [&](std::size_t c) {
     return CapturedCall{calls[c].layer, calls[c].saved.narrow(0, start * group, len * group), calls[c].output,
@@ -56,8 +74,15 @@ at::Tensor squared_norms_of_slice(const ChunkLayers& chunk, std::int64_t start, 
   for (const auto& [layer, layer_calls] : chunk.calls_of) {
     const auto layer_params = layer->trainable_parameters();
     if (chunk.owns_its_norms(layer)) {
-      const auto norms = planner.squared_norms(*layer, part_of(layer_calls[0]), grad_of(layer_calls[0]), group);
+      const std::int64_t bytes = gradient_bytes(layer_params, len);
+      std::vector<at::Tensor> gradients;
+      const auto norms = planner.squared_norms(*layer, part_of(layer_calls[0]), grad_of(layer_calls[0]), group,
+                                               kept.bytes + bytes <= KeptGradients::budget ? &gradients : nullptr);
       for (std::size_t j = 0; j < layer_params.size(); ++j) add(chunk.position(layer_params[j]), norms[j]);
+      if (!gradients.empty()) {
+        kept.bytes += bytes;
+        kept.of[layer] = std::move(gradients);
+      }
       continue;
     }
     std::vector<at::Tensor> per_example;
@@ -84,6 +109,35 @@ at::Tensor squared_norms_of_slice(const ChunkLayers& chunk, std::int64_t start, 
   return at::stack(columns, 1);
 }
 
+// Sums a slice's kept per-example gradients with its clip factors (clip factors are per example, so
+// a slice's are final once its norms are) and marks those examples done for their layers.
+void sum_kept_gradients(const ChunkLayers& chunk, KeptGradients& kept, const at::Tensor& squared, std::int64_t start,
+                        std::int64_t n, double max_grad_norm, ClipMode mode, std::vector<at::Tensor>& sums) {
+  const std::int64_t len = squared.size(0);
+  const at::Tensor factors = clip_factors(squared, max_grad_norm, mode);
+  // Rows of examples whose norm is not finite are zeroed, not scaled: 0 times infinity is NaN.
+  const at::Tensor not_finite = finite_examples(squared).logical_not().unsqueeze(1);
+  const bool all_finite = !not_finite.any().item<bool>();
+  for (auto& [layer, gradients] : kept.of) {
+    const auto layer_params = layer->trainable_parameters();
+    for (std::size_t j = 0; j < layer_params.size(); ++j) {
+      const std::int64_t p = chunk.position(layer_params[j]);
+      at::Tensor rows = gradients[j].reshape({len, -1});
+      if (!all_finite) rows = rows.masked_fill(not_finite, 0);
+      const at::Tensor f = (mode == ClipMode::flat ? factors : factors.select(1, p)).to(rows.scalar_type());
+      at::Tensor sum = at::matmul(f.unsqueeze(0), rows).reshape(layer_params[j].sizes()).to(layer_params[j].scalar_type());
+      at::Tensor& slot = sums[static_cast<std::size_t>(p)];
+      if (slot.defined()) slot.add_(sum);
+      else slot = std::move(sum);
+    }
+    auto [covered, first] = kept.covered.try_emplace(layer);
+    if (first) covered->second = at::zeros({n}, at::TensorOptions(at::kBool).device(squared.device()));
+    covered->second.narrow(0, start, len).fill_(true);
+  }
+  kept.of.clear();
+  kept.bytes = 0;
+}
+
 }  // namespace
 
 ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, std::int64_t n, std::int64_t group,
@@ -98,8 +152,12 @@ ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, s
   if (!has_closed_form(model) || n == 0) {
     return clip_and_sum(per_example_gradients(model, loss, n, group), max_grad_norm, mode);
   }
+  using Clock = std::chrono::steady_clock;
+  const auto since = [](Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  auto start = Clock::now();
   const std::vector<at::Tensor> params = trainable_parameters(model);
   const BackwardToOutputs backward = backward_to_layer_outputs(loss, n, group);
+  const double forward_backward = since(start);
   // The layers' saved inputs are attached to this chunk's graph: without this guard the norms, clip
   // factors and clipped sums would be too, and a logical step summing its chunks would keep every
   // chunk's activations alive (memory growing with the logical batch, not the physical one).
@@ -111,25 +169,35 @@ ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, s
   //    the size of the matrix products; on a GPU, wide slices keep it busy.
   const std::int64_t slice = params.front().device().is_cuda() ? 256 : 16;
   std::vector<at::Tensor> slices;
+  ClippedSum out;
+  out.sums.resize(params.size());
+  KeptGradients kept;
   for (std::int64_t start = 0; start < n; start += slice) {
-    slices.push_back(squared_norms_of_slice(chunk, start, std::min(slice, n - start), group, params, planner));
+    slices.push_back(squared_norms_of_slice(chunk, start, std::min(slice, n - start), group, params, planner, kept));
+    if (!kept.of.empty()) sum_kept_gradients(chunk, kept, slices.back(), start, n, max_grad_norm, mode, out.sums);
   }
   const at::Tensor squared = at::cat(slices, 0);
-  ClippedSum out;
+  out.seconds["forward_backward"] = forward_backward;
   out.norms = squared.sum(1).sqrt();
   out.factors = clip_factors(squared, max_grad_norm, mode);
   // An example whose norm is not finite has factor 0; its rows are zeroed in what the sums read,
   // since 0 times infinity is NaN (clipping.hpp).
   const at::Tensor finite = finite_examples(squared);
   const bool all_finite = finite.all().item<bool>();
+  out.seconds["norms"] = since(start) - forward_backward;
+  start = Clock::now();
 
-  // 2. Clipped sums with the library's summed-gradient kernels.
-  out.sums.resize(params.size());
+  // 2. Clipped sums with the library's summed-gradient kernels, for the examples of each layer whose
+  //    per-example gradients were not summed in step 1.
   for (const auto& [layer, calls] : chunk.calls_of) {
     const auto layer_params = layer->trainable_parameters();
+    const auto covered = kept.covered.find(layer);
+    if (covered != kept.covered.end() && covered->second.all().item<bool>()) continue;
     std::vector<at::Tensor> scales;
     for (const auto& p : layer_params) {
-      scales.push_back(mode == ClipMode::flat ? out.factors : out.factors.select(1, chunk.position(p)));
+      at::Tensor scale = mode == ClipMode::flat ? out.factors : out.factors.select(1, chunk.position(p));
+      if (covered != kept.covered.end()) scale = scale.masked_fill(covered->second, 0);
+      scales.push_back(scale);
     }
     for (std::size_t c : calls) {
       CapturedCall call = backward.calls[c];
@@ -149,6 +217,7 @@ ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, s
   for (std::size_t j = 0; j < params.size(); ++j) {
     if (!out.sums[j].defined()) out.sums[j] = at::zeros_like(params[j], params[j].options().requires_grad(false));
   }
+  out.seconds["clipped_sum"] = since(start);
   return out;
 }
 

@@ -64,18 +64,30 @@ NormStrategy NormPlanner::choose(const std::vector<NormCandidate>& candidates) c
 }
 
 std::vector<at::Tensor> NormPlanner::squared_norms(const PerExampleLayer& layer, const CapturedCall& call,
-                                                   const at::Tensor& output_grad, std::int64_t group) {
+                                                   const at::Tensor& output_grad, std::int64_t group,
+                                                   std::vector<at::Tensor>* gradients) {
   std::vector<std::int64_t> shape(call.saved.sizes().begin() + 1, call.saved.sizes().end());
   const Key key{&layer, shape, group};
-  if (const auto found = plan_.find(key); found != plan_.end()) {
-    return layer.per_example_squared_norms(call, output_grad, group, found->second);
-  }
+  // The planned strategy's norms, and its per-example gradients when the caller keeps them.
+  auto planned = [&](NormStrategy strategy) {
+    if (gradients) {
+      *gradients = layer.per_example_by(call, output_grad, group, strategy);
+      if (!gradients->empty()) {
+        std::vector<at::Tensor> norms;
+        for (const auto& g : *gradients) norms.push_back(squared_norms_of(g));
+        return norms;
+      }
+    }
+    return layer.per_example_squared_norms(call, output_grad, group, strategy);
+  };
+  if (gradients) gradients->clear();
+  if (const auto found = plan_.find(key); found != plan_.end()) return planned(found->second);
   const std::vector<NormCandidate> candidates = layer.norm_candidates(call, group);
   if (candidates.empty()) throw std::logic_error("a per-example layer offered no norm strategy");
   if (mode_ != Mode::calibrate || frozen_ || candidates.size() == 1) {
     const NormStrategy chosen = choose(candidates);
     plan_[key] = chosen;
-    return layer.per_example_squared_norms(call, output_grad, group, chosen);
+    return planned(chosen);
   }
   // Calibration: each candidate within a factor of the model's cheapest (a ghost norm over 6,000
   // positions would cost 200 times more, and its Gram matrices gigabytes) twice — the first run

@@ -82,31 +82,51 @@ std::vector<NormCandidate> Conv2d::norm_candidates(const CapturedCall& call, std
           {NormStrategy::ghost, groups * positions * positions * (patch + outputs)}};
 }
 
+namespace {
+
+// The examples as channel groups of one convolution, their K rows as its batch: the weight gradient
+// of that convolution is every example's gradient, [B, C_out, C_in / G, kh, kw].
+at::Tensor grouped_convolution_gradients(const Conv2dOptions& o, const at::Tensor& weight, const at::Tensor& x,
+                                         const at::Tensor& g, std::int64_t group) {
+  const std::int64_t b = rows_per_example(x, group);
+  const at::Tensor xs = x.reshape({b, group, x.size(1), x.size(2), x.size(3)}).transpose(0, 1)
+                            .reshape({group, b * x.size(1), x.size(2), x.size(3)});
+  const at::Tensor gs = g.reshape({b, group, g.size(1), g.size(2), g.size(3)}).transpose(0, 1)
+                            .reshape({group, b * g.size(1), g.size(2), g.size(3)});
+  const at::Tensor per_example =
+      std::get<1>(at::convolution_backward(gs, xs, weight.detach().repeat({b, 1, 1, 1}), c10::nullopt, o.stride,
+                                           o.padding, o.dilation, false, {0, 0}, b * o.groups, {false, true, false}));
+  return per_example.reshape({b, o.out_channels, o.in_channels / o.groups, o.kernel[0], o.kernel[1]});
+}
+
+}  // namespace
+
 std::vector<at::Tensor> Conv2d::per_example_squared_norms(const CapturedCall& call, const at::Tensor& g,
                                                           std::int64_t group, NormStrategy strategy) const {
-  if (strategy == NormStrategy::materialised) return PerExampleLayer::per_example_squared_norms(call, g, group, strategy);
+  if (strategy != NormStrategy::ghost) {
+    std::vector<at::Tensor> out;
+    for (const auto& gradient : per_example_by(call, g, group, strategy)) out.push_back(squared_norms_of(gradient));
+    return out;
+  }
   const auto& o = options_;
-  const std::int64_t b = rows_per_example(call.saved, group);
   std::vector<at::Tensor> out;
   if (is_trainable(weight)) {
-    if (strategy == NormStrategy::ghost) {
-      out.push_back(ghost_squared_norms(detail::conv_patches(o, call.saved, group).transpose(-1, -2),
-                                        detail::conv_output_grad(o, g, group).transpose(-1, -2)));
-    } else {
-      // The examples as channel groups of one convolution, their K rows as its batch: the weight
-      // gradient of that convolution is every example's gradient, [B * C_out, C_in / G, kh, kw].
-      const at::Tensor& x = call.saved;
-      const at::Tensor xs = x.reshape({b, group, x.size(1), x.size(2), x.size(3)}).transpose(0, 1)
-                                .reshape({group, b * x.size(1), x.size(2), x.size(3)});
-      const at::Tensor gs = g.reshape({b, group, g.size(1), g.size(2), g.size(3)}).transpose(0, 1)
-                                .reshape({group, b * g.size(1), g.size(2), g.size(3)});
-      const at::Tensor per_example =
-          std::get<1>(at::convolution_backward(gs, xs, weight.detach().repeat({b, 1, 1, 1}), c10::nullopt, o.stride,
-                                               o.padding, o.dilation, false, {0, 0}, b * o.groups, {false, true, false}));
-      out.push_back(squared_norms_of(per_example.reshape({b, -1})));
-    }
+    out.push_back(ghost_squared_norms(detail::conv_patches(o, call.saved, group).transpose(-1, -2),
+                                      detail::conv_output_grad(o, g, group).transpose(-1, -2)));
   }
   if (is_trainable(bias)) out.push_back(squared_norms_of(detail::conv_output_grad(o, g, group).sum(-1)));
+  return out;
+}
+
+std::vector<at::Tensor> Conv2d::per_example_by(const CapturedCall& call, const at::Tensor& g, std::int64_t group,
+                                               NormStrategy strategy) const {
+  if (strategy == NormStrategy::materialised) return per_example(call, g, group);
+  if (strategy != NormStrategy::grouped_convolution) return {};
+  std::vector<at::Tensor> out;
+  if (is_trainable(weight)) out.push_back(grouped_convolution_gradients(options_, weight, call.saved, g, group));
+  if (is_trainable(bias)) {
+    out.push_back(detail::conv_output_grad(options_, g, group).sum(-1).reshape({rows_per_example(g, group), -1}));
+  }
   return out;
 }
 

@@ -259,6 +259,26 @@ TEST(FastGradientClipping, EqualsClippingTheOraclesPerExampleGradients) {
   expect_fast_clipping_matches_oracle([] { return std::make_shared<TransformerNet>(); }, {0, 8, 3, 3});
 }
 
+// 40 examples are three slices of fast gradient clipping. A calibrating planner times the first
+// slice's strategies and keeps no gradients there, so that slice's sums come from the weight-gradient
+// kernel with the other slices' examples masked out, while the next two slices' sums come from their
+// kept per-example gradients; a forced strategy keeps every slice's. Both add up to the oracle's sum.
+TEST(FastGradientClipping, SumsFromKeptGradientsAndFromTheKernelAddUp) {
+  for (NormPlanner planner : {NormPlanner(NormPlanner::Mode::calibrate),
+                              NormPlanner(NormPlanner::Mode::fixed, NormStrategy::grouped_convolution),
+                              NormPlanner(NormPlanner::Mode::fixed, NormStrategy::materialised)}) {
+    auto net = std::make_shared<TinyUnet>();
+    net->to(at::kDouble);
+    const at::Tensor x = randn({40, 1, 8, 8});
+    const RowLoss loss = make_loss(*net, x, 1);
+    const auto reference = clip_and_sum(micro_batch_per_example_gradients(*net, loss, 40, 1), 0.05, ClipMode::flat);
+    const auto fast = clipped_gradient_sum(*net, loss, 40, 1, 0.05, ClipMode::flat, planner);
+    std::string what = "plan";
+    for (const auto& [strategy, count] : planner.counts()) what += " " + strategy + " x" + std::to_string(count);
+    expect_clipped_sums_equal(fast, reference, what);
+  }
+}
+
 // A weight shared by two layers (tied weights, as LoRA, LDMs and plugin authors create): its
 // per-example gradient is the sum of both uses, and clipping must bound the norm of that sum —
 // not the root of the summed squared norms of each use (which under-clips).

@@ -84,6 +84,12 @@ class PRIVDIFF_SDK_API PerExampleLayer {
   /// call, computed with `strategy` (one of norm_candidates()). Default: through per_example().
   virtual std::vector<at::Tensor> per_example_squared_norms(const CapturedCall& call, const at::Tensor& output_grad,
                                                             std::int64_t group, NormStrategy strategy) const;
+  /// The per-example gradients of one call as `strategy` forms them on its way to their norms (one
+  /// [B, *shape] tensor per trainable parameter), or nothing where it never forms them (ghost): the
+  /// engine then sums them with the clip factors directly (a matrix-vector product) instead of a
+  /// second weight-gradient pass. Default: per_example() for the materialised strategy.
+  virtual std::vector<at::Tensor> per_example_by(const CapturedCall& call, const at::Tensor& output_grad,
+                                                 std::int64_t group, NormStrategy strategy) const;
 };
 
 /// The squared norm of each example's gradient ([B, ...] -> [B], float64): the reduction every

@@ -10,6 +10,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,10 @@ struct ClippedSum {
   at::Tensor norms;              ///< [B] norm of each example's whole gradient before clipping
   /// Scale applied to each example's gradient: [B] (flat) or [B, P] (per layer, one per parameter).
   at::Tensor factors;
+  /// Where the time went, in seconds of wall time: "forward_backward" (the loss and the backward to
+  /// the layer outputs), "norms", "clipped_sum" (fast gradient clipping fills it; on a GPU the
+  /// kernels are not waited for, so only CPU figures are meaningful). For benchmarks.
+  std::map<std::string, double> seconds;
 };
 
 /// Clips every example's gradient to max_grad_norm and sums. An empty batch gives zero sums.

@@ -5,9 +5,11 @@
 ///   1. norms: each layer's per-example squared norms by the strategy its NormPlanner chose
 ///      (norm_strategy.hpp: ghost norms, a grouped convolution, or per-example gradients formed and
 ///      freed — at most one layer's slice x params in memory at a time);
-///   2. clipped sum: each layer's clipped sum is the *ordinary* weight gradient of its output
-///      gradient with example i's rows scaled by its clip factor — one call to the library's fast
-///      kernel per layer.
+///   2. clipped sum: where a norm strategy formed the per-example gradients anyway (materialised, a
+///      grouped convolution), they are kept for the slice of examples at hand (at most 256 MiB) and
+///      summed with the slice's clip factors — a matrix-vector product, no second pass; every other
+///      layer's clipped sum is the *ordinary* weight gradient of its output gradient with example
+///      i's rows scaled by its clip factor — one call to the library's fast kernel per layer.
 /// Same result as clip_and_sum(per_example_gradients(...)) (tested), at a fraction of the memory.
 /// This is the "fast gradient clipping" of Opacus, without its second backward pass.
 

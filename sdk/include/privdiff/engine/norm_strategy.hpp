@@ -52,9 +52,11 @@ class PRIVDIFF_SDK_API NormPlanner {
   explicit NormPlanner(Mode mode = Mode::cost_model, NormStrategy fixed_strategy = NormStrategy::materialised);
 
   /// The squared norms ([slice examples], one per trainable parameter of the layer) of one call's
-  /// slice of examples, with the strategy chosen for it.
+  /// slice of examples, with the strategy chosen for it. With `gradients`, the per-example
+  /// gradients that strategy formed on the way are handed back there (PerExampleLayer::per_example_by;
+  /// empty when it forms none, and on the call that calibrates the shape).
   std::vector<at::Tensor> squared_norms(const PerExampleLayer& layer, const CapturedCall& call, const at::Tensor& output_grad,
-                                        std::int64_t group);
+                                        std::int64_t group, std::vector<at::Tensor>* gradients = nullptr);
   /// Stop timing: shapes met later use the cost model (after a calibration pass).
   void freeze() { frozen_ = true; }
   /// How many calls of each strategy the plan holds ({"ghost": 12, ...}), for metrics.

@@ -65,6 +65,8 @@ class PRIVDIFF_SDK_API Conv2d : public torch::nn::Module, public PerExampleLayer
   std::vector<NormCandidate> norm_candidates(const CapturedCall& call, std::int64_t group) const override;
   std::vector<at::Tensor> per_example_squared_norms(const CapturedCall& call, const at::Tensor& output_grad,
                                                     std::int64_t group, NormStrategy strategy) const override;
+  std::vector<at::Tensor> per_example_by(const CapturedCall& call, const at::Tensor& output_grad, std::int64_t group,
+                                         NormStrategy strategy) const override;
   const Conv2dOptions& options() const { return options_; }
   at::Tensor weight, bias;  ///< [C_out, C_in / groups, kh, kw], [C_out]
 
