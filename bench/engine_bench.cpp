@@ -8,6 +8,8 @@
 //   micro_batch one example at a time, clipped and summed as it goes (the micro-batch path)
 //   auto        the DP step as a stage runs it: path and chunk chosen by calibrate_engine on the
 //               warm-up, the batch then split into chunks of the chosen size
+//   dp_step     auto, then the step's noise (secure stream) and an Adam update: the whole private
+//               step, with its parts ("parts": forward+backward, norms, clipped sum, noise, optimizer)
 //   materialised forward + all per-example gradients held at once + clipping and summation
 //   oracle      one example at a time through autograd, all gradients held (the test reference)
 //   noise        the Gaussian noise of one logical step for every parameter (secure ChaCha20 stream,
@@ -35,6 +37,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
+#include <torch/optim/adam.h>
 #include <torch/types.h>
 #ifdef PRIVDIFF_BENCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -45,6 +48,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -77,7 +81,7 @@ double peak_device_mib(const c10::Device& device) {
 }  // namespace
 
 constexpr const char* usage =
-    "usage: engine_bench nonprivate|vectorised|materialised_norms|micro_batch|auto|materialised|oracle|noise|device_noise "
+    "usage: engine_bench nonprivate|vectorised|materialised_norms|micro_batch|auto|dp_step|materialised|oracle|noise|device_noise "
     "BATCH K [REPEATS] [cpu|cuda] [float32|tf32|bf16] [dpdm|quickstart]\n";
 
 int bench(int argc, char** argv);
@@ -98,7 +102,7 @@ int bench(int argc, char** argv) {
   if (argc < 4) throw std::invalid_argument("expected a mode, BATCH and K");
   const std::string mode = argv[1];
   const std::vector<std::string> modes{"nonprivate", "vectorised", "materialised_norms", "micro_batch", "auto",
-                                       "materialised", "oracle", "noise", "device_noise"};
+                                       "dp_step", "materialised", "oracle", "noise", "device_noise"};
   if (std::find(modes.begin(), modes.end(), mode) == modes.end()) {
     throw std::invalid_argument("unknown mode '" + mode + "'");
   }
@@ -146,8 +150,17 @@ int bench(int argc, char** argv) {
                                                            : engine::NormPlanner::Mode::calibrate);
   engine::EnginePlan plan;
   bool planned = false;
+  std::map<std::string, double> parts;  // of the step being timed (dp_step)
+  auto step_noise = engine::GaussianNoise::secure();
+  torch::optim::Adam adam(unet.parameters(), torch::optim::AdamOptions(1e-4));
+  using Clock = std::chrono::steady_clock;
+  auto seconds_since = [&](Clock::time_point t) {
+    sync();
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
   auto step = [&] {
-    if (mode == "auto") {
+    parts.clear();
+    if (mode == "auto" || mode == "dp_step") {
       if (!planned) {  // the warm-up step: what a stage does before its first step
         engine::EngineCalibration settings;
         settings.synthetic_loss = [&](std::int64_t) { return loss; };
@@ -158,10 +171,28 @@ int bench(int argc, char** argv) {
         planned = true;
         for (const auto& [key, value] : plan.describe(planner)) std::fprintf(stderr, "%s: %s\n", key.c_str(), value.c_str());
       }
+      const auto clipping_start = Clock::now();
+      std::vector<at::Tensor> sums;
       for (std::int64_t start = 0; start < batch; start += plan.chunk) {
         const std::int64_t len = std::min(plan.chunk, batch - start);
         const engine::RowLoss part = [&, start](const at::Tensor& e) { return loss(e + start); };
-        engine::clipped_sum_along(plan, unet, part, len, k, 1.0, engine::ClipMode::flat, planner);
+        engine::ClippedSum chunk = engine::clipped_sum_along(plan, unet, part, len, k, 1.0, engine::ClipMode::flat, planner);
+        for (const auto& [name, value] : chunk.seconds) parts[name] += value;
+        if (sums.empty()) sums = std::move(chunk.sums);
+        else for (std::size_t j = 0; j < sums.size(); ++j) sums[j].add_(chunk.sums[j]);
+      }
+      parts["clipping_total"] = seconds_since(clipping_start);  // the micro-batch path has no finer parts
+      if (mode == "dp_step") {
+        auto t = Clock::now();
+        const auto draws = step_noise.sample_all(unet.parameters(), 1.0);
+        parts["noise"] = seconds_since(t);
+        t = Clock::now();
+        auto params = unet.parameters();
+        for (std::size_t j = 0; j < params.size(); ++j) {
+          params[j].mutable_grad() = (sums[j] + draws[j]) / static_cast<double>(batch);
+        }
+        adam.step();
+        parts["optimizer"] = seconds_since(t);
       }
     } else if (mode == "vectorised" || mode == "materialised_norms") {
       engine::clipped_gradient_sum(unet, loss, batch, k, 1.0, engine::ClipMode::flat, planner);
@@ -188,19 +219,34 @@ int bench(int argc, char** argv) {
   };
   step();  // warm-up
   sync();
-  std::vector<double> times;
+  std::vector<std::pair<double, std::map<std::string, double>>> times;  // each step's time and parts
   for (int r = 0; r < repeats; ++r) {
     const auto start = std::chrono::steady_clock::now();
     step();
     sync();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    times.emplace_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), parts);
   }
-  std::sort(times.begin(), times.end());
-  const double median = times[times.size() / 2];
+  std::sort(times.begin(), times.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  const double median = times[times.size() / 2].first;
+  std::string parts_json;
+  for (const auto& [name, value] : times[times.size() / 2].second) {
+    parts_json += (parts_json.empty() ? "" : ", ") + ("\"" + name + "\": " + std::to_string(value));
+  }
+  std::string shapes_json;
+  std::vector<std::vector<std::int64_t>> shapes;
+  for (const auto& p : unet.parameters()) shapes.emplace_back(p.sizes().begin(), p.sizes().end());
+  std::sort(shapes.begin(), shapes.end());
+  for (const auto& shape : shapes) {
+    std::string dims;
+    for (auto d : shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+    shapes_json += (shapes_json.empty() ? "[" : ", [") + dims + "]";
+  }
   std::printf("{\"mode\": \"%s\", \"device\": \"%s\", \"batch\": %lld, \"k\": %lld, \"parameters\": %lld, "
-              "\"threads\": %d, \"precision\": \"%s\", \"seconds_per_step\": %.5f, \"rows_per_second\": %.0f, \"peak_rss_mib\": %.0f}\n",
+              "\"threads\": %d, \"precision\": \"%s\", \"seconds_per_step\": %.5f, \"rows_per_second\": %.0f, \"peak_rss_mib\": %.0f, "
+              "\"parts\": {%s}, \"shapes\": [%s]}\n",
               mode.c_str(), device.str().c_str(), static_cast<long long>(batch), static_cast<long long>(k),
               static_cast<long long>(unet.parameter_count()), at::get_num_threads(), engine::to_string(precision).c_str(), median,
-              static_cast<double>(batch * k) / median, peak_device_mib(device));
+              static_cast<double>(batch * k) / median, peak_device_mib(device),
+              parts_json.c_str(), shapes_json.c_str());
   return 0;
 }

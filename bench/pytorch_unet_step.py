@@ -4,17 +4,23 @@
 layers), timed the same way: one warm-up step, then the median of REPEATS steps.
 
   nonprivate  zero_grad + forward + ordinary backward of the mean loss (what PyTorch users run)
-  opacus      Opacus's DP step (GradSampleModule hooks, flat clipping at 1.0), when opacus imports
+  opacus      Opacus's standard DP step: GradSampleModule hooks, DPOptimizer.clip_and_accumulate (flat
+              clipping at 1.0) into the clipped sum; no noise (the engine's DP step is timed the same way)
+  opacus_ghost  Opacus's fast gradient clipping (GradSampleModuleFastGradientClipping, ghost norms where
+              it has them): the two backward passes of DPTensorFastGradientClipping
 
 Usage: bench/pytorch_unet_step.py MODE BATCH K [REPEATS] [THREADS] [cpu|cuda]  -> one JSON line, the
-fields of engine_bench's (peak memory: resident on the CPU, the caching allocator's on a GPU). Needs python3-torch (Debian); the parameter count is printed so the two networks
-can be checked to be the same size.
+fields of engine_bench's (peak memory: resident on the CPU, the caching allocator's on a GPU), plus the
+parameter shapes and the loss of the first step so that bench/side_by_side.sh can check the two
+networks match. Runs on Debian's python3-torch (1.13) or the pinned PyTorch and Opacus of
+bench/setup_reference_python.sh.
 """
 import json
 import math
 import resource
 import sys
 import time
+import warnings
 
 import torch
 import torch.nn as nn
@@ -127,6 +133,8 @@ class Unet(nn.Module):
 
 
 def main():
+    # Opacus's hooks fire on module outputs here by design (no input needs a gradient).
+    warnings.filterwarnings("ignore", message="Full backward hook is firing")
     mode, batch, k = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     repeats = int(sys.argv[4]) if len(sys.argv) > 4 else 3
     if len(sys.argv) > 5 and int(sys.argv[5]) > 0:
@@ -152,18 +160,42 @@ def main():
             optimizer.zero_grad(set_to_none=True)
             rows(model, images, labels).mean().backward()
     elif mode == "opacus":
-        from opacus import GradSampleModule  # not in Debian: pip install opacus
-        wrapped = GradSampleModule(model)
+        # Opacus's standard mode: per-sample gradients by its hooks, then its optimizer's own
+        # clip_and_accumulate (flat clipping at 1.0) into the clipped sum, noise left out as in the
+        # engine's DP step (timed apart).
+        from opacus import GradSampleModule  # pip: bench/setup_reference_python.sh
+        from opacus.optimizers import DPOptimizer
+        wrapped = GradSampleModule(model, loss_reduction="sum")
+        optimizer = DPOptimizer(torch.optim.SGD(model.parameters(), lr=0.0), noise_multiplier=0.0,
+                                max_grad_norm=1.0, expected_batch_size=batch, loss_reduction="sum")
 
         def step():
-            wrapped.zero_grad(set_to_none=True)
+            optimizer.zero_grad(set_to_none=True)
             rows(wrapped, images, labels).sum().backward()
-            norms = torch.stack([p.grad_sample.flatten(1).norm(dim=1) for p in model.parameters()], 1).norm(dim=1)
-            factors = (1.0 / (norms + 1e-6)).clamp(max=1.0)
-            for p in model.parameters():
-                p.grad = torch.einsum("i,i...->...", factors, p.grad_sample)
+            if k > 1:  # Opacus sees B*K rows: an example's gradient is the sum of its K rows'
+                for p in model.parameters():
+                    p.grad_sample = p.grad_sample.view(batch, k, *p.shape).sum(1)
+            optimizer.clip_and_accumulate()
+    elif mode == "opacus_ghost":
+        # Opacus's fast gradient clipping with ghost norms (Linear, Embedding; its other layers
+        # through per-sample gradients): two backward passes, as DPTensorFastGradientClipping does.
+        if k > 1:  # ghost norms are per row; an example's K rows need the norm of their sum
+            raise SystemExit("opacus_ghost: K > 1 is not supported (Opacus's ghost norms are per row)")
+        from opacus.grad_sample import GradSampleModuleFastGradientClipping
+        wrapped = GradSampleModuleFastGradientClipping(model, max_grad_norm=1.0, use_ghost_clipping=True,
+                                                       loss_reduction="sum")
+
+        def step():
+            model.zero_grad(set_to_none=True)
+            per_example = rows(wrapped, images, labels)
+            per_example.sum().backward(retain_graph=True)
+            model.zero_grad(set_to_none=True)
+            coefficients = wrapped.get_clipping_coef()
+            wrapped.disable_hooks()
+            (coefficients.to(per_example.device) * per_example).sum().backward()
+            wrapped.enable_hooks()
     else:
-        raise SystemExit(f"unknown mode {mode}: nonprivate or opacus")
+        raise SystemExit(f"unknown mode {mode}: nonprivate, opacus or opacus_ghost")
     def sync():
         if device.type == "cuda":
             torch.cuda.synchronize()
@@ -179,7 +211,9 @@ def main():
     peak = (torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda"
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     print(json.dumps({"mode": "pytorch_" + mode, "device": str(device), "batch": batch, "k": k,
+                      "torch": torch.__version__,
                       "parameters": sum(p.numel() for p in model.parameters()),
+                      "shapes": sorted(list(p.shape) for p in model.parameters()),
                       "threads": torch.get_num_threads(), "seconds_per_step": round(median, 5),
                       "rows_per_second": round(batch * k / median),
                       "peak_rss_mib": round(peak)}))

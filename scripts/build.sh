@@ -2,7 +2,9 @@
 # Configures and builds privdiff into ./build (Release, Ninja when present, ccache when present).
 # Extra arguments go to the CMake configure step, e.g. -DPRIVDIFF_BUILD_BENCH=OFF.
 #
-# Which LibTorch: Debian's (libtorch-dev, CPU) by default. PRIVDIFF_TORCH=python builds against
+# Which LibTorch: Debian's (libtorch-dev, CPU) by default. PRIVDIFF_TORCH=pypi builds against the
+# LibTorch of PyPI's current torch wheel, pinned in scripts/install_current_libtorch.sh (CUDA on, linked
+# against the machine's CUDA Toolkit; into build-pypi/). PRIVDIFF_TORCH=python builds against
 # the LibTorch inside the pip PyTorch of `python3` (CUDA when that PyTorch has it: PRIVDIFF_CUDA is
 # switched on); PRIVDIFF_TORCH=/path/to/libtorch against an unpacked LibTorch archive.
 # PRIVDIFF_BUILD_DIR changes the build directory.
@@ -16,6 +18,9 @@
 # build-sanitize/ (or PRIVDIFF_BUILD_DIR); run its tests with scripts/test_sanitized.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Paths under the clone are hashed relative to it, so a fresh clone elsewhere (CI's) hits the
+# compiler cache a previous clone filled.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 build_type=Release
 sanitize=()
 if [ "${1:-}" = --sanitize ]; then
@@ -24,10 +29,17 @@ if [ "${1:-}" = --sanitize ]; then
   sanitize=(-DPRIVDIFF_SANITIZE=ON)
   : "${PRIVDIFF_BUILD_DIR:=build-sanitize}"
 fi
-build=${PRIVDIFF_BUILD_DIR:-build}
 torch_args=()
 case "${PRIVDIFF_TORCH:-system}" in
   system) ;;
+  pypi)
+    libtorch=$(scripts/install_current_libtorch.sh)/torch
+    cuda=$(sed -n "s/^cuda: Optional\[str\] = '\(.*\)'/\1/p" "$libtorch/version.py")
+    torch_args=(-DCMAKE_PREFIX_PATH="$libtorch")
+    [ -n "$cuda" ] && torch_args+=(-DPRIVDIFF_CUDA=ON)
+    : "${PRIVDIFF_BUILD_DIR:=build-pypi}"
+    echo "LibTorch of PyPI's torch $(sed -n "s/^__version__ = '\(.*\)'/\1/p" "$libtorch/version.py"): $libtorch"
+    ;;
   python)
     prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)') \
       || { echo "PRIVDIFF_TORCH=python: python3 cannot import torch (pip install torch)" >&2; exit 2; }
@@ -41,6 +53,7 @@ case "${PRIVDIFF_TORCH:-system}" in
     torch_args=(-DCMAKE_PREFIX_PATH="$(cd "$PRIVDIFF_TORCH" && pwd)")
     ;;
 esac
+build=${PRIVDIFF_BUILD_DIR:-build}
 generator=()
 command -v ninja > /dev/null && [ ! -f "$build/Makefile" ] && generator=(-G Ninja)
 cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=$build_type "${torch_args[@]}" "${sanitize[@]}" "$@"
