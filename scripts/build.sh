@@ -7,7 +7,7 @@
 # against the machine's CUDA Toolkit; into build-pypi/). PRIVDIFF_TORCH=python builds against
 # the LibTorch inside the pip PyTorch of `python3` (CUDA when that PyTorch has it: PRIVDIFF_CUDA is
 # switched on); PRIVDIFF_TORCH=/path/to/libtorch against an unpacked LibTorch archive.
-# PRIVDIFF_BUILD_DIR changes the build directory.
+# PRIVDIFF_BUILD_DIR changes the build directory; PRIVDIFF_BUILD_TARGETS="a b" builds only those targets.
 #
 # The default build (./build) is then installed, so that `privdiff` is on the PATH: into /usr/local
 # when run as root (on root's PATH), else ~/.local (Debian's ~/.profile puts ~/.local/bin on the
@@ -57,7 +57,9 @@ build=${PRIVDIFF_BUILD_DIR:-build}
 generator=()
 command -v ninja > /dev/null && [ ! -f "$build/Makefile" ] && generator=(-G Ninja)
 cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=$build_type "${torch_args[@]}" "${sanitize[@]}" "$@"
-cmake --build "$build" --parallel "$(nproc)"
+targets=()
+for target in ${PRIVDIFF_BUILD_TARGETS:-}; do targets+=(--target "$target"); done
+cmake --build "$build" --parallel "$(nproc)" "${targets[@]}"
 if [ ${#sanitize[@]} -eq 0 ] && [ "$build" = build ] && [ "${PRIVDIFF_PREFIX:-}" != none ]; then
   prefix=${PRIVDIFF_PREFIX:-$([ "$(id -u)" = 0 ] && echo /usr/local || echo "$HOME/.local")}
   rm -rf "$prefix/lib/privdiff/plugins"  # plugins a newer build no longer has must not linger

@@ -5,15 +5,17 @@
 #
 # --no-deps: the wheel alone. Its CUDA libraries (cuBLAS, cuDNN, NCCL, ...) are separate wheels of
 # several GiB; the link uses the machine's own CUDA Toolkit instead (nvcc 13 on this project's
-# machines), and nothing here runs on a GPU. Three libraries libtorch_cuda.so needs are not in the
-# Toolkit (cuFile, cuSPARSELt, NVSHMEM): their wheels, pinned to the versions torch's metadata asks
-# for, are unpacked beside LibTorch's own libraries, which find them there ($ORIGIN).
+# machines), and nothing here runs on a GPU. Four libraries libtorch_cuda.so needs are not in the
+# Toolkit, or not new enough (cuFile, cuSPARSELt, NVSHMEM, NCCL): their wheels, pinned to the versions
+# torch's metadata asks for, are unpacked beside LibTorch's own libraries, which find them there
+# ($ORIGIN) before the Toolkit's.
 #
 # Environment: PRIVDIFF_TORCH_VERSION (default below), PRIVDIFF_CACHE (default ~/.cache/privdiff).
 set -euo pipefail
 version=${PRIVDIFF_TORCH_VERSION:-2.15.0}
 # What torch 2.15.0's metadata requires (cuda-toolkit[cufile] 13.2.2 resolves to nvidia-cufile 1.17.1.22).
-extras=(nvidia-cufile==1.17.1.22 nvidia-cusparselt-cu13==0.8.1 nvidia-nvshmem-cu13==3.7.2)
+# NCCL too: the Toolkit's is older than the 2.30 torch calls (ncclCommGrow, ncclCommSuspend, ...).
+extras=(nvidia-cufile==1.17.1.22 nvidia-cusparselt-cu13==0.8.1 nvidia-nvshmem-cu13==3.7.2 nvidia-nccl-cu13==2.30.7)
 cache=${PRIVDIFF_CACHE:-$HOME/.cache/privdiff}
 target="$cache/libtorch-$version"
 if [ -f "$target/.complete" ]; then

@@ -48,22 +48,6 @@ void list_plugins(const ComponentRegistry& registry) {
   }
 }
 
-std::string recipe_placement(ComponentKind kind, const std::string& id) {
-  switch (kind) {
-    case ComponentKind::model: return "[model] type = \"" + id + "\"";
-    case ComponentKind::adapter: return "[adapter] type = \"" + id + "\" (then train = \"adapter\" in a [[stage]])";
-    case ComponentKind::mechanism: return "[[stage]] mechanism = \"" + id + "\"";
-    case ComponentKind::sampler: return "[sampler] type = \"" + id + "\"";
-    case ComponentKind::dataset: return "[data] dataset = \"" + id + "\" (or [data.NAME] dataset = \"" + id + "\")";
-    case ComponentKind::evaluator:
-      return "[[eval]] evaluators = [\"" + id + "\"] (options in [eval." + id + "]), or privdiff eval --evaluator " + id;
-    case ComponentKind::auditor: return "privdiff audit RECIPE --auditor " + id;
-    case ComponentKind::accountant:
-      return "[privacy] accountant = \"" + id + "\" (or in report); options in [accountants." + id + "]";
-  }
-  return "";
-}
-
 void show_component(const sdk::ComponentRegistration& c, const LoadedPlugin& plugin) {
   std::cout << c.id << " (" << sdk::to_string(c.kind) << ") " << c.description << "\n"
             << "  plugin:  " << plugin.plugin_id << " " << plugin.version << ", " << plugin.path.string() << "\n"

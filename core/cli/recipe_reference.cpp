@@ -90,20 +90,6 @@ std::string capitalised(std::string text) {
   return text;
 }
 
-std::string where_it_goes(ComponentKind kind, const std::string& id) {
-  switch (kind) {
-    case ComponentKind::model: return "`[model] type = \"" + id + "\"`";
-    case ComponentKind::adapter: return "`[adapter] type = \"" + id + "\"`";
-    case ComponentKind::mechanism: return "`[[stage]] mechanism = \"" + id + "\"`";
-    case ComponentKind::sampler: return "`[sampler] type = \"" + id + "\"`";
-    case ComponentKind::dataset: return "`[data] dataset = \"" + id + "\"`";
-    case ComponentKind::evaluator: return "`[[eval]] evaluators = [\"" + id + "\"]`, keys in `[eval." + id + "]`";
-    case ComponentKind::auditor: return "`privdiff audit RECIPE --auditor " + id + "`";
-    case ComponentKind::accountant: return "`[privacy] accountant = \"" + id + "\"`, keys in `[accountants." + id + "]`";
-  }
-  return "";
-}
-
 void write_components(const ComponentRegistry& registry, ComponentKind kind, std::ostream& out) {
   out << "# " << capitalised(sdk::plural(kind)) << ": recipe keys\n\n"
       << "*Which keys does each installed " << sdk::to_string(kind) << " take?*\n\n"
@@ -112,7 +98,7 @@ void write_components(const ComponentRegistry& registry, ComponentKind kind, std
   if (ids.empty()) out << "None installed.\n\n";
   for (const auto& id : ids) {
     const sdk::ComponentRegistration& c = *registry.find(kind, id)->registration;
-    out << "## " << id << "\n\n" << where_it_goes(kind, id) << ": " << c.description
+    out << "## " << id << "\n\n" << "`" << recipe_placement(kind, id) << "`: " << c.description
         << (c.description.empty() || c.description.back() == '.' ? "" : ".") << "\n\n";
     write_keys(c.schema, out);
   }
@@ -139,6 +125,22 @@ void write_reference_index(const ComponentRegistry& registry, std::ostream& out)
 }
 
 }  // namespace
+
+std::string recipe_placement(sdk::ComponentKind kind, const std::string& id) {
+  switch (kind) {
+    case ComponentKind::model: return "[model] type = \"" + id + "\"";
+    case ComponentKind::adapter: return "[adapter] type = \"" + id + "\" (then train = \"adapter\" in a [[stage]])";
+    case ComponentKind::mechanism: return "[[stage]] mechanism = \"" + id + "\"";
+    case ComponentKind::sampler: return "[sampler] type = \"" + id + "\"";
+    case ComponentKind::dataset: return "[data] dataset = \"" + id + "\" (or [data.NAME] dataset = \"" + id + "\")";
+    case ComponentKind::evaluator:
+      return "[[eval]] evaluators = [\"" + id + "\"] (options in [eval." + id + "]), or privdiff eval --evaluator " + id;
+    case ComponentKind::auditor: return "privdiff audit RECIPE --auditor " + id;
+    case ComponentKind::accountant:
+      return "[privacy] accountant = \"" + id + "\" (or in report); options in [accountants." + id + "]";
+  }
+  return "";
+}
 
 std::vector<ReferencePage> recipe_reference(const ComponentRegistry& registry) {
   std::vector<ReferencePage> pages;

@@ -15,6 +15,10 @@ struct ReferencePage {
   std::string text;  ///< Markdown
 };
 
+/// Where a component of `kind` goes in a recipe, e.g. `[[stage]] mechanism = "dpdm"` (plugins show,
+/// the reference).
+std::string recipe_placement(sdk::ComponentKind kind, const std::string& id);
+
 /// recipe-reference.md (the host's sections and an index) and one page per component kind.
 std::vector<ReferencePage> recipe_reference(const ComponentRegistry& registry);
 

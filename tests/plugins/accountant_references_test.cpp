@@ -121,7 +121,7 @@ PrivacyEvent event_of(const CsvRow& row, double star = std::numeric_limits<doubl
   return event_of(parse_parts(row.at("events"), star), row.at("scenario").rfind("dpfeta_", 0) == 0);
 }
 
-double detail(const EpsilonResult& r, const std::string& key) {
+double detail_of(const EpsilonResult& r, const std::string& key) {
   for (const auto& [k, v] : r.details) {
     if (k == key) return v;
   }
@@ -203,7 +203,7 @@ TEST(AccountantReferences, RdpMatchesOpacusToRoundOff) {
     const double delta = num(row, "delta"), reference = num(row, "epsilon"), order = num(row, "order");
     const auto r = acc->epsilon(event, delta);
     EXPECT_NEAR(r.epsilon, reference, 1e-9 * reference) << where(row);
-    EXPECT_EQ(detail(r, "optimal_order"), order) << where(row);
+    EXPECT_EQ(detail_of(r, "optimal_order"), order) << where(row);
     vs_opacus.add(r.epsilon, reference, row.at("scenario"));
     const double at_order = rdp_with_orders({order})->epsilon(event, delta).epsilon, exact = num(row, "epsilon_exact_at_order");
     EXPECT_NEAR(at_order, exact, 1e-9 * exact) << where(row) << " order " << order;
@@ -229,7 +229,7 @@ TEST(AccountantReferences, RdpMatchesDpAccountingAtIntegerOrdersAndIsBelowItAtFr
     const double delta = num(row, "delta"), reference = num(row, "epsilon"), order = num(row, "order");
     const double exact = num(row, "epsilon_exact_at_order");
     const auto r = acc->epsilon(event, delta);
-    const double best = detail(r, "optimal_order");
+    const double best = detail_of(r, "optimal_order");
     EXPECT_LE(r.epsilon, reference * (1 + 1e-9)) << where(row);
     if (best == std::floor(best)) {
       EXPECT_NEAR(r.epsilon, reference, 1e-9 * reference) << where(row);
@@ -266,7 +266,7 @@ TEST(AccountantReferences, PrvMatchesPrvAccountantAndOpacusWithinTheirErrorBands
       auto it = ours.find(row.at("scenario"));
       if (it == ours.end()) it = ours.emplace(row.at("scenario"), prv->epsilon(event_of(row), delta)).first;
       const auto& r = it->second;
-      const double lo = detail(r, "epsilon_lower"), est = detail(r, "epsilon_estimate"), hi = r.epsilon;
+      const double lo = detail_of(r, "epsilon_lower"), est = detail_of(r, "epsilon_estimate"), hi = r.epsilon;
       const double ref_lo = num(row, "epsilon_lower"), ref_est = num(row, "epsilon_estimate"), ref_hi = num(row, "epsilon");
       // Both contain the true epsilon: the intervals meet.
       EXPECT_LE(lo, ref_hi) << where(row);
@@ -279,7 +279,7 @@ TEST(AccountantReferences, PrvMatchesPrvAccountantAndOpacusWithinTheirErrorBands
       estimate.add(est, ref_est, row.at("scenario"));
       // privdiff narrows the band where epsilon < 10 eps_error (the upper bound would be mostly
       // discretisation error); elsewhere the same eps_error, so the upper bounds differ as the estimates.
-      if (detail(r, "eps_error") == 0.01) upper.add(hi, ref_hi, row.at("scenario"));
+      if (detail_of(r, "eps_error") == 0.01) upper.add(hi, ref_hi, row.at("scenario"));
     }
   }
 }
@@ -292,11 +292,11 @@ TEST(AccountantReferences, PrvAgreesWithDpAccountingPld) {
   for (const auto& row : rows_of("reference_accountants.csv", "dp-accounting", "pld")) {
     const double delta = num(row, "delta");
     const auto r = prv->epsilon(event_of(row), delta);
-    const double lo = detail(r, "epsilon_lower"), est = detail(r, "epsilon_estimate"), hi = r.epsilon;
+    const double lo = detail_of(r, "epsilon_lower"), est = detail_of(r, "epsilon_estimate"), hi = r.epsilon;
     const double pessimistic = num(row, "epsilon"), optimistic = num(row, "epsilon_lower");
     EXPECT_LE(lo, pessimistic) << where(row);
     EXPECT_LE(optimistic, hi) << where(row);
-    EXPECT_NEAR(est, pessimistic, detail(r, "eps_error")) << where(row);
+    EXPECT_NEAR(est, pessimistic, detail_of(r, "eps_error")) << where(row);
     estimate.add(est, pessimistic, row.at("scenario"));
     // privdiff (like prv-accountant and Opacus) evaluates the remove direction; the add direction
     // must be covered too under add/remove adjacency.
@@ -371,11 +371,11 @@ TEST(AccountantReferences, CalibrationNeverOvershootsAndMatchesTheReferences) {
       // privdiff <= dp-accounting <= target; equal curves where privdiff's optimal order is an
       // integer; elsewhere below by dp-accounting's fractional-order overestimate (<= 0.19% on this
       // grid: RdpMatchesDpAccountingAtIntegerOrders...), so 0.5%.
-      const double order = detail(at_ref, "optimal_order");
+      const double order = detail_of(at_ref, "optimal_order");
       above = 1e-9 * target;
       below = order == std::floor(order) ? 2e-6 * slope() + 1e-9 * target : 5e-3 * target;
     } else if (method == "pld") {
-      measured = detail(at_ref, "epsilon_estimate");  // the pessimistic PLD is the true epsilon to ~1e-3
+      measured = detail_of(at_ref, "epsilon_estimate");  // the pessimistic PLD is the true epsilon to ~1e-3
       below = eps_error + 2e-6 * slope(), above = eps_error;
     } else {
       below = tol + eps_error, above = (lib == "prv-accountant" ? tol : 0) + eps_error;  // upper bounds both
