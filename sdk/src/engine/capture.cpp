@@ -33,10 +33,9 @@ std::vector<NormCandidate> PerExampleLayer::norm_candidates(const CapturedCall&,
 }
 
 std::vector<at::Tensor> PerExampleLayer::per_example_squared_norms(const CapturedCall& call, const at::Tensor& output_grad,
-                                                                   std::int64_t group, NormStrategy) const {
-  std::vector<at::Tensor> out;
-  for (const auto& g : per_example(call, output_grad, group)) out.push_back(squared_norms_of(g));
-  return out;
+                                                                   std::int64_t group, NormStrategy strategy) const {
+  std::vector<at::Tensor> gradients = per_example_by(call, output_grad, group, strategy);
+  return squared_norms_of(gradients.empty() ? per_example(call, output_grad, group) : gradients);
 }
 
 std::vector<at::Tensor> PerExampleLayer::per_example_by(const CapturedCall& call, const at::Tensor& output_grad,
@@ -47,6 +46,12 @@ std::vector<at::Tensor> PerExampleLayer::per_example_by(const CapturedCall& call
 
 at::Tensor squared_norms_of(const at::Tensor& per_example) {
   return at::linalg_vector_norm(per_example.reshape({per_example.size(0), -1}), 2, {1}).to(at::kDouble).pow(2);
+}
+
+std::vector<at::Tensor> squared_norms_of(const std::vector<at::Tensor>& per_example) {
+  std::vector<at::Tensor> out;
+  for (const auto& g : per_example) out.push_back(squared_norms_of(g));
+  return out;
 }
 
 }  // namespace privdiff::sdk::engine

@@ -46,7 +46,11 @@ struct KeptGradients {
   static constexpr std::int64_t budget = std::int64_t{256} << 20;
   std::map<PerExampleLayer*, std::vector<at::Tensor>> of;
   std::int64_t bytes = 0;
-  std::map<PerExampleLayer*, at::Tensor> covered;  // layer -> [n] bool: examples already summed
+  struct Covered {
+    at::Tensor examples;     // [n] bool: summed already
+    std::int64_t count = 0;  // how many (kept on the host: no device read-back per layer)
+  };
+  std::map<PerExampleLayer*, Covered> covered;
 };
 
 std::int64_t gradient_bytes(const std::vector<at::Tensor>& layer_params, std::int64_t examples) {
@@ -111,10 +115,10 @@ at::Tensor squared_norms_of_slice(const ChunkLayers& chunk, std::int64_t start, 
 
 // Sums a slice's kept per-example gradients with its clip factors (clip factors are per example, so
 // a slice's are final once its norms are) and marks those examples done for their layers.
-void sum_kept_gradients(const ChunkLayers& chunk, KeptGradients& kept, const at::Tensor& squared, std::int64_t start,
-                        std::int64_t n, double max_grad_norm, ClipMode mode, std::vector<at::Tensor>& sums) {
+void sum_kept_gradients(const ChunkLayers& chunk, KeptGradients& kept, const at::Tensor& squared,
+                        const at::Tensor& factors, std::int64_t start, std::int64_t n, ClipMode mode,
+                        std::vector<at::Tensor>& sums) {
   const std::int64_t len = squared.size(0);
-  const at::Tensor factors = clip_factors(squared, max_grad_norm, mode);
   // Rows of examples whose norm is not finite are zeroed, not scaled: 0 times infinity is NaN.
   const at::Tensor not_finite = finite_examples(squared).logical_not().unsqueeze(1);
   const bool all_finite = !not_finite.any().item<bool>();
@@ -131,8 +135,9 @@ void sum_kept_gradients(const ChunkLayers& chunk, KeptGradients& kept, const at:
       else slot = std::move(sum);
     }
     auto [covered, first] = kept.covered.try_emplace(layer);
-    if (first) covered->second = at::zeros({n}, at::TensorOptions(at::kBool).device(squared.device()));
-    covered->second.narrow(0, start, len).fill_(true);
+    if (first) covered->second.examples = at::zeros({n}, at::TensorOptions(at::kBool).device(squared.device()));
+    covered->second.examples.narrow(0, start, len).fill_(true);
+    covered->second.count += len;
   }
   kept.of.clear();
   kept.bytes = 0;
@@ -168,18 +173,19 @@ ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, s
   //    (patches, per-example gradients, Gram matrices) cache-sized, which matters more on CPUs than
   //    the size of the matrix products; on a GPU, wide slices keep it busy.
   const std::int64_t slice = params.front().device().is_cuda() ? 256 : 16;
-  std::vector<at::Tensor> slices;
+  std::vector<at::Tensor> slices, slice_factors;
   ClippedSum out;
   out.sums.resize(params.size());
   KeptGradients kept;
   for (std::int64_t start = 0; start < n; start += slice) {
     slices.push_back(squared_norms_of_slice(chunk, start, std::min(slice, n - start), group, params, planner, kept));
-    if (!kept.of.empty()) sum_kept_gradients(chunk, kept, slices.back(), start, n, max_grad_norm, mode, out.sums);
+    slice_factors.push_back(clip_factors(slices.back(), max_grad_norm, mode));  // per example: final per slice
+    if (!kept.of.empty()) sum_kept_gradients(chunk, kept, slices.back(), slice_factors.back(), start, n, mode, out.sums);
   }
   const at::Tensor squared = at::cat(slices, 0);
   out.seconds["forward_backward"] = forward_backward;
   out.norms = squared.sum(1).sqrt();
-  out.factors = clip_factors(squared, max_grad_norm, mode);
+  out.factors = at::cat(slice_factors, 0);
   // An example whose norm is not finite has factor 0; its rows are zeroed in what the sums read,
   // since 0 times infinity is NaN (clipping.hpp).
   const at::Tensor finite = finite_examples(squared);
@@ -192,11 +198,11 @@ ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, s
   for (const auto& [layer, calls] : chunk.calls_of) {
     const auto layer_params = layer->trainable_parameters();
     const auto covered = kept.covered.find(layer);
-    if (covered != kept.covered.end() && covered->second.all().item<bool>()) continue;
+    if (covered != kept.covered.end() && covered->second.count == n) continue;
     std::vector<at::Tensor> scales;
     for (const auto& p : layer_params) {
       at::Tensor scale = mode == ClipMode::flat ? out.factors : out.factors.select(1, chunk.position(p));
-      if (covered != kept.covered.end()) scale = scale.masked_fill(covered->second, 0);
+      if (covered != kept.covered.end()) scale = scale.masked_fill(covered->second.examples, 0);
       scales.push_back(scale);
     }
     for (std::size_t c : calls) {

@@ -72,11 +72,7 @@ std::vector<at::Tensor> NormPlanner::squared_norms(const PerExampleLayer& layer,
   auto planned = [&](NormStrategy strategy) {
     if (gradients) {
       *gradients = layer.per_example_by(call, output_grad, group, strategy);
-      if (!gradients->empty()) {
-        std::vector<at::Tensor> norms;
-        for (const auto& g : *gradients) norms.push_back(squared_norms_of(g));
-        return norms;
-      }
+      if (!gradients->empty()) return squared_norms_of(*gradients);
     }
     return layer.per_example_squared_norms(call, output_grad, group, strategy);
   };

@@ -103,11 +103,7 @@ at::Tensor grouped_convolution_gradients(const Conv2dOptions& o, const at::Tenso
 
 std::vector<at::Tensor> Conv2d::per_example_squared_norms(const CapturedCall& call, const at::Tensor& g,
                                                           std::int64_t group, NormStrategy strategy) const {
-  if (strategy != NormStrategy::ghost) {
-    std::vector<at::Tensor> out;
-    for (const auto& gradient : per_example_by(call, g, group, strategy)) out.push_back(squared_norms_of(gradient));
-    return out;
-  }
+  if (strategy != NormStrategy::ghost) return PerExampleLayer::per_example_squared_norms(call, g, group, strategy);
   const auto& o = options_;
   std::vector<at::Tensor> out;
   if (is_trainable(weight)) {

@@ -81,7 +81,8 @@ class PRIVDIFF_SDK_API PerExampleLayer {
   /// costs in the FLOP model (norm_strategy.hpp). Default: materialised only.
   virtual std::vector<NormCandidate> norm_candidates(const CapturedCall& call, std::int64_t group) const;
   /// The squared norms ([B], float64) of each trainable parameter's per-example gradient of one
-  /// call, computed with `strategy` (one of norm_candidates()). Default: through per_example().
+  /// call, computed with `strategy` (one of norm_candidates()). Default: from the gradients
+  /// per_example_by() forms (per_example() where it forms none).
   virtual std::vector<at::Tensor> per_example_squared_norms(const CapturedCall& call, const at::Tensor& output_grad,
                                                             std::int64_t group, NormStrategy strategy) const;
   /// The per-example gradients of one call as `strategy` forms them on its way to their norms (one
@@ -95,5 +96,7 @@ class PRIVDIFF_SDK_API PerExampleLayer {
 /// The squared norm of each example's gradient ([B, ...] -> [B], float64): the reduction every
 /// strategy ends with (in the gradients' own dtype, kept in float64).
 PRIVDIFF_SDK_API at::Tensor squared_norms_of(const at::Tensor& per_example);
+/// The same for each of a layer's per-example gradients.
+PRIVDIFF_SDK_API std::vector<at::Tensor> squared_norms_of(const std::vector<at::Tensor>& per_example);
 
 }  // namespace privdiff::sdk::engine
