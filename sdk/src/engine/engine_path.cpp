@@ -52,6 +52,39 @@ double seconds_per_example(EnginePath path, torch::nn::Module& model, const Engi
 
 }  // namespace
 
+std::vector<std::int64_t> chunks_to_try(std::int64_t chunk, bool may_shrink, std::int64_t rows_per_example,
+                                        std::int64_t max_rows) {
+  std::vector<std::int64_t> out;
+  for (int halvings = may_shrink ? 3 : 0; halvings >= 0; --halvings) {
+    const std::int64_t c = chunk >> halvings;
+    if (c < 1 || (!out.empty() && c == out.back())) continue;
+    if (may_shrink && !out.empty() && c * rows_per_example > max_rows) break;
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::int64_t fastest_chunk(const std::vector<std::int64_t>& ascending,
+                           const std::function<double(std::int64_t chunk)>& seconds_per_example) {
+  // Smallest first, stopping at the first chunk 1.5 times slower per example than the best: a
+  // chunk's memory grows with it, and such a jump is the sign of a working set past the caches (at
+  // B 32 x K 8 half the chunk was 2 times slower than a quarter, and the whole chunk the stage's
+  // peak memory). Smaller differences go on: the time per example is not monotone in the chunk
+  // (at B 64 x K 1, 8 and 16 were level and 64 faster by a fifth).
+  constexpr double within = 1.5;
+  std::int64_t best_chunk = 0;
+  double best = std::numeric_limits<double>::infinity();
+  for (const std::int64_t chunk : ascending) {
+    const double t = seconds_per_example(chunk);
+    if (t < best) {
+      best = t;
+      best_chunk = chunk;
+    }
+    if (!(t < within * best)) break;
+  }
+  return best_chunk;
+}
+
 EnginePlan calibrate_engine(torch::nn::Module& model, const EngineCalibration& s, NormPlanner& planner) {
   if (s.chunk < 1) throw std::invalid_argument("calibrate_engine: the chunk must hold at least one example");
   EnginePlan plan;
@@ -60,22 +93,28 @@ EnginePlan calibrate_engine(torch::nn::Module& model, const EngineCalibration& s
     plan.path = EnginePath::micro_batch;
     return plan;
   }
-  // The norm strategies: each layer's candidates timed on a first vectorised pass.
-  seconds_per_example(EnginePath::vectorised, model, s, s.chunk, planner);
+  // The norm strategies: each layer's candidates timed on a first vectorised pass, over the
+  // smallest chunk the search tries (a layer's plan is per example shape, not per chunk).
+  const bool search = s.requested != EnginePath::vectorised && s.may_shrink_chunk;
+  // On a CPU the time per example stops falling once a chunk holds a few cache-sized slices of rows
+  // (64 rows: B 64 x K 1 and B 32 x K 8 alike), while its memory keeps growing with it; a GPU is
+  // kept busy by wide chunks.
+  const bool on_gpu = !model.parameters().empty() && model.parameters().front().device().is_cuda();
+  const std::int64_t max_rows = on_gpu ? std::numeric_limits<std::int64_t>::max() : 64;
+  const std::vector<std::int64_t> chunks = chunks_to_try(s.chunk, search, s.group, max_rows);
+  seconds_per_example(EnginePath::vectorised, model, s, chunks.front(), planner);
   planner.freeze();
   plan.path = EnginePath::vectorised;
   if (s.requested == EnginePath::vectorised) return plan;
-  double best = std::numeric_limits<double>::infinity();
-  for (std::int64_t chunk = s.chunk, tries = 0; chunk >= 1 && tries < 4; chunk /= 2, ++tries) {
-    if (chunk != s.chunk) seconds_per_example(EnginePath::vectorised, model, s, chunk, planner);  // warm-up
-    const double t = seconds_per_example(EnginePath::vectorised, model, s, chunk, planner);
+  const auto trial = [&](std::int64_t chunk) {  // a warm-up, then the better of two timings
+    if (chunk != chunks.front()) seconds_per_example(EnginePath::vectorised, model, s, chunk, planner);
+    const double t = std::min(seconds_per_example(EnginePath::vectorised, model, s, chunk, planner),
+                              seconds_per_example(EnginePath::vectorised, model, s, chunk, planner));
     plan.seconds_per_example["vectorised/" + std::to_string(chunk)] = t;
-    if (t < best) {
-      best = t;
-      plan.chunk = chunk;
-    }
-    if (!s.may_shrink_chunk || chunk < 8) break;
-  }
+    return t;
+  };
+  plan.chunk = fastest_chunk(chunks, trial);
+  const double best = plan.seconds_per_example.at("vectorised/" + std::to_string(plan.chunk));
   // The micro-batch path on a few examples (one warm-up).
   const std::int64_t few = std::min<std::int64_t>(s.chunk, 4);
   seconds_per_example(EnginePath::micro_batch, model, s, 1, planner);

@@ -1,5 +1,6 @@
 // The norm strategies of Linear and Conv2d (norm_strategy.hpp): per-example gradient norms without
-// forming the per-example gradients (ghost), or with the library's own kernel (grouped convolution).
+// forming the per-example gradients (ghost), or with the library's own kernels (grouped convolution,
+// gradient filter).
 #include <privdiff/engine/per_example_layers.hpp>
 #include <privdiff/engine/per_example_rows.hpp>
 
@@ -77,9 +78,11 @@ std::vector<NormCandidate> Conv2d::norm_candidates(const CapturedCall& call, std
   const auto weights = static_cast<double>(weight.numel()), groups = static_cast<double>(o.groups);
   const double patch = static_cast<double>(o.in_channels / o.groups * o.kernel[0] * o.kernel[1]);
   const double outputs = static_cast<double>(o.out_channels / o.groups);
-  return {{NormStrategy::materialised, positions * weights},
-          {NormStrategy::grouped_convolution, positions * weights},
-          {NormStrategy::ghost, groups * positions * positions * (patch + outputs)}};
+  std::vector<NormCandidate> candidates{{NormStrategy::materialised, positions * weights},
+                                        {NormStrategy::grouped_convolution, positions * weights},
+                                        {NormStrategy::ghost, groups * positions * positions * (patch + outputs)}};
+  if (o.groups == 1) candidates.push_back({NormStrategy::gradient_filter, positions * weights});
+  return candidates;
 }
 
 namespace {
@@ -93,10 +96,30 @@ at::Tensor grouped_convolution_gradients(const Conv2dOptions& o, const at::Tenso
                             .reshape({group, b * x.size(1), x.size(2), x.size(3)});
   const at::Tensor gs = g.reshape({b, group, g.size(1), g.size(2), g.size(3)}).transpose(0, 1)
                             .reshape({group, b * g.size(1), g.size(2), g.size(3)});
+  // Only the weight's shape matters for a weight gradient: uninitialised, not B copies of it.
+  const at::Tensor weights = at::empty({b * weight.size(0), weight.size(1), weight.size(2), weight.size(3)}, weight.options());
   const at::Tensor per_example =
-      std::get<1>(at::convolution_backward(gs, xs, weight.detach().repeat({b, 1, 1, 1}), c10::nullopt, o.stride,
-                                           o.padding, o.dilation, false, {0, 0}, b * o.groups, {false, true, false}));
+      std::get<1>(at::convolution_backward(gs, xs, weights, c10::nullopt, o.stride, o.padding, o.dilation, false,
+                                           {0, 0}, b * o.groups, {false, true, false}));
   return per_example.reshape({b, o.out_channels, o.in_channels / o.groups, o.kernel[0], o.kernel[1]});
+}
+
+// grad_w[o, c, ky, kx] = sum over rows k and positions (i, j) of g[k, o, i, j] x[k, c, i s + ky d, j s + kx d]
+// (x zero-padded): a forward convolution of x with the input channels as its batch and each
+// example's output gradient as the filter of its group, stride and dilation swapped. Groups == 1.
+at::Tensor gradient_filter_gradients(const Conv2dOptions& o, const at::Tensor& x, const at::Tensor& g,
+                                     std::int64_t group) {
+  const std::int64_t b = rows_per_example(x, group), c_in = x.size(1), c_out = g.size(1);
+  const at::Tensor channels_as_batch = x.reshape({b, group, c_in, x.size(2), x.size(3)})
+                                           .permute({2, 0, 1, 3, 4})
+                                           .reshape({c_in, b * group, x.size(2), x.size(3)});
+  const at::Tensor filters = g.reshape({b, group, c_out, g.size(2), g.size(3)})
+                                 .permute({0, 2, 1, 3, 4})
+                                 .reshape({b * c_out, group, g.size(2), g.size(3)});
+  const at::Tensor taps = at::conv2d(channels_as_batch, filters, {}, o.dilation, o.padding, o.stride, b)
+                              .narrow(2, 0, o.kernel[0])
+                              .narrow(3, 0, o.kernel[1]);  // [C_in, B * C_out, kh, kw]
+  return taps.reshape({c_in, b, c_out, o.kernel[0], o.kernel[1]}).permute({1, 2, 0, 3, 4}).contiguous();
 }
 
 }  // namespace
@@ -117,9 +140,13 @@ std::vector<at::Tensor> Conv2d::per_example_squared_norms(const CapturedCall& ca
 std::vector<at::Tensor> Conv2d::per_example_by(const CapturedCall& call, const at::Tensor& g, std::int64_t group,
                                                NormStrategy strategy) const {
   if (strategy == NormStrategy::materialised) return per_example(call, g, group);
-  if (strategy != NormStrategy::grouped_convolution) return {};
+  if (strategy != NormStrategy::grouped_convolution && strategy != NormStrategy::gradient_filter) return {};
   std::vector<at::Tensor> out;
-  if (is_trainable(weight)) out.push_back(grouped_convolution_gradients(options_, weight, call.saved, g, group));
+  if (is_trainable(weight)) {
+    out.push_back(strategy == NormStrategy::gradient_filter
+                      ? gradient_filter_gradients(options_, call.saved, g, group)
+                      : grouped_convolution_gradients(options_, weight, call.saved, g, group));
+  }
   if (is_trainable(bias)) {
     out.push_back(detail::conv_output_grad(options_, g, group).sum(-1).reshape({rows_per_example(g, group), -1}));
   }

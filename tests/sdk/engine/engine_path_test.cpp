@@ -13,8 +13,11 @@
 #include <gtest/gtest.h>
 #include <torch/nn/modules/linear.h>
 
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 using namespace privdiff::sdk::engine;
 using namespace privdiff::testing::oracle;
@@ -84,10 +87,11 @@ TEST(EnginePath, CalibrationPlansTheNormsAndChoosesAPathAndAChunk) {
   EXPECT_GE(plan.chunk, 1);
   EXPECT_LE(plan.chunk, 16);
   EXPECT_TRUE(plan.path == EnginePath::vectorised || plan.path == EnginePath::micro_batch);
-  // Both paths and the chunks 16, 8 (and 4 after 8) were measured.
+  // Both paths were measured, the chunks from the smallest (16 / 8) up.
   EXPECT_TRUE(plan.seconds_per_example.count("micro_batch"));
-  EXPECT_TRUE(plan.seconds_per_example.count("vectorised/16"));
-  EXPECT_TRUE(plan.seconds_per_example.count("vectorised/8"));
+  EXPECT_TRUE(plan.seconds_per_example.count("vectorised/2"));
+  EXPECT_TRUE(plan.seconds_per_example.count("vectorised/" + std::to_string(plan.chunk)) ||
+              plan.path == EnginePath::micro_batch);
   EXPECT_FALSE(planner.counts().empty());  // every per-example layer call has a strategy
   const auto described = plan.describe(planner);
   EXPECT_EQ(described.at("path"), to_string(plan.path));
@@ -108,6 +112,40 @@ TEST(EnginePath, CalibrationPlansTheNormsAndChoosesAPathAndAChunk) {
     EXPECT_EQ(kept.chunk, 16);
     EXPECT_TRUE(kept.seconds_per_example.empty());
   }
+}
+
+TEST(EnginePath, TheChunkSearchStopsAtTheFirstClearlySlowerChunk) {
+  EXPECT_EQ(chunks_to_try(64, true), (std::vector<std::int64_t>{8, 16, 32, 64}));
+  EXPECT_EQ(chunks_to_try(100, true), (std::vector<std::int64_t>{12, 25, 50, 100}));
+  EXPECT_EQ(chunks_to_try(3, true), (std::vector<std::int64_t>{1, 3}));
+  EXPECT_EQ(chunks_to_try(64, false), (std::vector<std::int64_t>{64}));
+  // At most 64 rows after the first (a CPU): B 32 x K 8 tries 4 and 8 examples, B 128 x K 1 up to 64.
+  EXPECT_EQ(chunks_to_try(32, true, 8, 64), (std::vector<std::int64_t>{4, 8}));
+  EXPECT_EQ(chunks_to_try(128, true, 1, 64), (std::vector<std::int64_t>{16, 32, 64}));
+  EXPECT_EQ(chunks_to_try(64, true, 32, 64), (std::vector<std::int64_t>{8}));
+  EXPECT_EQ(chunks_to_try(64, false, 32, 64), (std::vector<std::int64_t>{64}));  // a chunk the user set
+  // Seconds per example by chunk; which chunks a search timed.
+  auto search = [](std::map<std::int64_t, double> seconds) {
+    std::vector<std::int64_t> tried;
+    const std::int64_t chosen = fastest_chunk({8, 16, 32, 64}, [&](std::int64_t c) {
+      tried.push_back(c);
+      return seconds.at(c);
+    });
+    return std::make_pair(chosen, tried);
+  };
+  // B 32 x K 8 as measured: half the chunk 2 times slower per example than a quarter; the
+  // whole chunk (the stage's peak memory before) is never tried.
+  EXPECT_EQ(search({{8, 0.0567}, {16, 0.0545}, {32, 0.107}, {64, 0.127}}),
+            std::make_pair(std::int64_t{16}, std::vector<std::int64_t>{8, 16, 32}));
+  // B 64 x K 1 as measured with LibTorch 2.15: level, then faster; differences below 1.5 times go on.
+  EXPECT_EQ(search({{8, 0.0090}, {16, 0.0096}, {32, 0.0088}, {64, 0.0078}}),
+            std::make_pair(std::int64_t{64}, std::vector<std::int64_t>{8, 16, 32, 64}));
+  // A clearly slower chunk ends the search, even where a larger one would have been faster.
+  EXPECT_EQ(search({{8, 1.0}, {16, 1.6}, {32, 0.5}, {64, 0.4}}),
+            std::make_pair(std::int64_t{8}, std::vector<std::int64_t>{8, 16}));
+  // Every doubling pays: the whole chunk.
+  EXPECT_EQ(search({{8, 4.0}, {16, 3.0}, {32, 2.0}, {64, 1.0}}),
+            std::make_pair(std::int64_t{64}, std::vector<std::int64_t>{8, 16, 32, 64}));
 }
 
 TEST(EnginePath, ModelsWithoutClosedFormTakeTheMicroBatchPath) {

@@ -123,7 +123,8 @@ inline std::vector<NormPlanner> every_norm_planner() {
   return {NormPlanner(NormPlanner::Mode::cost_model), NormPlanner(NormPlanner::Mode::calibrate),
           NormPlanner(NormPlanner::Mode::fixed, NormStrategy::materialised),
           NormPlanner(NormPlanner::Mode::fixed, NormStrategy::ghost),
-          NormPlanner(NormPlanner::Mode::fixed, NormStrategy::grouped_convolution)};
+          NormPlanner(NormPlanner::Mode::fixed, NormStrategy::grouped_convolution),
+          NormPlanner(NormPlanner::Mode::fixed, NormStrategy::gradient_filter)};
 }
 
 // `fast` (clipped_gradient_sum) equals clipping the oracle's per-example gradients: norms to 1e-9,

@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace privdiff::sdk::engine {
 
@@ -42,15 +43,28 @@ struct PRIVDIFF_SDK_API EnginePlan {
 struct EngineCalibration {
   std::function<RowLoss(std::int64_t examples)> synthetic_loss;
   std::int64_t chunk = 1;          ///< the configured chunk (physical batch size, or the expected batch)
-  bool may_shrink_chunk = false;   ///< try chunk / 2, / 4, / 8 too (not when the user set the size)
+  bool may_shrink_chunk = false;   ///< try chunk / 8, / 4, / 2 too (not when the user set the size)
   std::int64_t group = 1;          ///< rows per example (K)
   double max_grad_norm = 1.0;
   ClipMode mode = ClipMode::flat;
   EnginePath requested = EnginePath::automatic;  ///< a fixed path is kept, only the norm strategies are planned
 };
 
+/// The chunks a calibration may try, smallest first: `chunk` / 8, / 4, / 2 and `chunk` itself, those
+/// after the first only up to `max_rows` rows (examples x rows per example), when it may shrink;
+/// else `chunk` alone.
+PRIVDIFF_SDK_API std::vector<std::int64_t> chunks_to_try(std::int64_t chunk, bool may_shrink,
+                                                         std::int64_t rows_per_example = 1,
+                                                         std::int64_t max_rows = INT64_MAX);
+
+/// The chunk with the least time per example among those tried, smallest first; the next (larger)
+/// chunk is tried only while the last was within 1.5 times the best. A chunk's memory grows with it:
+/// the search stops at the first chunk that is clearly slower.
+PRIVDIFF_SDK_API std::int64_t fastest_chunk(const std::vector<std::int64_t>& ascending,
+                                            const std::function<double(std::int64_t chunk)>& seconds_per_example);
+
 /// Plans the norm strategies (into `planner`, which is frozen afterwards) and chooses the path and
-/// chunk with the least time per example. A model without closed-form layers takes the micro-batch
+/// chunk with the least time per example (fastest_chunk). A model without closed-form layers takes the micro-batch
 /// path without measuring.
 PRIVDIFF_SDK_API EnginePlan calibrate_engine(torch::nn::Module& model, const EngineCalibration& settings,
                                              NormPlanner& planner);
