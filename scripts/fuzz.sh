@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# libFuzzer runs of the readers privdiff takes files through (fuzz/: ledger.json, IDX, checkpoint.pt, recipes with
+# libFuzzer runs of the readers privdiff takes files through (fuzz/: ledger.json, IDX, safetensors, checkpoint.pt, recipes with
 # --set overrides and validation): builds build-fuzz/ with clang (ASan + UBSan + libFuzzer), then runs each target
 # for SECONDS (default 10) from its seeds in tests/fixtures/fuzz/<name>/. New inputs collect in
 # build-fuzz/corpus/<target>/; a crash, leak, sanitizer report or out-of-memory is saved to
@@ -28,7 +28,7 @@ CXX=clang++ cmake -S fuzz -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWi
 cmake --build "$build" --parallel "$(nproc)"
 [ "$build_only" = 1 ] && exit 0
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(ledger_json_fuzzer idx_fuzzer recipe_fuzzer checkpoint_fuzzer)
+[ ${#targets[@]} -gt 0 ] || targets=(ledger_json_fuzzer idx_fuzzer safetensors_fuzzer recipe_fuzzer checkpoint_fuzzer)
 mkdir -p "$build/findings"
 for t in "${targets[@]}"; do
   mkdir -p "$build/corpus/$t"

@@ -84,4 +84,21 @@ CLI::Validator at_least(long long minimum) {
       "INT >= " + std::to_string(minimum));
 }
 
+RunFiles run_files(const std::string& source, const std::string& command) {
+  namespace fs = std::filesystem;
+  RunFiles files;
+  files.checkpoint = fs::is_directory(source) ? fs::path(source) / "checkpoint.pt" : fs::path(source);
+  files.run_dir = files.checkpoint.parent_path().empty() ? fs::path(".") : files.checkpoint.parent_path();
+  files.recipe = files.run_dir / "recipe.toml";
+  if (!fs::is_regular_file(files.checkpoint)) {
+    throw UsageError(command + ": no checkpoint at " + files.checkpoint.string() +
+                     " (give a run directory or its checkpoint.pt)");
+  }
+  if (!fs::is_regular_file(files.recipe)) {
+    throw UsageError(command + ": no recipe.toml beside " + files.checkpoint.string() +
+                     " (the run's recipe says which model it is)");
+  }
+  return files;
+}
+
 }  // namespace privdiff::core::cli

@@ -8,6 +8,7 @@
 #include "recipe/recipe_document.hpp"
 #include "run/run_orchestrator.hpp"
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,14 @@ Recipe load_recipe(RecipeDocument document, const std::vector<std::string>& over
 /// compose() for a command: a component refusing its section (e.g. [eval.inception] weights) is
 /// input the user can fix (UsageError naming `file`); recipe errors keep their own form.
 ComposedRun compose_for_command(const Recipe& recipe, const ComponentRegistry& registry, const std::string& file);
+
+/// Where a trained run's files are, from RUN_DIR or its checkpoint file: the checkpoint, the run
+/// directory and the recipe.toml beside it. Throws UsageError, prefixed with `command`, when either
+/// file is missing.
+struct RunFiles {
+  std::filesystem::path checkpoint, run_dir, recipe;
+};
+RunFiles run_files(const std::string& source, const std::string& command);
 
 /// Opens the datasets an earlier run recorded in its recipe.toml, with the plugins already loaded
 /// (RunOrchestrator::open_earlier_runs_with). `registry` must outlive the opener.

@@ -69,16 +69,7 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
   cmd->add_option("--threads", args->threads, "CPU threads (default: all cores)")->check(at_least(0));
   cmd->add_option("--device", args->device, "auto, cpu, cuda or cuda:N (default: the run's [run] device)");
   cmd->callback([&global, &exit_code, args] {
-    const fs::path source(args->source);
-    const fs::path checkpoint = fs::is_directory(source) ? source / "checkpoint.pt" : source;
-    const fs::path run_dir = checkpoint.parent_path().empty() ? fs::path(".") : checkpoint.parent_path();
-    const fs::path recipe_file = run_dir / "recipe.toml";
-    if (!fs::is_regular_file(checkpoint)) {
-      throw UsageError("sample: no checkpoint at " + checkpoint.string() + " (give a run directory or its checkpoint.pt)");
-    }
-    if (!fs::is_regular_file(recipe_file)) {
-      throw UsageError("sample: no recipe.toml beside " + checkpoint.string() + " (the run's recipe says which model it is)");
-    }
+    const auto [checkpoint, run_dir, recipe_file] = run_files(args->source, "sample");
     for (const auto& o : args->overrides) {
       if (o.rfind("sampler.", 0) != 0) throw UsageError("sample --set " + o + ": only sampler.KEY=VALUE applies here");
     }

@@ -1,0 +1,198 @@
+// privdiff weights inspect PATH [--all]: the tensors, dtypes, shapes and metadata of a safetensors
+// file (or of those in a folder: a privdiff export, a diffusers model), and the architecture
+// recognised. privdiff weights export RUN -o DIR: a finished run's model as safetensors with its
+// privacy guarantee in the metadata and a model card (weights/model_export.hpp).
+#include "cli/command_setup.hpp"
+#include "cli/commands.hpp"
+#include "run/composed_run.hpp"
+#include "run/run_checkpoint.hpp"
+#include "weights/model_export.hpp"
+
+#include <privdiff/io/atomic_file.hpp>
+#include <privdiff/io/safetensors.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+namespace privdiff::core::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+// What the weights are, from their metadata, a diffusers config.json beside them, or their names.
+std::string recognise(const sdk::SafetensorsFile& file, const std::string& config_class) {
+  const auto& m = file.metadata();
+  if (m.count(export_keys::model)) {
+    return "privdiff '" + m.at(export_keys::model) + "' model, exported by privdiff " +
+           (m.count(export_keys::version) ? m.at(export_keys::version) : "?") +
+           " (its [model] is in the metadata's " + export_keys::recipe + ")";
+  }
+  if (!config_class.empty()) return "diffusers " + config_class + " (config.json); privdiff has no model plugin for it yet";
+  bool unet = false, autoencoder = false, diffusers_names = false;
+  for (const auto& e : file.entries()) {
+    unet = unet || starts_with(e.name, "model.diffusion_model.");
+    autoencoder = autoencoder || starts_with(e.name, "first_stage_model.");
+    diffusers_names = diffusers_names || starts_with(e.name, "down_blocks.");
+  }
+  if (unet) {
+    return std::string("CompVis latent-diffusion UNet (model.diffusion_model.*)") +
+           (autoencoder ? " with its KL autoencoder (first_stage_model.*)" : "") + "; privdiff has no model plugin for it yet";
+  }
+  if (diffusers_names) return "diffusers-layout weights without a config.json beside them";
+  return "not recognised";
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+// The guarantee an export carries, in one line.
+std::string privacy_line(const std::map<std::string, std::string>& m) {
+  if (!m.count(export_keys::privacy)) return "";
+  if (m.count(export_keys::epsilon) && m.at(export_keys::epsilon).empty()) return "privacy: none (no private stage)";
+  std::string line = "privacy: (epsilon, delta) = (" + m.at(export_keys::epsilon) + ", " + m.at(export_keys::delta) +
+                     ") by " + m.at(export_keys::accountant);
+  try {
+    const auto p = nlohmann::json::parse(m.at(export_keys::privacy));
+    if (p.contains("data")) line += "; data " + p["data"].get<std::string>();
+    const auto caveats = p.value("caveats", nlohmann::json::array());
+    line += "; caveats: " + (caveats.empty() ? std::string("none") : std::to_string(caveats.size()) + " (see README.md)");
+  } catch (const nlohmann::json::exception&) {
+    line += "; privdiff.privacy is not valid JSON";
+  }
+  return line;
+}
+
+void inspect_file(const fs::path& path, const std::string& config_class, bool all, std::ostream& out) {
+  const sdk::SafetensorsFile file(path);
+  std::map<std::string, int> dtypes;
+  std::int64_t values = 0;
+  std::uint64_t bytes = 0;
+  for (const auto& e : file.entries()) {
+    ++dtypes[e.dtype];
+    values += e.numel();
+    bytes += e.end - e.begin;
+  }
+  out << path.string() << ": " << file.entries().size() << " tensors, " << values << " values, " << bytes << " bytes (";
+  for (auto it = dtypes.begin(); it != dtypes.end(); ++it) out << (it == dtypes.begin() ? "" : ", ") << it->first << " x" << it->second;
+  out << ")\narchitecture: " << recognise(file, config_class) << "\n";
+  if (const std::string line = privacy_line(file.metadata()); !line.empty()) out << line << "\n";
+  for (const auto& [key, value] : file.metadata()) {
+    const std::string shown = value.size() > 80 ? value.substr(0, 77) + "..." : value;
+    out << "metadata " << key << " = " << (shown.find('\n') == std::string::npos ? shown : "(" + std::to_string(value.size()) + " characters)") << "\n";
+  }
+  std::vector<sdk::SafetensorsEntry> entries = file.entries();
+  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  const std::size_t shown = all ? entries.size() : std::min<std::size_t>(entries.size(), 40);
+  for (std::size_t i = 0; i < shown; ++i) {
+    out << "  " << std::left << std::setw(48) << entries[i].name << " " << std::setw(5) << entries[i].dtype << " "
+        << shape_text(entries[i].shape) << "\n";
+  }
+  if (shown < entries.size()) out << "  ... " << entries.size() - shown << " more (--all lists them)\n";
+}
+
+void inspect(const fs::path& path, bool all) {
+  if (!fs::exists(path)) throw UsageError("weights inspect: " + path.string() + " does not exist");
+  if (!fs::is_directory(path)) return inspect_file(path, "", all, std::cout);
+  std::string config_class;
+  if (fs::is_regular_file(path / "config.json")) {
+    try {
+      config_class = nlohmann::json::parse(sdk::read_file(path / "config.json")).value("_class_name", "");
+    } catch (const nlohmann::json::exception& e) {
+      throw UsageError("weights inspect: " + (path / "config.json").string() + " is not valid JSON (" + e.what() + ")");
+    }
+  }
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(path)) {
+    if (entry.path().extension() == ".safetensors") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) {
+    throw UsageError("weights inspect: no .safetensors file in " + path.string() +
+                     (fs::exists(path / "checkpoint.pt") ? " (a privdiff run: privdiff weights export " + path.string() +
+                                                               " -o DIR writes its model as safetensors)"
+                                                         : ""));
+  }
+  for (const auto& file : files) inspect_file(file, config_class, all, std::cout);
+}
+
+void export_run(const std::string& source, const std::string& format, const fs::path& out, const GlobalOptions& global) {
+  if (format != "safetensors") {
+    throw UsageError("weights export --format " + format + ": privdiff's models have no diffusers counterpart yet; "
+                     "--format safetensors writes the weights with the privacy guarantee and a model card");
+  }
+  const RunFiles files = run_files(source, "weights export");
+  ComponentRegistry registry;
+  const Recipe recipe = load_recipe(files.recipe.string(), {}, global, registry);
+  if (!recipe.model) throw UsageError("weights export: " + files.recipe.string() + " has no [model]");
+  auto model = create_model(recipe, registry);
+  try {
+    load_model_weights(files.checkpoint, *model);
+  } catch (const std::runtime_error& e) {
+    throw UsageError(std::string("weights export: ") + e.what());
+  }
+  ModelExport e;
+  try {
+    e = export_run_model(files.run_dir, *model);
+  } catch (const std::runtime_error& err) {
+    throw UsageError(std::string("weights export: ") + err.what());
+  }
+  if (fs::exists(out / "model.safetensors")) {
+    throw UsageError("weights export: " + (out / "model.safetensors").string() + " exists; choose another -o DIR");
+  }
+  write_model_export(e, out, sdk::read_file(files.recipe));
+  std::cout << "wrote " << (out / "model.safetensors").string() << " (" << e.tensors.size() << " tensors), "
+            << (out / "README.md").string() << " and " << (out / "privdiff-recipe.toml").string() << "\n"
+            << privacy_line(e.metadata) << "\n";
+}
+
+}  // namespace
+
+CLI::App* add_weights_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
+  CLI::App* weights = app.add_subcommand("weights", "Inspect safetensors weights, or export a run's model with its privacy guarantee");
+  weights->require_subcommand(1);
+  auto path = std::make_shared<std::string>();
+  auto all = std::make_shared<bool>(false);
+  CLI::App* inspect_cmd = weights->add_subcommand(
+      "inspect", "List a safetensors file's tensors, dtypes, shapes and metadata (or those of a folder's files) and the "
+                 "architecture recognised");
+  inspect_cmd->add_option("PATH", *path, "a .safetensors file, or a folder holding them (a privdiff export, a diffusers model)")
+      ->required();
+  inspect_cmd->add_flag("--all", *all, "list every tensor (default: the first 40 by name)");
+  inspect_cmd->callback([path, all, &exit_code] {
+    try {
+      inspect(*path, *all);
+    } catch (const std::runtime_error& e) {
+      if (dynamic_cast<const UsageError*>(&e)) throw;
+      throw UsageError(std::string("weights inspect: ") + e.what());
+    }
+    exit_code = exit_ok;
+  });
+  struct ExportArgs {
+    std::string source, format = "safetensors", out;
+  };
+  auto args = std::make_shared<ExportArgs>();
+  CLI::App* export_cmd = weights->add_subcommand(
+      "export", "Write a finished run's model as safetensors, with its privacy guarantee (epsilon, delta, accountant, "
+                "data, caveats, ledger) in the metadata and a README.md model card");
+  export_cmd->add_option("RUN", args->source, "run directory (its checkpoint.pt) or a checkpoint file")->required();
+  export_cmd->add_option("--format", args->format, "safetensors (default)")->check(CLI::IsMember({"safetensors", "diffusers"}));
+  export_cmd->add_option("-o,--out", args->out, "the folder to write (created)")->required();
+  export_cmd->callback([args, &global, &exit_code] {
+    export_run(args->source, args->format, args->out, global);
+    exit_code = exit_ok;
+  });
+  return weights;
+}
+
+}  // namespace privdiff::core::cli

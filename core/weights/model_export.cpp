@@ -1,0 +1,142 @@
+#include "weights/model_export.hpp"
+
+#include <privdiff/build_config.hpp>
+#include <privdiff/io/atomic_file.hpp>
+#include <privdiff/io/safetensors.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <stdexcept>
+
+namespace privdiff::core {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+nlohmann::json read_json(const fs::path& path) {
+  try {
+    return nlohmann::json::parse(sdk::read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path.string() + ": not valid JSON (" + e.what() + ")");
+  }
+}
+
+std::string number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", value);
+  return text;
+}
+
+// The run's guarantee as one JSON object: what the reports say, and the ledger it came from.
+nlohmann::json privacy_of(const fs::path& run_dir, const nlohmann::json& summary) {
+  nlohmann::json p;
+  const auto& results = summary.value("privacy", nlohmann::json::array());
+  p["private"] = !results.empty();
+  p["accountant"] = summary.value("calibration_accountant", "");
+  p["epsilon"] = nlohmann::json::object();
+  for (const auto& r : results) p["epsilon"][r.value("accountant", "?")] = r.value("epsilon", 0.0);
+  for (const char* key : {"delta", "target_epsilon", "ledger_steps", "data", "data_use", "caveats"}) {
+    if (summary.contains(key)) p[key] = summary[key];
+  }
+  if (fs::is_regular_file(run_dir / "ledger.json")) p["ledger"] = read_json(run_dir / "ledger.json");
+  return p;
+}
+
+std::string list_or_none(const nlohmann::json& items) {
+  if (!items.is_array() || items.empty()) return "none\n";
+  std::string out = "\n";
+  for (const auto& item : items) out += "- " + (item.is_string() ? item.get<std::string>() : item.dump()) + "\n";
+  return out;
+}
+
+std::string guarantee_text(const nlohmann::json& p) {
+  if (!p["private"].get<bool>()) {
+    return "**No differential-privacy guarantee**: this run had no private stage. Do not release it as a private "
+           "model of any data it trained on.\n";
+  }
+  const std::string accountant = p["accountant"].get<std::string>();
+  std::string others;
+  for (const auto& [name, eps] : p["epsilon"].items()) {
+    if (name != accountant) others += (others.empty() ? "" : ", ") + name + ": " + number(eps.get<double>());
+  }
+  std::string text = "(ε, δ) = (" + number(p["epsilon"].value(accountant, 0.0)) + ", " +
+                     number(p.value("delta", 0.0)) + ")-differential privacy at the level of one example, by the " +
+                     accountant + " accountant" + (others.empty() ? "" : " (" + others + ")") + ", over " +
+                     std::to_string(p.value("ledger_steps", 0)) + " steps of its privacy ledger.\n\n";
+  const auto& use = p.value("data_use", nlohmann::json::object());
+  text += "Private data: " + list_or_none(use.value("private", nlohmann::json::array()));
+  text += "\nPublic data (no guarantee is given for it): " + list_or_none(use.value("public", nlohmann::json::array()));
+  text += "\nCaveats: " + list_or_none(p.value("caveats", nlohmann::json::array()));
+  text += "\nNot covered: hyperparameters chosen on the private data before this run (their cost is not in this "
+          "epsilon), and any overlap between the public data and the private data, which rests on the statement of "
+          "whoever trained it.\n";
+  return text;
+}
+
+std::string card_for(const nlohmann::json& summary, const nlohmann::json& privacy, const std::string& model_type,
+                     std::size_t tensors, std::int64_t parameters) {
+  const std::string name = summary.value("name", "privdiff run");
+  return "# " + name + ": a privdiff model (" + model_type + ")\n\n" +
+         "Trained by privdiff " + PRIVDIFF_SDK_VERSION + ". The weights are in `model.safetensors` (" +
+         std::to_string(tensors) + " tensors, " + std::to_string(parameters) +
+         " values); the recipe that trained them, with every default written out, is `privdiff-recipe.toml`.\n\n"
+         "## Privacy guarantee\n\n" + guarantee_text(privacy) +
+         "\nThe same guarantee is in the file's metadata (`privdiff.epsilon`, `privdiff.delta`, `privdiff.accountant`, "
+         "and `privdiff.privacy` with the data, caveats and the privacy ledger): keep it with the weights.\n\n"
+         "## Loading it in Python\n\n"
+         "```python\n"
+         "from safetensors import safe_open\n\n"
+         "with safe_open(\"model.safetensors\", framework=\"pt\") as f:\n"
+         "    guarantee = (f.metadata()[\"privdiff.epsilon\"], f.metadata()[\"privdiff.delta\"])\n"
+         "    state = {name: f.get_tensor(name) for name in f.keys()}\n"
+         "```\n\n"
+         "The tensor names are those of privdiff's `" + model_type + "` model, whose architecture is the `[model]` "
+         "table of `privdiff-recipe.toml`.\n";
+}
+
+}  // namespace
+
+ModelExport export_run_model(const fs::path& run_dir, sdk::Model& model) {
+  const fs::path summary_file = run_dir / "summary.json";
+  if (!fs::is_regular_file(summary_file)) {
+    throw std::runtime_error(summary_file.string() + " is missing: the run has not finished, so its privacy "
+                             "guarantee is not final (finish it with privdiff run RECIPE --resume " + run_dir.string() + ")");
+  }
+  const nlohmann::json summary = read_json(summary_file);
+  const std::string model_type = summary.value("model", nlohmann::json::object()).value("type", "unknown");
+  ModelExport e;
+  std::int64_t values = 0;
+  for (const auto& p : model.module().named_parameters(true)) {
+    e.tensors.emplace_back(p.key(), p.value().detach());
+    values += p.value().numel();
+  }
+  for (const auto& b : model.module().named_buffers(true)) {
+    e.tensors.emplace_back(b.key(), b.value().detach());
+    values += b.value().numel();
+  }
+  const nlohmann::json privacy = privacy_of(run_dir, summary);
+  const bool is_private = privacy["private"].get<bool>();
+  const std::string accountant = privacy["accountant"].get<std::string>();
+  e.metadata = {{"format", "pt"},
+                {export_keys::model, model_type},
+                {export_keys::version, PRIVDIFF_SDK_VERSION},
+                {export_keys::privacy, privacy.dump()},
+                {export_keys::accountant, is_private ? accountant : ""},
+                {export_keys::epsilon, is_private ? number(privacy["epsilon"].value(accountant, 0.0)) : ""},
+                {export_keys::delta, is_private ? number(privacy.value("delta", 0.0)) : ""}};
+  e.model_card = card_for(summary, privacy, model_type, e.tensors.size(), values);
+  return e;
+}
+
+void write_model_export(const ModelExport& e, const fs::path& dir, const std::string& recipe_text) {
+  fs::create_directories(dir);
+  auto metadata = e.metadata;
+  metadata[export_keys::recipe] = recipe_text;
+  sdk::write_safetensors(dir / "model.safetensors", e.tensors, metadata);
+  sdk::write_file_atomically(dir / "privdiff-recipe.toml", recipe_text);
+  sdk::write_file_atomically(dir / "README.md", e.model_card);
+}
+
+}  // namespace privdiff::core

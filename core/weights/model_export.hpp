@@ -1,0 +1,43 @@
+#pragma once
+// `privdiff weights export`: a trained run's model as safetensors for the Python ecosystem, with
+// the privacy guarantee it was trained under written into the file's metadata and a model card —
+// a model handed on without its epsilon, delta and data is a model whose guarantee is lost.
+
+#include <privdiff/components/model.hpp>
+
+#include <ATen/core/Tensor.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace privdiff::core {
+
+/// The metadata keys an export writes (all strings, as safetensors requires).
+namespace export_keys {
+inline constexpr const char* model = "privdiff.model";        ///< the [model] type
+inline constexpr const char* recipe = "privdiff.recipe";      ///< the run's resolved recipe.toml
+inline constexpr const char* privacy = "privdiff.privacy";    ///< JSON: guarantee, data, caveats, ledger
+inline constexpr const char* epsilon = "privdiff.epsilon";    ///< by the calibrating accountant; "" when not private
+inline constexpr const char* delta = "privdiff.delta";
+inline constexpr const char* accountant = "privdiff.accountant";
+inline constexpr const char* version = "privdiff.version";
+}  // namespace export_keys
+
+struct ModelExport {
+  std::vector<std::pair<std::string, at::Tensor>> tensors;  ///< parameters and buffers by state-dict name
+  std::map<std::string, std::string> metadata;
+  std::string model_card;  ///< README.md: what the model is, its guarantee, how to load it
+};
+
+/// The export of `model`, trained by the finished run in `run_dir` (its recipe.toml, summary.json
+/// and ledger.json). Throws std::runtime_error naming the file when the run has not finished (no
+/// summary.json: its guarantee is not final) or a report cannot be read.
+ModelExport export_run_model(const std::filesystem::path& run_dir, sdk::Model& model);
+
+/// Writes `e` into `dir` (created): model.safetensors, README.md and privdiff-recipe.toml.
+void write_model_export(const ModelExport& e, const std::filesystem::path& dir, const std::string& recipe_text);
+
+}  // namespace privdiff::core

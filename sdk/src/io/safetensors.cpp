@@ -1,0 +1,305 @@
+#include <privdiff/io/atomic_file.hpp>
+#include <privdiff/io/safetensors.hpp>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <set>
+#include <stdexcept>
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "safetensors data is little-endian: this reader maps it as it lies"
+#endif
+
+namespace privdiff::sdk {
+
+namespace {
+
+// The header's length is capped as by Python's reader: a larger one is a corrupt or hostile file.
+constexpr std::uint64_t max_header_bytes = 100'000'000;
+
+struct DtypeInfo {
+  const char* name;
+  std::uint64_t bytes;
+  bool in_libtorch;
+  at::ScalarType type;
+  int rank;  // the dtype's place in the format's own list; the writer puts higher ranks first
+};
+
+// The format's dtypes (F8 and the wide unsigned types have no LibTorch type in every version we
+// build on). Ranks follow the Dtype enum of the reference implementation (safetensors 0.8), whose
+// writer orders tensors by it, descending, then by name: privdiff writes the same layout.
+const DtypeInfo dtypes[] = {
+    {"BOOL", 1, true, at::kBool, 0},      {"U8", 1, true, at::kByte, 4},        {"I8", 1, true, at::kChar, 5},
+    {"F8_E5M2", 1, false, at::kByte, 6},  {"F8_E4M3", 1, false, at::kByte, 7},  {"I16", 2, true, at::kShort, 9},
+    {"U16", 2, false, at::kByte, 10},     {"F16", 2, true, at::kHalf, 11},      {"BF16", 2, true, at::kBFloat16, 12},
+    {"I32", 4, true, at::kInt, 13},       {"U32", 4, false, at::kByte, 14},     {"F32", 4, true, at::kFloat, 15},
+    {"F64", 8, true, at::kDouble, 17},    {"I64", 8, true, at::kLong, 18},      {"U64", 8, false, at::kByte, 19},
+};
+
+const DtypeInfo* dtype_named(const std::string& name) {
+  for (const auto& d : dtypes) {
+    if (name == d.name) return &d;
+  }
+  return nullptr;
+}
+
+std::string known_dtypes() {
+  std::string out;
+  for (const auto& d : dtypes) out += (out.empty() ? "" : ", ") + std::string(d.name);
+  return out;
+}
+
+[[noreturn]] void refuse(const std::string& what, const std::string& why) {
+  throw std::runtime_error(what + ": safetensors: " + why);
+}
+
+// The JSON header, refusing a name given twice in any object (nlohmann would keep the last).
+nlohmann::json parse_json(std::string_view text, const std::string& what) {
+  std::vector<std::set<std::string>> keys;  // one set per open object
+  std::string repeated;
+  auto callback = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) keys.emplace_back();
+    if (event == Event::object_end && !keys.empty()) keys.pop_back();
+    if (event == Event::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second &&
+        repeated.empty()) {
+      repeated = parsed.get<std::string>();
+    }
+    return true;
+  };
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text.begin(), text.end(), callback);
+  } catch (const nlohmann::json::exception& e) {
+    refuse(what, std::string("the header is not valid JSON (") + e.what() + ")");
+  }
+  if (!repeated.empty()) refuse(what, "the header names '" + repeated + "' twice");
+  if (!header.is_object()) refuse(what, "the header is JSON but not an object");
+  return header;
+}
+
+std::uint64_t offset(const nlohmann::json& value, const std::string& what, const std::string& name) {
+  if (!value.is_number_unsigned()) refuse(what, "tensor '" + name + "': data_offsets must be non-negative integers");
+  return value.get<std::uint64_t>();
+}
+
+SafetensorsEntry entry_of(const std::string& name, const nlohmann::json& spec, const std::string& what) {
+  const std::string where = "tensor '" + name + "'";
+  if (!spec.is_object()) refuse(what, where + ": expected an object with dtype, shape and data_offsets");
+  for (const auto& [key, value] : spec.items()) {
+    if (key != "dtype" && key != "shape" && key != "data_offsets") refuse(what, where + ": unknown field '" + key + "'");
+  }
+  if (!spec.contains("dtype") || !spec["dtype"].is_string()) refuse(what, where + ": dtype must be a string");
+  SafetensorsEntry e;
+  e.name = name;
+  e.dtype = spec["dtype"].get<std::string>();
+  const DtypeInfo* dtype = dtype_named(e.dtype);
+  if (!dtype) refuse(what, where + ": unknown dtype '" + e.dtype + "' (expected one of " + known_dtypes() + ")");
+  if (!spec.contains("shape") || !spec["shape"].is_array()) refuse(what, where + ": shape must be an array");
+  std::uint64_t bytes = dtype->bytes;
+  bool overflow = false;
+  for (const auto& d : spec["shape"]) {
+    if (!d.is_number_unsigned() || d.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+      refuse(what, where + ": shape entries must be non-negative integers");
+    }
+    const auto size = d.get<std::uint64_t>();
+    e.shape.push_back(static_cast<std::int64_t>(size));
+    if (size != 0 && bytes > std::numeric_limits<std::uint64_t>::max() / size) overflow = true;
+    bytes *= size;
+  }
+  const auto& offsets = spec.contains("data_offsets") ? spec["data_offsets"] : nlohmann::json();
+  if (!offsets.is_array() || offsets.size() != 2) refuse(what, where + ": data_offsets must be [begin, end]");
+  e.begin = offset(offsets[0], what, name);
+  e.end = offset(offsets[1], what, name);
+  if (e.end < e.begin) refuse(what, where + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "] end before they begin");
+  if (overflow || bytes != e.end - e.begin) {
+    refuse(what, where + ": " + e.dtype + " of this shape needs " + (overflow ? "more than 2^64" : std::to_string(bytes)) +
+                     " bytes, its data_offsets hold " + std::to_string(e.end - e.begin));
+  }
+  return e;
+}
+
+// The tensors must tile the data section: sorted by offset, each begins where the last ended.
+void check_tiling(std::vector<SafetensorsEntry>& entries, std::uint64_t data_bytes, const std::string& what) {
+  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  std::uint64_t covered = 0;
+  const SafetensorsEntry* previous = nullptr;
+  for (const auto& e : entries) {
+    const std::string range = "[" + std::to_string(e.begin) + ", " + std::to_string(e.end) + ")";
+    if (e.end > data_bytes) {
+      refuse(what, "tensor '" + e.name + "' " + range + " runs past the data section's " + std::to_string(data_bytes) + " bytes");
+    }
+    if (e.begin < covered) {
+      refuse(what, "tensors '" + previous->name + "' and '" + e.name + "' " + range + " overlap");
+    }
+    if (e.begin > covered) {
+      refuse(what, "bytes [" + std::to_string(covered) + ", " + std::to_string(e.begin) + ") of the data belong to no tensor");
+    }
+    covered = e.end;
+    previous = &e;
+  }
+  if (covered != data_bytes) {
+    refuse(what, "the data section has " + std::to_string(data_bytes - covered) + " bytes after the last tensor");
+  }
+}
+
+}  // namespace
+
+std::int64_t SafetensorsEntry::numel() const {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+SafetensorsHeader parse_safetensors(std::string_view bytes, const std::string& what) {
+  if (bytes.size() < 8) refuse(what, "the file is " + std::to_string(bytes.size()) + " bytes, shorter than the 8-byte header length");
+  std::uint64_t header_bytes = 0;
+  std::memcpy(&header_bytes, bytes.data(), 8);
+  if (header_bytes > max_header_bytes) {
+    refuse(what, "a header of " + std::to_string(header_bytes) + " bytes is over the limit of " + std::to_string(max_header_bytes));
+  }
+  if (header_bytes > bytes.size() - 8) {
+    refuse(what, "the header length " + std::to_string(header_bytes) + " runs past the end of the file (" +
+                     std::to_string(bytes.size()) + " bytes): truncated, or not safetensors");
+  }
+  const nlohmann::json header = parse_json(bytes.substr(8, header_bytes), what);
+  SafetensorsHeader out;
+  out.data_offset = 8 + header_bytes;
+  for (const auto& [name, spec] : header.items()) {
+    if (name == "__metadata__") {
+      if (!spec.is_object()) refuse(what, "__metadata__ must be an object of strings");
+      for (const auto& [key, value] : spec.items()) {
+        if (!value.is_string()) refuse(what, "__metadata__ '" + key + "' must be a string");
+        out.metadata[key] = value.get<std::string>();
+      }
+      continue;
+    }
+    out.entries.push_back(entry_of(name, spec, what));
+  }
+  check_tiling(out.entries, bytes.size() - out.data_offset, what);
+  return out;
+}
+
+// ---------------------------------------------------------------- the mapped file
+struct SafetensorsFile::Mapping {
+  void* address = MAP_FAILED;
+  std::size_t size = 0;
+  ~Mapping() {
+    if (address != MAP_FAILED) ::munmap(address, size);
+  }
+  const char* bytes() const { return static_cast<const char*>(address); }
+};
+
+SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path), mapping_(std::make_shared<Mapping>()) {
+  const std::string what = path.string();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error(what + ": cannot open (" + std::strerror(errno) + ")");
+  struct stat status {};
+  if (::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode)) {
+    ::close(fd);
+    throw std::runtime_error(what + ": not a regular file");
+  }
+  mapping_->size = static_cast<std::size_t>(status.st_size);
+  if (mapping_->size > 0) {
+    // Private and writable: a tensor handed out may be written to; the file never is.
+    mapping_->address = ::mmap(nullptr, mapping_->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  }
+  ::close(fd);
+  if (mapping_->size > 0 && mapping_->address == MAP_FAILED) {
+    throw std::runtime_error(what + ": cannot map (" + std::strerror(errno) + ")");
+  }
+  header_ = parse_safetensors(std::string_view(mapping_->size ? mapping_->bytes() : "", mapping_->size), what);
+}
+
+const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
+  for (const auto& e : header_.entries) {
+    if (e.name == name) return &e;
+  }
+  return nullptr;
+}
+
+at::Tensor SafetensorsFile::tensor(const std::string& name) const {
+  const SafetensorsEntry* e = find(name);
+  if (!e) throw std::out_of_range(path_.string() + ": safetensors: no tensor named '" + name + "'");
+  const DtypeInfo* dtype = dtype_named(e->dtype);
+  if (!dtype->in_libtorch) {
+    throw std::runtime_error(path_.string() + ": safetensors: tensor '" + name + "' is " + e->dtype +
+                             ", which LibTorch has no type for here");
+  }
+  const auto options = at::TensorOptions(dtype->type);
+  char* data = const_cast<char*>(mapping_->bytes()) + header_.data_offset + e->begin;
+  if (e->end == e->begin || reinterpret_cast<std::uintptr_t>(data) % dtype->bytes != 0) {
+    // Unaligned (the format does not promise alignment) or empty: a copy of its own.
+    at::Tensor copy = at::empty(e->shape, options);
+    if (e->end > e->begin) std::memcpy(copy.data_ptr(), data, e->end - e->begin);
+    return copy;
+  }
+  auto keep = mapping_;
+  return at::from_blob(data, e->shape, [keep](void*) {}, options);
+}
+
+std::map<std::string, at::Tensor> SafetensorsFile::tensors() const {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& e : header_.entries) out.emplace(e.name, tensor(e.name));
+  return out;
+}
+
+// ---------------------------------------------------------------- writing
+std::string safetensors_bytes(const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                              const std::map<std::string, std::string>& metadata) {
+  struct Item {
+    std::string name;
+    const DtypeInfo* dtype;
+    at::Tensor data;
+  };
+  std::vector<Item> items;
+  std::set<std::string> names;
+  for (const auto& [name, t] : tensors) {
+    if (name.empty() || name == "__metadata__") throw std::invalid_argument("safetensors: a tensor may not be named '" + name + "'");
+    if (!names.insert(name).second) throw std::invalid_argument("safetensors: the name '" + name + "' is given twice");
+    const DtypeInfo* dtype = nullptr;
+    for (const auto& d : dtypes) {
+      if (d.in_libtorch && d.type == t.scalar_type()) dtype = &d;
+    }
+    if (!dtype) throw std::invalid_argument("safetensors: tensor '" + name + "' has a dtype safetensors cannot hold");
+    items.push_back({name, dtype, t.detach().to(at::kCPU).contiguous()});
+  }
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+    return a.dtype->rank != b.dtype->rank ? a.dtype->rank > b.dtype->rank : a.name < b.name;
+  });
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::uint64_t at = 0;
+  for (const auto& item : items) {
+    const auto bytes = static_cast<std::uint64_t>(item.data.nbytes());
+    header[item.name] = {{"dtype", item.dtype->name}, {"shape", item.data.sizes().vec()}, {"data_offsets", {at, at + bytes}}};
+    at += bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string out(8, '\0');
+  const std::uint64_t length = text.size();
+  std::memcpy(out.data(), &length, 8);
+  out += text;
+  out.reserve(out.size() + at);
+  for (const auto& item : items) out.append(static_cast<const char*>(item.data.data_ptr()), item.data.nbytes());
+  return out;
+}
+
+void write_safetensors(const std::filesystem::path& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  write_file_atomically(path, safetensors_bytes(tensors, metadata));
+}
+
+}  // namespace privdiff::sdk

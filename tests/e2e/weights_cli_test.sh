@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# privdiff weights: a finished private run exported as safetensors carries its guarantee (epsilon,
+# delta, accountant, ledger) in the metadata and a model card; inspect reads it back and recognises
+# the architecture; damaged files, unfinished runs and bad arguments exit 2 saying why.
+# Usage: weights_cli_test.sh PRIVDIFF FIXTURE_DIR
+set -u
+privdiff=$1 fixtures=$2
+source "$(dirname "$0")/common.sh"
+cat > "$tmp/r.toml" <<TOML
+[run]
+seed = 1
+[privacy]
+epsilon = 8.0
+delta = 1e-5
+accountant = "rdp"
+[data]
+path = "$fixtures/data/tiny-fashion-mnist"
+$tiny_model
+[[stage]]
+mechanism = "dpsgd"
+batch_size = 4
+steps = 2
+secure_noise = false
+[sampler]
+type = "ddim"
+steps = 2
+TOML
+out=$("$privdiff" run "$tmp/r.toml" --out "$tmp/run" 2>&1) || fail "run failed: $out"
+
+out=$("$privdiff" weights export "$tmp/run" -o "$tmp/export" 2>&1) || fail "export failed: $out"
+grep -q "privacy: (epsilon, delta) = (.*, 1e-05) by rdp" <<<"$out" || fail "no privacy line: $out"
+for f in model.safetensors README.md privdiff-recipe.toml; do [ -s "$tmp/export/$f" ] || fail "no $f"; done
+cmp -s "$tmp/export/privdiff-recipe.toml" "$tmp/run/recipe.toml" || fail "privdiff-recipe.toml differs from the run's"
+grep -q "^## Privacy guarantee" "$tmp/export/README.md" || fail "no guarantee in the model card"
+grep -q "by the rdp accountant" "$tmp/export/README.md" || fail "no accountant in the model card"
+# The metadata, read with nothing but the format's definition: epsilon as summary.json reports it,
+# the ledger as ledger.json holds it, and every tensor of the checkpoint's model.
+python3 - "$tmp/export/model.safetensors" "$tmp/run" <<'PY' || fail "metadata check failed"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+meta = header.pop("__metadata__")
+summary = json.load(open(sys.argv[2] + "/summary.json"))
+eps = [r["epsilon"] for r in summary["privacy"] if r["accountant"] == "rdp"][0]
+assert meta["privdiff.accountant"] == "rdp" and meta["privdiff.delta"] == "1e-05", meta
+assert abs(float(meta["privdiff.epsilon"]) - eps) <= 1e-5 * eps, (meta["privdiff.epsilon"], eps)
+privacy = json.loads(meta["privdiff.privacy"])
+assert privacy["ledger"] == json.load(open(sys.argv[2] + "/ledger.json")), "ledger differs"
+assert privacy["data"] == summary["data"] and privacy["private"] is True
+assert meta["privdiff.model"] == "pixel_unet" and meta["privdiff.recipe"].startswith("# Resolved recipe")
+assert len(header) == 0 or all(set(v) == {"dtype", "shape", "data_offsets"} for v in header.values())
+assert "conv_in.weight" in header and header["conv_in.weight"]["dtype"] == "F32", sorted(header)[:5]
+PY
+
+out=$("$privdiff" weights inspect "$tmp/export" 2>&1) || fail "inspect failed: $out"
+grep -q "architecture: privdiff 'pixel_unet' model" <<<"$out" || fail "architecture not recognised: $out"
+grep -q "privacy: (epsilon, delta) = (" <<<"$out" || fail "inspect shows no guarantee: $out"
+grep -q "^  conv_in.weight  *F32   \[8, 1, 3, 3\]" <<<"$out" || fail "no tensor table: $out"
+grep -q "more (--all lists them)" <<<"$out" || fail "long listings are not cut: $out"
+out=$("$privdiff" weights inspect --all "$tmp/export/model.safetensors" 2>&1) || fail "inspect --all failed"
+grep -q "more (--all" <<<"$out" && fail "--all still cuts the listing"
+
+# A diffusers folder: recognised by its config.json.
+mkdir -p "$tmp/unet"
+cp "$fixtures/weights/reference.safetensors" "$tmp/unet/diffusion_pytorch_model.safetensors"
+echo '{"_class_name": "UNet2DModel", "sample_size": 32}' > "$tmp/unet/config.json"
+out=$("$privdiff" weights inspect "$tmp/unet" 2>&1) || fail "inspect of a diffusers folder failed: $out"
+grep -q "architecture: diffusers UNet2DModel (config.json)" <<<"$out" || fail "diffusers not recognised: $out"
+grep -q "metadata note = ünïcode ok" <<<"$out" || fail "metadata not shown: $out"
+
+# Refusals: exit 2 and why.
+expect_refusal() {  # expect_refusal 'message' privdiff-args...
+  local message=$1; shift
+  out=$("$privdiff" "$@" 2>&1); code=$?
+  [ "$code" = 2 ] || fail "$* exited $code, not 2: $out"
+  grep -qF -- "$message" <<<"$out" || fail "$* did not say '$message': $out"
+}
+expect_refusal "choose another -o DIR" weights export "$tmp/run" -o "$tmp/export"
+expect_refusal "privdiff's models have no diffusers counterpart yet" weights export "$tmp/run" --format diffusers -o "$tmp/d"
+cp -r "$tmp/run" "$tmp/unfinished" && rm "$tmp/unfinished/summary.json"
+expect_refusal "the run has not finished, so its privacy guarantee is not final" weights export "$tmp/unfinished" -o "$tmp/u"
+[ -e "$tmp/u/model.safetensors" ] && fail "an unfinished run was exported"
+head -c 300 "$tmp/export/model.safetensors" > "$tmp/truncated.safetensors"
+expect_refusal "truncated.safetensors: safetensors: the header length" weights inspect "$tmp/truncated.safetensors"
+expect_refusal "a privdiff run: privdiff weights export" weights inspect "$tmp/run"
+expect_refusal "does not exist" weights inspect "$tmp/missing.safetensors"
+expect_refusal "no checkpoint at" weights export "$tmp/nowhere" -o "$tmp/x"
+echo "weights: all checks passed"
