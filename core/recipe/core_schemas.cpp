@@ -23,9 +23,10 @@ const Schema& run_schema() {
                .doc("seconds a rank waits for the others in a multi-process run before the run ends with an "
                     "error (a rank died or hangs)"))
       .add(Key::string("init_from").optional()
-               .doc("start from this run directory's (or checkpoint.pt's) trained model; relative to the working "
-                    "directory. When the source spent privacy its ledger is carried and composed with this run's "
-                    "(docs/privacy.md#init_from-carrying-the-sources-ledger)"))
+               .doc("start from this run directory's (or checkpoint.pt's) trained model, or from safetensors weights "
+                    "(a .safetensors file, or a folder privdiff weights export wrote; docs/weights.md); relative to "
+                    "the working directory. When the source spent privacy its ledger is carried and composed with "
+                    "this run's (docs/privacy.md#init_from-carrying-the-sources-ledger)"))
       .add(Key::boolean("init_from_disjoint").defaults(false)
                .doc("state that no one in this run's private data is in the data the init_from source spent "
                     "privacy on: its ledger is then not carried and the run carries a caveat. Refused when a "

@@ -4,12 +4,17 @@
 #include "util/atomic_file.hpp"
 #include "run/run_checkpoint.hpp"
 #include "run/run_ledger.hpp"
+#include "weights/model_export.hpp"
+#include "weights/safetensors_weights.hpp"
+
+#include <privdiff/io/safetensors.hpp>
 
 #include <privdiff/privacy/event_json.hpp>
 
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <map>
 #include <stdexcept>
 
 namespace privdiff::core {
@@ -32,9 +37,48 @@ std::string recorded_model_type(const fs::path& recipe_file) {
     throw std::runtime_error("run.init_from: " + recipe_file.string() + " is damaged: " + std::string(e.description()));
   }
 }
+// Safetensors weights: a privdiff export carries its ledger in its metadata; other weights have none.
+InitSource read_safetensors_source(const fs::path& file) {
+  InitSource source;
+  source.checkpoint = fs::absolute(file);
+  source.run_dir = source.checkpoint.parent_path();
+  source.finished = true;
+  std::map<std::string, std::string> metadata;
+  try {
+    metadata = sdk::SafetensorsFile(source.checkpoint).metadata();
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("run.init_from: ") + e.what());
+  }
+  source.checkpoint_hash = content_hash(read_file(source.checkpoint));
+  const std::string what = source.checkpoint.string() + ", content hash " + source.checkpoint_hash;
+  const auto privacy = metadata.find(export_keys::privacy);
+  if (privacy == metadata.end()) {
+    source.records_note = "weights from outside privdiff (" + source.checkpoint.string() + "): what they were trained on "
+                          "is not recorded";
+    source.imported = "init_from: weights from outside privdiff (" + what + ") have no privacy ledger: they are "
+                      "public pretraining by the user's statement, and that their training data share no one with this "
+                      "run's private data is the user's responsibility; they do not change epsilon";
+    return source;
+  }
+  try {
+    const nlohmann::json p = nlohmann::json::parse(privacy->second);
+    if (p.at("private").get<bool>() && !p.contains("ledger")) throw std::runtime_error("a private model without its ledger");
+    if (p.contains("ledger")) source.ledger = sdk::privacy_ledger_from_json(p["ledger"].dump());
+  } catch (const std::exception& e) {
+    throw std::runtime_error("run.init_from: " + source.checkpoint.string() + ": its " + export_keys::privacy +
+                             " metadata is damaged (" + e.what() + "): the privacy its weights cost cannot be read");
+  }
+  if (const auto model = metadata.find(export_keys::model); model != metadata.end()) source.model_type = model->second;
+  source.records_note = "a privdiff export (" + source.checkpoint.string() + ") keeps no record of the data it trained on";
+  source.imported = "init_from: a privdiff export (" + what + "): the privacy ledger in its metadata is taken as what "
+                    "its weights cost";
+  return source;
+}
+
 }  // namespace
 
 InitSource read_init_source(const fs::path& path) {
+  if (const auto file = safetensors_init_file(path)) return read_safetensors_source(*file);
   InitSource source;
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
@@ -44,7 +88,8 @@ InitSource read_init_source(const fs::path& path) {
     source.checkpoint = path;
     source.run_dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
   } else {
-    throw std::runtime_error("run.init_from: " + path.string() + " is neither a run directory nor a checkpoint");
+    throw std::runtime_error("run.init_from: " + path.string() + " is neither a run directory, a checkpoint nor "
+                             "safetensors weights");
   }
   if (!fs::is_regular_file(source.checkpoint, ec)) {
     throw std::runtime_error("run.init_from: " + source.run_dir.string() + " has no checkpoint.pt (is it a run "
@@ -179,6 +224,7 @@ void check_private_data(const InitSource& source, const RunData& data, bool clai
 InitDecision decide_init_from(const InitSource& source, const RunData& data, bool claimed, const RecordKey& key,
                               const std::function<std::string()>& check_near_duplicates) {
   InitDecision d;
+  if (!source.imported.empty()) d.caveats.push_back(source.imported);
   check_public_data(source, data, claimed, key, d);
   check_private_data(source, data, claimed, d);
   if (source.ledger.entries().empty()) {

@@ -43,6 +43,9 @@ struct InitSource {
   std::string records_note;
   bool carried = false;  ///< (read_recorded_init) whether the run carried the ledger, and why
   std::string reason;
+  /// For weights from a safetensors file (a privdiff export, or weights from outside privdiff): the
+  /// caveat every run started from them carries; empty for a run directory.
+  std::string imported;
 };
 
 /// The file in a run directory that holds its record sets.
@@ -79,7 +82,11 @@ InitDecision decide_init_from(const InitSource& source, const RunData& data, boo
 std::vector<RecordSet> run_record_sets(const RunData& data, const RecordKey& key, const std::string& run_dir,
                                        const InitSource* source);
 
-/// Reads `path` (a run directory, or a checkpoint.pt inside one). Throws std::runtime_error naming
+/// Reads `path`: a run directory, a checkpoint.pt inside one, or safetensors weights (a .safetensors
+/// file, or the folder `privdiff weights export` wrote). An export's ledger is read from its
+/// metadata; weights from outside privdiff have none and no record of their data, so a private run
+/// may start from them only with [run] init_from_disjoint = true (the user's statement that they are
+/// public pretraining that shares no one with its private data). Throws std::runtime_error naming
 /// what is missing or unreadable.
 InitSource read_init_source(const std::filesystem::path& path);
 

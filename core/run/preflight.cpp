@@ -4,6 +4,7 @@
 #include "run/run_session.hpp"
 
 #include "data/near_duplicates.hpp"
+#include "weights/safetensors_weights.hpp"
 #include "sample/sample_set.hpp"
 #include <privdiff/config/key_value_error.hpp>
 #include <privdiff/engine/parameter_selection.hpp>
@@ -126,10 +127,15 @@ void RunOrchestrator::prepare_init_from(RunSession& s) {
   s.init_caveats = decision.caveats;
   if (fresh) {  // here, before anything is written: a model that does not fit is refused up front
     const std::string& mine_type = recipe_.model->id;
+    const bool safetensors = src.checkpoint.extension() == ".safetensors";
+    auto load = [&](torch::nn::Module& module) {
+      if (safetensors) load_safetensors_weights(src.checkpoint, module);
+      else load_initial_weights(src.checkpoint, module);
+    };
     if (src.model_type.empty() || src.model_type == mine_type) {
-      load_initial_weights(src.checkpoint, *components_.model);
+      load(components_.model->module());
     } else if (torch::nn::Module* part = components_.model->part_initialised_by(src.model_type)) {
-      load_initial_weights(src.checkpoint, *part);  // e.g. a latent model's autoencoder from an autoencoder run
+      load(*part);  // e.g. a latent model's autoencoder from an autoencoder run
       s.log << "init_from: the " << src.model_type << " run's weights fill its part of this " << mine_type
             << "; the rest keeps its initialisation\n";
     } else {

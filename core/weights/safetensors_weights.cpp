@@ -1,0 +1,90 @@
+#include "weights/safetensors_weights.hpp"
+
+#include <privdiff/engine/linear_adapter.hpp>
+#include <privdiff/io/safetensors.hpp>
+
+#include <ATen/ATen.h>
+
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace privdiff::core {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string shape_text(at::IntArrayRef sizes) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < sizes.size(); ++i) out += (i ? ", " : "") + std::to_string(sizes[i]);
+  return out + "]";
+}
+
+// The dotted prefixes of the module's adapters ("down0_attn.qkv.adapter."): a model fine-tuned with
+// an adapter may start from weights trained without one.
+std::vector<std::string> adapter_prefixes(torch::nn::Module& module) {
+  std::vector<std::string> out;
+  for (const auto& m : module.named_modules("", false)) {
+    if (sdk::engine::is_adapter(*m.value())) out.push_back(m.key() + ".");
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<fs::path> safetensors_init_file(const fs::path& path) {
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec)) {
+    if (path.extension() == ".safetensors") return path;
+    return std::nullopt;
+  }
+  if (fs::is_directory(path, ec) && !fs::exists(path / "checkpoint.pt", ec) &&
+      fs::is_regular_file(path / "model.safetensors", ec)) {
+    return path / "model.safetensors";
+  }
+  return std::nullopt;
+}
+
+void load_safetensors_weights(const fs::path& file, torch::nn::Module& module) {
+  const sdk::SafetensorsFile weights(file);
+  const std::string where = file.string();
+  const auto adapters = adapter_prefixes(module);
+  auto in_adapter = [&](const std::string& name) {
+    for (const auto& prefix : adapters) {
+      if (name.rfind(prefix, 0) == 0) return true;
+    }
+    return false;
+  };
+  std::map<std::string, at::Tensor> targets;
+  for (auto& p : module.named_parameters(true)) targets.emplace(p.key(), p.value());
+  for (auto& b : module.named_buffers(true)) targets.emplace(b.key(), b.value());
+  // Everything is checked before anything is copied: a mismatch leaves the model as it was.
+  std::vector<std::pair<at::Tensor, at::Tensor>> copies;
+  for (const auto& [name, target] : targets) {
+    const sdk::SafetensorsEntry* entry = weights.find(name);
+    if (!entry) {
+      if (in_adapter(name)) continue;
+      throw std::runtime_error(where + " has no '" + name + "': the weights are not of this recipe's [model] (or of "
+                               "its configuration)");
+    }
+    if (!at::IntArrayRef(entry->shape).equals(target.sizes())) {
+      throw std::runtime_error("'" + name + "' is " + shape_text(entry->shape) + " in " + where + " but " +
+                               shape_text(target.sizes()) + " in this recipe's [model] (the first mismatch; the "
+                               "model's configuration must match the weights')");
+    }
+    copies.emplace_back(target, weights.tensor(name));
+  }
+  for (const auto& entry : weights.entries()) {
+    if (!targets.count(entry.name)) {
+      throw std::runtime_error(where + " has '" + entry.name + "', which this recipe's [model] lacks (the weights "
+                               "are of another model or configuration)");
+    }
+  }
+  at::NoGradGuard no_grad;
+  for (auto& [target, source] : copies) target.copy_(source);
+}
+
+}  // namespace privdiff::core

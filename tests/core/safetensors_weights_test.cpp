@@ -1,0 +1,98 @@
+// Initial weights from safetensors ([run] init_from): loaded by name into a model, exported again
+// bit for bit, and refused (model unchanged) when a name is missing or extra or a shape differs.
+#include "../fixtures/models/tiny_checkpoint_model.hpp"
+#include "weights/safetensors_weights.hpp"
+
+#include <privdiff/io/safetensors.hpp>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <unistd.h>
+#include <utility>
+#include <vector>
+
+namespace privdiff::core {
+namespace {
+
+namespace fs = std::filesystem;
+using Tensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+Tensors state_of(torch::nn::Module& module) {
+  Tensors out;
+  for (const auto& p : module.named_parameters(true)) out.emplace_back(p.key(), p.value().detach().clone());
+  for (const auto& b : module.named_buffers(true)) out.emplace_back(b.key(), b.value().detach().clone());
+  return out;
+}
+
+struct Scratch {
+  fs::path dir = fs::temp_directory_path() / ("privdiff-st-weights-" + std::to_string(::getpid()));
+  Scratch() { fs::create_directories(dir); }
+  ~Scratch() { fs::remove_all(dir); }
+};
+
+TEST(SafetensorsWeights, ExportImportExportIsBitIdentical) {
+  Scratch scratch;
+  test::TinyCheckpointModel source;
+  at::manual_seed(3);
+  {
+    at::NoGradGuard no_grad;
+    for (auto& p : source.module().parameters()) p.normal_();
+    source.net->count.fill_(7);
+  }
+  const std::map<std::string, std::string> metadata{{"privdiff.model", "tiny"}};
+  const fs::path first = scratch.dir / "first.safetensors";
+  sdk::write_safetensors(first, state_of(source.module()), metadata);
+  test::TinyCheckpointModel target;  // other random weights
+  load_safetensors_weights(first, target.module());
+  EXPECT_EQ(sdk::safetensors_bytes(state_of(target.module()), metadata), sdk::safetensors_bytes(state_of(source.module()), metadata));
+  sdk::write_safetensors(scratch.dir / "second.safetensors", state_of(target.module()), metadata);
+  EXPECT_EQ(sdk::SafetensorsFile(scratch.dir / "second.safetensors").tensors().size(), 4U);
+  // Half-precision weights are converted to the model's dtype on the way in.
+  Tensors half = state_of(source.module());
+  for (auto& [name, t] : half) t = t.to(at::kHalf);
+  sdk::write_safetensors(scratch.dir / "half.safetensors", half);
+  load_safetensors_weights(scratch.dir / "half.safetensors", target.module());
+  EXPECT_EQ(target.net->scale.scalar_type(), at::kFloat);
+  EXPECT_TRUE(at::allclose(target.net->scale, source.net->scale, 1e-3, 1e-3));
+}
+
+TEST(SafetensorsWeights, AMismatchIsRefusedByNameAndLeavesTheModelAsItWas) {
+  Scratch scratch;
+  test::TinyCheckpointModel model;
+  const Tensors before = state_of(model.module());
+  auto refusal = [&](const Tensors& tensors) {
+    const fs::path file = scratch.dir / "w.safetensors";
+    sdk::write_safetensors(file, tensors);
+    try {
+      load_safetensors_weights(file, model.module());
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  Tensors missing = before;
+  missing.pop_back();  // no "count"
+  EXPECT_NE(refusal(missing).find("has no 'count'"), std::string::npos);
+  Tensors extra = before;
+  extra.emplace_back("tail.weight", at::ones({1}));
+  EXPECT_NE(refusal(extra).find("has 'tail.weight', which this recipe's [model] lacks"), std::string::npos);
+  Tensors wide = before;
+  for (auto& [name, t] : wide) {
+    if (name == "head.weight") t = at::ones({2, 4});
+    else t = t + 1;  // every other tensor would change the model
+  }
+  EXPECT_NE(refusal(wide).find("'head.weight' is [2, 4] in"), std::string::npos);
+  const Tensors after = state_of(model.module());
+  for (std::size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(at::equal(before[i].second, after[i].second)) << before[i].first;
+  EXPECT_FALSE(safetensors_init_file(scratch.dir).has_value());  // no model.safetensors in it
+  sdk::write_safetensors(scratch.dir / "model.safetensors", before);
+  EXPECT_EQ(safetensors_init_file(scratch.dir), scratch.dir / "model.safetensors");
+  EXPECT_EQ(safetensors_init_file(scratch.dir / "w.safetensors"), scratch.dir / "w.safetensors");
+}
+
+}  // namespace
+}  // namespace privdiff::core

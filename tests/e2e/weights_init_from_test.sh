@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# [run] init_from from safetensors weights: a privdiff export of a public pretraining run, and the same
+# weights with privdiff's metadata stripped (weights from outside privdiff). Neither records what it
+# trained on, so a private run starts from them only with the user's statement
+# (init_from_disjoint = true); then its epsilon equals that of the same run started from the source
+# run directory, and the imported weights' caveat is in privacy.json, summary.json and account.
+# Usage: weights_init_from_test.sh PRIVDIFF FIXTURE_DIR
+set -u
+privdiff=$1 fixtures=$2
+source "$(dirname "$0")/common.sh"
+cat > "$tmp/pretrain.toml" <<TOML
+[data]
+dataset = "glyphs"
+characters = "ABCDEFGHIJ"
+per_class = 3
+cache = "$tmp/glyph-cache"
+$tiny_model
+[[stage]]
+mechanism = "nonprivate"
+batch_size = 8
+steps = 2
+TOML
+cat > "$tmp/finetune.toml" <<TOML
+[privacy]
+epsilon = 5.0
+delta = 1e-5
+accountant = "rdp"
+[data]
+path = "$fixtures/data/tiny-fashion-mnist"
+$tiny_model
+[[stage]]
+mechanism = "dpsgd"
+train = "attention"
+batch_size = 4
+steps = 3
+secure_noise = false
+[sampler]
+type = "ddim"
+steps = 2
+TOML
+out=$("$privdiff" run "$tmp/pretrain.toml" --out "$tmp/pretrain" 2>&1) || fail "pretraining failed: $out"
+out=$("$privdiff" weights export "$tmp/pretrain" -o "$tmp/export" 2>&1) || fail "export failed: $out"
+grep -q "privacy: none (no private stage)" <<<"$out" || fail "a public run's export claims a guarantee: $out"
+# The same weights from outside privdiff: no metadata at all.
+python3 - "$tmp/export/model.safetensors" "$tmp/outside.safetensors" <<'PY' || fail "could not strip the metadata"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n]); header.pop("__metadata__")
+text = json.dumps(header, separators=(",", ":")).encode()
+text += b" " * (-len(text) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+PY
+
+out=$("$privdiff" run "$tmp/finetune.toml" --out "$tmp/from-run" --set "run.init_from=\"$tmp/pretrain\"" 2>&1) \
+  || fail "fine-tuning from the run failed: $out"
+for source in export outside; do
+  [ $source = export ] && from="$tmp/export" || from="$tmp/outside.safetensors"
+  out=$("$privdiff" run "$tmp/finetune.toml" --out "$tmp/refused-$source" --set "run.init_from=\"$from\"" 2>&1); code=$?
+  [ "$code" = 2 ] || fail "$source without the statement: exit $code, not 2: $out"
+  grep -q "init_from_disjoint = true" <<<"$out" || fail "$source: the refusal does not name the statement: $out"
+  [ -e "$tmp/refused-$source/checkpoint.pt" ] && fail "$source: a refused run trained"
+  out=$("$privdiff" run "$tmp/finetune.toml" --out "$tmp/from-$source" --set "run.init_from=\"$from\"" \
+    --set run.init_from_disjoint=true 2>&1) || fail "fine-tuning from the $source failed: $out"
+  account=$("$privdiff" account "$tmp/from-$source" 2>&1) || fail "account $source failed: $account"
+  python3 - "$tmp/from-run" "$tmp/from-$source" "$source" "$account" <<'PY' || fail "$source: reports"
+import json, sys
+base, run, source, account = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+eps = lambda d: [r["epsilon"] for r in json.load(open(d + "/summary.json"))["privacy"] if r["accountant"] == "rdp"][0]
+assert eps(run) == eps(base), (source, eps(run), eps(base))  # imported weights change nothing about epsilon
+want = {"export": "init_from: a privdiff export (", "outside": "init_from: weights from outside privdiff ("}[source]
+for report in ("privacy.json", "summary.json"):
+    caveats = json.load(open(run + "/" + report))["caveats"]
+    assert any(c.startswith(want) for c in caveats), (report, caveats)
+    assert any(c.startswith("init_from_disjoint: the user states") for c in caveats), (report, caveats)
+assert want in account, account
+assert json.load(open(run + "/summary.json"))["init_from"]["carried"] is False
+PY
+done
+# Weights of another configuration are refused, naming the first mismatch with both shapes.
+out=$("$privdiff" run "$tmp/finetune.toml" --out "$tmp/wide" --set "run.init_from=\"$tmp/outside.safetensors\"" \
+  --set run.init_from_disjoint=true --set model.channels=16 2>&1); code=$?
+[ "$code" = 2 ] || fail "another configuration: exit $code, not 2: $out"
+grep -q "'class_embedding.weight' is \[11, 32\] in .*outside.safetensors but \[11, 64\] in this recipe's \[model\]" <<<"$out" \
+  || fail "no shape mismatch message: $out"
+echo "weights init_from: all checks passed"
