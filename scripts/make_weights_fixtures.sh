@@ -14,3 +14,4 @@ if ! cmp -s "$pins" "$venv/pins.txt" 2>/dev/null; then
   cp "$pins" "$venv/pins.txt"
 fi
 "$venv/bin/python" "$root/scripts/weights_fixtures/safetensors_reference.py" "$root/tests/fixtures/weights"
+"$venv/bin/python" "$root/scripts/weights_fixtures/diffusers_reference.py" "$root/tests/fixtures/weights"

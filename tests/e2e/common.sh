@@ -10,3 +10,20 @@ channels = 8
 channel_mult = [1, 2]
 num_res_blocks = 1
 attention_resolutions = [14]'
+# tiny_dp_recipe FIXTURE_DIR EPSILON [STAGE_LINE...]: a DP-SGD recipe of the tiny model on the tiny
+# Fashion-MNIST fixture (RDP accountant, delta 1e-5, reproducible noise, batch 4) with a two-step DDIM
+# sampler; the extra lines go into its stage (its steps, at least).
+tiny_dp_recipe() {
+  local fixtures=$1 epsilon=$2
+  shift 2
+  printf '[privacy]\nepsilon = %s\ndelta = 1e-5\naccountant = "rdp"\n[data]\npath = "%s/data/tiny-fashion-mnist"\n%s\n' \
+    "$epsilon" "$fixtures" "$tiny_model"
+  printf '[[stage]]\nmechanism = "dpsgd"\nbatch_size = 4\nsecure_noise = false\n'
+  printf '%s\n' "$@"
+  printf '[sampler]\ntype = "ddim"\nsteps = 2\n'
+}
+# tiny_glyph_pretraining CACHE_DIR: a two-step non-private run of the tiny model on rendered glyphs.
+tiny_glyph_pretraining() {
+  printf '[data]\ndataset = "glyphs"\ncharacters = "ABCDEFGHIJ"\nper_class = 3\ncache = "%s"\n%s\n' "$1" "$tiny_model"
+  printf '[[stage]]\nmechanism = "nonprivate"\nbatch_size = 8\nsteps = 2\n'
+}

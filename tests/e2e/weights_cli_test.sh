@@ -6,25 +6,7 @@
 set -u
 privdiff=$1 fixtures=$2
 source "$(dirname "$0")/common.sh"
-cat > "$tmp/r.toml" <<TOML
-[run]
-seed = 1
-[privacy]
-epsilon = 8.0
-delta = 1e-5
-accountant = "rdp"
-[data]
-path = "$fixtures/data/tiny-fashion-mnist"
-$tiny_model
-[[stage]]
-mechanism = "dpsgd"
-batch_size = 4
-steps = 2
-secure_noise = false
-[sampler]
-type = "ddim"
-steps = 2
-TOML
+{ printf '[run]\nseed = 1\n'; tiny_dp_recipe "$fixtures" 8.0 'steps = 2'; } > "$tmp/r.toml"
 out=$("$privdiff" run "$tmp/r.toml" --out "$tmp/run" 2>&1) || fail "run failed: $out"
 
 out=$("$privdiff" weights export "$tmp/run" -o "$tmp/export" 2>&1) || fail "export failed: $out"

@@ -8,36 +8,8 @@
 set -u
 privdiff=$1 fixtures=$2
 source "$(dirname "$0")/common.sh"
-cat > "$tmp/pretrain.toml" <<TOML
-[data]
-dataset = "glyphs"
-characters = "ABCDEFGHIJ"
-per_class = 3
-cache = "$tmp/glyph-cache"
-$tiny_model
-[[stage]]
-mechanism = "nonprivate"
-batch_size = 8
-steps = 2
-TOML
-cat > "$tmp/finetune.toml" <<TOML
-[privacy]
-epsilon = 5.0
-delta = 1e-5
-accountant = "rdp"
-[data]
-path = "$fixtures/data/tiny-fashion-mnist"
-$tiny_model
-[[stage]]
-mechanism = "dpsgd"
-train = "attention"
-batch_size = 4
-steps = 3
-secure_noise = false
-[sampler]
-type = "ddim"
-steps = 2
-TOML
+tiny_glyph_pretraining "$tmp/glyph-cache" > "$tmp/pretrain.toml"
+tiny_dp_recipe "$fixtures" 5.0 'train = "attention"' 'steps = 3' > "$tmp/finetune.toml"
 out=$("$privdiff" run "$tmp/pretrain.toml" --out "$tmp/pretrain" 2>&1) || fail "pretraining failed: $out"
 out=$("$privdiff" weights export "$tmp/pretrain" -o "$tmp/export" 2>&1) || fail "export failed: $out"
 grep -q "privacy: none (no private stage)" <<<"$out" || fail "a public run's export claims a guarantee: $out"

@@ -1,0 +1,52 @@
+"""Writes tests/fixtures/weights/diffusers/<name>/: tiny random diffusers models saved as diffusers
+saves them (config.json + diffusion_pytorch_model.safetensors) and reference.safetensors with inputs
+and diffusers' own forward output, which privdiff's port must reproduce (within 1e-5 relative).
+Every parameter is drawn at random (diffusers zero-initialises none of these, but the draw makes
+every path carry signal)."""
+import sys
+from pathlib import Path
+
+import torch
+from diffusers import UNet2DModel
+from safetensors.torch import save_file
+
+UNETS = {
+    # attention at the second resolution and in the middle, class-conditional
+    "unet2d_classes": dict(sample_size=8, in_channels=1, out_channels=1, layers_per_block=1,
+                           block_out_channels=(8, 16), down_block_types=("DownBlock2D", "AttnDownBlock2D"),
+                           up_block_types=("AttnUpBlock2D", "UpBlock2D"), norm_num_groups=4,
+                           attention_head_dim=4, num_class_embeds=3),
+    # attention at two resolutions, two residual blocks per level, three channels, no labels
+    "unet2d_two_attention": dict(sample_size=8, in_channels=3, out_channels=3, layers_per_block=2,
+                                 block_out_channels=(8, 16, 16),
+                                 down_block_types=("DownBlock2D", "AttnDownBlock2D", "AttnDownBlock2D"),
+                                 up_block_types=("AttnUpBlock2D", "AttnUpBlock2D", "UpBlock2D"),
+                                 norm_num_groups=8, attention_head_dim=8, norm_eps=1e-6),
+}
+
+
+def main(out: Path) -> None:
+    for name, config in UNETS.items():
+        torch.manual_seed(0)
+        model = UNet2DModel(**config).eval()
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(torch.randn_like(p) * 0.2)
+        folder = out / "diffusers" / name
+        model.save_pretrained(folder, safe_serialization=True)
+        channels, size = config["in_channels"], config["sample_size"]
+        sample = torch.randn(3, channels, size, size)
+        timestep = torch.tensor([3.0, 250.0, 999.0])
+        inputs = {"sample": sample, "timestep": timestep}
+        labels = None
+        if config.get("num_class_embeds"):
+            labels = torch.tensor([0, 2, 1])
+            inputs["class_labels"] = labels
+        with torch.no_grad():
+            output = model(sample, timestep, class_labels=labels).sample
+        save_file({**inputs, "output": output.contiguous()}, str(folder / "reference.safetensors"))
+        print(f"wrote {folder}: {sum(p.numel() for p in model.parameters())} parameters")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

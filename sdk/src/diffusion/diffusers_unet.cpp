@@ -1,0 +1,306 @@
+#include <privdiff/diffusion/diffusers_unet.hpp>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace privdiff::sdk::diffusion {
+
+using engine::Conv2d;
+using engine::Conv2dOptions;
+using engine::GroupNorm;
+using engine::Linear;
+
+namespace {
+
+std::shared_ptr<Conv2d> conv(std::int64_t in, std::int64_t out, std::int64_t kernel, std::int64_t stride = 1) {
+  const std::int64_t pad = kernel / 2;
+  return std::make_shared<Conv2d>(Conv2dOptions{in, out, {kernel, kernel}, {stride, stride}, {pad, pad}});
+}
+
+}  // namespace
+
+// ResnetBlock2D (time_embedding_norm "default"): GroupNorm, SiLU, conv, + the projected time
+// embedding, GroupNorm, SiLU, conv, plus the input (through a 1x1 conv when the width changes).
+class DiffusersResnet : public torch::nn::Module {
+ public:
+  DiffusersResnet(std::int64_t in, std::int64_t out, std::int64_t temb, const DiffusersUNet2DConfig& c) {
+    norm1_ = register_module("norm1", std::make_shared<GroupNorm>(c.norm_num_groups, in, c.norm_eps));
+    conv1_ = register_module("conv1", conv(in, out, 3));
+    time_emb_proj_ = register_module("time_emb_proj", std::make_shared<Linear>(temb, out));
+    norm2_ = register_module("norm2", std::make_shared<GroupNorm>(c.norm_num_groups, out, c.norm_eps));
+    conv2_ = register_module("conv2", conv(out, out, 3));
+    if (in != out) conv_shortcut_ = register_module("conv_shortcut", conv(in, out, 1));
+  }
+  /// `temb_act`: SiLU of the time embedding (diffusers applies it in every block; once is enough).
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& temb_act) {
+    at::Tensor h = conv1_->forward(at::silu(norm1_->forward(x)));
+    h = h + time_emb_proj_->forward(temb_act).unsqueeze(-1).unsqueeze(-1);
+    h = conv2_->forward(at::silu(norm2_->forward(h)));
+    return (conv_shortcut_ ? conv_shortcut_->forward(x) : x) + h;
+  }
+
+ private:
+  std::shared_ptr<GroupNorm> norm1_, norm2_;
+  std::shared_ptr<Conv2d> conv1_, conv2_, conv_shortcut_;
+  std::shared_ptr<Linear> time_emb_proj_;
+};
+
+// Attention as UNet2DModel builds it: GroupNorm over the channels, multi-head self-attention over the
+// positions (heads = channels / attention_head_dim), an output projection, plus the input.
+class DiffusersAttention : public torch::nn::Module {
+ public:
+  DiffusersAttention(std::int64_t channels, const DiffusersUNet2DConfig& c)
+      : heads_(std::max<std::int64_t>(1, channels / c.attention_head_dim)) {
+    group_norm_ = register_module("group_norm", std::make_shared<GroupNorm>(c.norm_num_groups, channels, c.norm_eps));
+    to_q_ = register_module("to_q", std::make_shared<Linear>(channels, channels));
+    to_k_ = register_module("to_k", std::make_shared<Linear>(channels, channels));
+    to_v_ = register_module("to_v", std::make_shared<Linear>(channels, channels));
+    to_out_ = register_module("to_out", torch::nn::ModuleList());
+    out_ = std::make_shared<Linear>(channels, channels);
+    to_out_->push_back(out_);
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    const std::int64_t b = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3), d = c / heads_;
+    const at::Tensor tokens = group_norm_->forward(x).reshape({b, c, h * w}).transpose(1, 2);  // [B, HW, C]
+    auto split = [&](const at::Tensor& t) { return t.reshape({b, h * w, heads_, d}).transpose(1, 2); };
+    const at::Tensor q = split(to_q_->forward(tokens)), k = split(to_k_->forward(tokens)), v = split(to_v_->forward(tokens));
+    const at::Tensor attention = at::softmax(at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(d)), -1);
+    const at::Tensor mixed = at::matmul(attention, v).transpose(1, 2).reshape({b, h * w, c});
+    return out_->forward(mixed).transpose(1, 2).reshape({b, c, h, w}) + x;
+  }
+
+ private:
+  std::int64_t heads_;
+  std::shared_ptr<GroupNorm> group_norm_;
+  std::shared_ptr<Linear> to_q_, to_k_, to_v_, out_;
+  torch::nn::ModuleList to_out_;
+};
+
+namespace {
+
+// Downsample2D / Upsample2D with a convolution: diffusers names it "conv" inside the block's list.
+class Resampler : public torch::nn::Module {
+ public:
+  Resampler(std::int64_t channels, bool down) : down_(down) {
+    conv_ = register_module("conv", conv(channels, channels, 3, down ? 2 : 1));
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    return conv_->forward(down_ ? x : at::upsample_nearest2d(x, {2 * x.size(2), 2 * x.size(3)}));
+  }
+
+ private:
+  bool down_;
+  std::shared_ptr<Conv2d> conv_;
+};
+
+// One level of either path: its residual blocks (with attention after each, for the Attn* blocks) and
+// its resampler; diffusers' names resnets.J, attentions.J, downsamplers.0 / upsamplers.0.
+class Level : public torch::nn::Module {
+ public:
+  std::vector<std::shared_ptr<DiffusersResnet>> resnets;
+  std::vector<std::shared_ptr<DiffusersAttention>> attentions;
+  std::shared_ptr<Resampler> resampler;
+
+  Level(const std::vector<std::int64_t>& ins, std::int64_t out, std::int64_t temb, bool attention, int resample,
+        const DiffusersUNet2DConfig& c) {
+    auto resnet_list = register_module("resnets", torch::nn::ModuleList());
+    torch::nn::ModuleList attention_list;
+    if (attention) attention_list = register_module("attentions", torch::nn::ModuleList());
+    for (const std::int64_t in : ins) {
+      resnets.push_back(std::make_shared<DiffusersResnet>(in, out, temb, c));
+      resnet_list->push_back(resnets.back());
+      if (attention) {
+        attentions.push_back(std::make_shared<DiffusersAttention>(out, c));
+        attention_list->push_back(attentions.back());
+      }
+    }
+    if (resample != 0) {
+      auto list = register_module(resample < 0 ? "downsamplers" : "upsamplers", torch::nn::ModuleList());
+      resampler = std::make_shared<Resampler>(out, resample < 0);
+      list->push_back(resampler);
+    }
+  }
+  at::Tensor block(std::size_t j, const at::Tensor& x, const at::Tensor& temb_act) {
+    const at::Tensor h = resnets[j]->forward(x, temb_act);
+    return attentions.empty() ? h : attentions[j]->forward(h);
+  }
+};
+
+std::vector<std::int64_t> repeated(std::int64_t first, std::int64_t rest, std::int64_t count) {
+  std::vector<std::int64_t> out{first};
+  for (std::int64_t i = 1; i < count; ++i) out.push_back(rest);
+  return out;
+}
+
+}  // namespace
+
+DiffusersUNet2D::DiffusersUNet2D(DiffusersUNet2DConfig config) : config_(std::move(config)) {
+  const auto& c = config_;
+  const auto& widths = c.block_out_channels;
+  const auto levels = static_cast<std::int64_t>(widths.size());
+  if (levels == 0) throw std::invalid_argument("UNet2DModel: block_out_channels is empty");
+  if (c.attention.size() != widths.size()) config_.attention.resize(widths.size(), false);
+  const std::int64_t temb = 4 * widths[0];
+  conv_in_ = register_module("conv_in", conv(c.in_channels, widths[0], 3));
+  auto time_embedding = register_module("time_embedding", std::make_shared<torch::nn::Module>());
+  time_linear_1_ = time_embedding->register_module("linear_1", std::make_shared<Linear>(widths[0], temb));
+  time_linear_2_ = time_embedding->register_module("linear_2", std::make_shared<Linear>(temb, temb));
+  if (c.num_class_embeds > 0) {
+    class_embedding_ = register_module("class_embedding", std::make_shared<engine::Embedding>(c.num_class_embeds, temb));
+  }
+  down_blocks_ = register_module("down_blocks", torch::nn::ModuleList());
+  std::int64_t width = widths[0];
+  for (std::int64_t l = 0; l < levels; ++l) {
+    const std::int64_t out = widths[static_cast<std::size_t>(l)];
+    down_blocks_->push_back(std::make_shared<Level>(repeated(width, out, c.layers_per_block), out, temb,
+                                                    config_.attention[static_cast<std::size_t>(l)], l + 1 < levels ? -1 : 0, c));
+    width = out;
+  }
+  mid_block_ = register_module("mid_block", std::make_shared<torch::nn::Module>());
+  auto mid_resnets = mid_block_->register_module("resnets", torch::nn::ModuleList());
+  for (int i = 0; i < 2; ++i) {
+    mid_resnets_.push_back(std::make_shared<DiffusersResnet>(width, width, temb, c));
+    mid_resnets->push_back(mid_resnets_.back());
+  }
+  if (c.mid_attention) {
+    auto list = mid_block_->register_module("attentions", torch::nn::ModuleList());
+    mid_attention_ = std::make_shared<DiffusersAttention>(width, c);
+    list->push_back(mid_attention_);
+  }
+  // Up level i mirrors down level L-1-i with one more block; block j's input is the previous output
+  // concatenated with a skip: the down path's outputs, last first.
+  up_blocks_ = register_module("up_blocks", torch::nn::ModuleList());
+  std::int64_t previous = widths.back();
+  for (std::int64_t i = 0; i < levels; ++i) {
+    const std::int64_t out = widths[static_cast<std::size_t>(levels - 1 - i)];
+    const std::int64_t skip_in = widths[static_cast<std::size_t>(std::max<std::int64_t>(levels - 2 - i, 0))];
+    std::vector<std::int64_t> ins;
+    for (std::int64_t j = 0; j <= c.layers_per_block; ++j) {
+      ins.push_back((j == 0 ? previous : out) + (j == c.layers_per_block ? skip_in : out));
+    }
+    up_blocks_->push_back(std::make_shared<Level>(ins, out, temb, config_.attention[static_cast<std::size_t>(levels - 1 - i)],
+                                                  i + 1 < levels ? 1 : 0, c));
+    previous = out;
+  }
+  conv_norm_out_ = register_module("conv_norm_out", std::make_shared<GroupNorm>(c.norm_num_groups, widths[0], c.norm_eps));
+  conv_out_ = register_module("conv_out", conv(widths[0], c.out_channels, 3));
+}
+
+DiffusersUNet2D::~DiffusersUNet2D() = default;
+
+at::Tensor DiffusersUNet2D::timestep_features(const at::Tensor& timesteps, std::int64_t batch) const {
+  const std::int64_t dim = config_.block_out_channels[0], half = dim / 2;
+  const auto options = at::TensorOptions(at::kFloat).device(timesteps.device());
+  const at::Tensor exponent = at::arange(half, options) * (-std::log(10000.0) / (static_cast<double>(half) - config_.freq_shift));
+  const at::Tensor t = timesteps.to(at::kFloat).reshape({-1}).expand({batch});
+  const at::Tensor angles = t.unsqueeze(1) * exponent.exp().unsqueeze(0);
+  at::Tensor features = config_.flip_sin_to_cos ? at::cat({angles.cos(), angles.sin()}, 1) : at::cat({angles.sin(), angles.cos()}, 1);
+  if (dim % 2 == 1) features = at::constant_pad_nd(features, {0, 1});
+  return features;
+}
+
+at::Tensor DiffusersUNet2D::forward(const at::Tensor& sample, const at::Tensor& timesteps, const at::Tensor& class_labels) {
+  const auto dtype = conv_in_->weight.scalar_type();
+  at::Tensor emb = time_linear_2_->forward(at::silu(time_linear_1_->forward(timestep_features(timesteps, sample.size(0)).to(dtype))));
+  if (class_embedding_) {
+    if (!class_labels.defined()) throw std::invalid_argument("UNet2DModel: this model needs class labels (num_class_embeds)");
+    emb = emb + class_embedding_->forward(class_labels);
+  }
+  const at::Tensor temb_act = at::silu(emb);
+  at::Tensor h = conv_in_->forward(sample);
+  std::vector<at::Tensor> skips{h};
+  for (std::size_t l = 0; l < down_blocks_->size(); ++l) {
+    auto& level = *down_blocks_->ptr<Level>(l);
+    for (std::size_t j = 0; j < level.resnets.size(); ++j) skips.push_back(h = level.block(j, h, temb_act));
+    if (level.resampler) skips.push_back(h = level.resampler->forward(h));
+  }
+  h = mid_resnets_[0]->forward(h, temb_act);
+  if (mid_attention_) h = mid_attention_->forward(h);
+  h = mid_resnets_[1]->forward(h, temb_act);
+  for (std::size_t i = 0; i < up_blocks_->size(); ++i) {
+    auto& level = *up_blocks_->ptr<Level>(i);
+    for (std::size_t j = 0; j < level.resnets.size(); ++j) {
+      h = level.block(j, at::cat({h, skips.back()}, 1), temb_act);
+      skips.pop_back();
+    }
+    if (level.resampler) h = level.resampler->forward(h);
+  }
+  return conv_out_->forward(at::silu(conv_norm_out_->forward(h)));
+}
+
+}  // namespace privdiff::sdk::diffusion
+
+namespace privdiff::sdk::diffusion {
+
+namespace {
+
+// A config.json key privdiff's port supports only at `expected` (diffusers' defaults where absent).
+void require(const nlohmann::json& j, const std::string& key, const nlohmann::json& expected, const std::string& what) {
+  if (!j.contains(key) || j[key].is_null() || j[key] == expected) return;
+  throw std::invalid_argument(what + ": " + key + " = " + j[key].dump() + " is not supported by privdiff's UNet2DModel (only " +
+                              expected.dump() + ")");
+}
+
+}  // namespace
+
+DiffusersUNet2DConfig diffusers_unet2d_config(const std::string& json_text, const std::string& what) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json_text);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(what + ": not valid JSON (" + e.what() + ")");
+  }
+  if (j.value("_class_name", "") != "UNet2DModel") {
+    throw std::invalid_argument(what + ": _class_name is " + j.value("_class_name", std::string("missing")) +
+                                ", not UNet2DModel");
+  }
+  for (const auto& [key, expected] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"center_input_sample", false}, {"time_embedding_type", "positional"}, {"time_embedding_dim", nullptr},
+           {"mid_block_type", "UNetMidBlock2D"}, {"mid_block_scale_factor", 1}, {"downsample_padding", 1},
+           {"downsample_type", "conv"}, {"upsample_type", "conv"}, {"act_fn", "silu"}, {"attn_norm_num_groups", nullptr},
+           {"resnet_time_scale_shift", "default"}, {"class_embed_type", nullptr}}) {
+    require(j, key, expected, what);
+  }
+  DiffusersUNet2DConfig c;
+  try {
+    c.in_channels = j.value("in_channels", c.in_channels);
+    c.out_channels = j.value("out_channels", c.out_channels);
+    if (j.contains("block_out_channels")) c.block_out_channels = j["block_out_channels"].get<std::vector<std::int64_t>>();
+    c.layers_per_block = j.value("layers_per_block", c.layers_per_block);
+    c.norm_num_groups = j.value("norm_num_groups", c.norm_num_groups);
+    c.norm_eps = j.value("norm_eps", c.norm_eps);
+    if (j.contains("attention_head_dim") && !j["attention_head_dim"].is_null()) c.attention_head_dim = j["attention_head_dim"];
+    if (j.contains("num_class_embeds") && !j["num_class_embeds"].is_null()) c.num_class_embeds = j["num_class_embeds"];
+    c.flip_sin_to_cos = j.value("flip_sin_to_cos", c.flip_sin_to_cos);
+    c.freq_shift = j.value("freq_shift", c.freq_shift);
+    c.mid_attention = j.value("add_attention", c.mid_attention);
+    if (j.contains("sample_size") && j["sample_size"].is_number_integer()) c.sample_size = j["sample_size"];
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(what + ": " + e.what());
+  }
+  const auto down = j.value("down_block_types", std::vector<std::string>{"DownBlock2D", "AttnDownBlock2D", "AttnDownBlock2D", "AttnDownBlock2D"});
+  const auto up = j.value("up_block_types", std::vector<std::string>{"AttnUpBlock2D", "AttnUpBlock2D", "AttnUpBlock2D", "UpBlock2D"});
+  if (down.size() != c.block_out_channels.size() || up.size() != down.size()) {
+    throw std::invalid_argument(what + ": down_block_types, up_block_types and block_out_channels differ in length");
+  }
+  for (std::size_t l = 0; l < down.size(); ++l) {
+    if (down[l] != "DownBlock2D" && down[l] != "AttnDownBlock2D") {
+      throw std::invalid_argument(what + ": down_block_types[" + std::to_string(l) + "] = " + down[l] +
+                                  " is not supported (DownBlock2D, AttnDownBlock2D)");
+    }
+    const bool attention = down[l] == "AttnDownBlock2D";
+    const std::string mirror = attention ? "AttnUpBlock2D" : "UpBlock2D";
+    if (up[down.size() - 1 - l] != mirror) {
+      throw std::invalid_argument(what + ": up_block_types[" + std::to_string(down.size() - 1 - l) + "] = " +
+                                  up[down.size() - 1 - l] + ": privdiff's port needs the up path to mirror the down path (" +
+                                  mirror + " there)");
+    }
+    c.attention.push_back(attention);
+  }
+  return c;
+}
+
+}  // namespace privdiff::sdk::diffusion
