@@ -127,14 +127,21 @@ void inspect(const fs::path& path, bool all) {
 }
 
 void export_run(const std::string& source, const std::string& format, const fs::path& out, const GlobalOptions& global) {
-  if (format != "safetensors") {
-    throw UsageError("weights export --format " + format + ": privdiff's models have no diffusers counterpart yet; "
-                     "--format safetensors writes the weights with the privacy guarantee and a model card");
-  }
   const RunFiles files = run_files(source, "weights export");
   ComponentRegistry registry;
   const Recipe recipe = load_recipe(files.recipe.string(), {}, global, registry);
   if (!recipe.model) throw UsageError("weights export: " + files.recipe.string() + " has no [model]");
+  std::string diffusers_config;
+  if (format == "diffusers") {
+    if (recipe.model->id != "diffusers_unet") {
+      throw UsageError("weights export --format diffusers: the run's model is " + recipe.model->id + ", which has no "
+                       "diffusers counterpart (a diffusers_unet model has); --format safetensors writes its weights with "
+                       "the privacy guarantee and a model card");
+    }
+    fs::path config = recipe.model->config.get_string("config");
+    if (fs::is_directory(config)) config /= "config.json";
+    diffusers_config = sdk::read_file(config);
+  }
   auto model = create_model(recipe, registry);
   try {
     load_model_weights(files.checkpoint, *model);
@@ -147,11 +154,12 @@ void export_run(const std::string& source, const std::string& format, const fs::
   } catch (const std::runtime_error& err) {
     throw UsageError(std::string("weights export: ") + err.what());
   }
-  if (fs::exists(out / "model.safetensors")) {
-    throw UsageError("weights export: " + (out / "model.safetensors").string() + " exists; choose another -o DIR");
+  const fs::path weights_file = out / (diffusers_config.empty() ? "model.safetensors" : "diffusion_pytorch_model.safetensors");
+  if (fs::exists(weights_file)) {
+    throw UsageError("weights export: " + weights_file.string() + " exists; choose another -o DIR");
   }
-  write_model_export(e, out, sdk::read_file(files.recipe));
-  std::cout << "wrote " << (out / "model.safetensors").string() << " (" << e.tensors.size() << " tensors), "
+  write_model_export(e, out, sdk::read_file(files.recipe), diffusers_config);
+  std::cout << "wrote " << weights_file.string() << " (" << e.tensors.size() << " tensors), "
             << (out / "README.md").string() << " and " << (out / "privdiff-recipe.toml").string() << "\n"
             << privacy_line(e.metadata) << "\n";
 }
@@ -186,7 +194,8 @@ CLI::App* add_weights_command(CLI::App& app, const GlobalOptions& global, int& e
       "export", "Write a finished run's model as safetensors, with its privacy guarantee (epsilon, delta, accountant, "
                 "data, caveats, ledger) in the metadata and a README.md model card");
   export_cmd->add_option("RUN", args->source, "run directory (its checkpoint.pt) or a checkpoint file")->required();
-  export_cmd->add_option("--format", args->format, "safetensors (default)")->check(CLI::IsMember({"safetensors", "diffusers"}));
+  export_cmd->add_option("--format", args->format,
+                         "safetensors (default), or diffusers (a diffusers_unet model: a folder UNet2DModel.from_pretrained loads)")->check(CLI::IsMember({"safetensors", "diffusers"}));
   export_cmd->add_option("-o,--out", args->out, "the folder to write (created)")->required();
   export_cmd->callback([args, &global, &exit_code] {
     export_run(args->source, args->format, args->out, global);

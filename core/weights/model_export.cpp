@@ -130,13 +130,22 @@ ModelExport export_run_model(const fs::path& run_dir, sdk::Model& model) {
   return e;
 }
 
-void write_model_export(const ModelExport& e, const fs::path& dir, const std::string& recipe_text) {
+void write_model_export(const ModelExport& e, const fs::path& dir, const std::string& recipe_text,
+                        const std::string& diffusers_config) {
   fs::create_directories(dir);
   auto metadata = e.metadata;
   metadata[export_keys::recipe] = recipe_text;
-  sdk::write_safetensors(dir / "model.safetensors", e.tensors, metadata);
+  const bool diffusers = !diffusers_config.empty();
+  sdk::write_safetensors(dir / (diffusers ? "diffusion_pytorch_model.safetensors" : "model.safetensors"), e.tensors, metadata);
   sdk::write_file_atomically(dir / "privdiff-recipe.toml", recipe_text);
-  sdk::write_file_atomically(dir / "README.md", e.model_card);
+  std::string card = e.model_card;
+  if (diffusers) {
+    sdk::write_file_atomically(dir / "config.json", diffusers_config);
+    card += "\n## Loading it with diffusers\n\nThis folder is a diffusers model folder (`config.json` and "
+            "`diffusion_pytorch_model.safetensors`; the weights have diffusers' own names):\n\n"
+            "```python\nfrom diffusers import UNet2DModel\n\nunet = UNet2DModel.from_pretrained(\"path/to/this/folder\")\n```\n";
+  }
+  sdk::write_file_atomically(dir / "README.md", card);
 }
 
 }  // namespace privdiff::core

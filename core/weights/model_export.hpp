@@ -37,7 +37,10 @@ struct ModelExport {
 /// summary.json: its guarantee is not final) or a report cannot be read.
 ModelExport export_run_model(const std::filesystem::path& run_dir, sdk::Model& model);
 
-/// Writes `e` into `dir` (created): model.safetensors, README.md and privdiff-recipe.toml.
-void write_model_export(const ModelExport& e, const std::filesystem::path& dir, const std::string& recipe_text);
+/// Writes `e` into `dir` (created): model.safetensors, README.md and privdiff-recipe.toml. With a
+/// diffusers config.json (a diffusers_unet model), the folder is a diffusers model folder instead:
+/// diffusion_pytorch_model.safetensors and config.json, which UNet2DModel.from_pretrained loads.
+void write_model_export(const ModelExport& e, const std::filesystem::path& dir, const std::string& recipe_text,
+                        const std::string& diffusers_config = "");
 
 }  // namespace privdiff::core

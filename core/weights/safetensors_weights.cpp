@@ -41,9 +41,10 @@ std::optional<fs::path> safetensors_init_file(const fs::path& path) {
     if (path.extension() == ".safetensors") return path;
     return std::nullopt;
   }
-  if (fs::is_directory(path, ec) && !fs::exists(path / "checkpoint.pt", ec) &&
-      fs::is_regular_file(path / "model.safetensors", ec)) {
-    return path / "model.safetensors";
+  if (!fs::is_directory(path, ec) || fs::exists(path / "checkpoint.pt", ec)) return std::nullopt;
+  // A privdiff export, or a diffusers model folder.
+  for (const char* name : {"model.safetensors", "diffusion_pytorch_model.safetensors"}) {
+    if (fs::is_regular_file(path / name, ec)) return path / name;
   }
   return std::nullopt;
 }

@@ -9,8 +9,9 @@
 
 namespace privdiff::core {
 
-/// The safetensors file `path` names for init_from: itself (a .safetensors file) or the
-/// model.safetensors of an export folder that is not a run directory; nullopt otherwise.
+/// The safetensors file `path` names for init_from: itself (a .safetensors file), or in a folder that
+/// is not a run directory the model.safetensors of a privdiff export or the
+/// diffusion_pytorch_model.safetensors of a diffusers model; nullopt otherwise.
 std::optional<std::filesystem::path> safetensors_init_file(const std::filesystem::path& path);
 
 /// Copies the file's tensors into `module`'s parameters and buffers, name by name (converted to their

@@ -59,7 +59,7 @@ expect_refusal() {  # expect_refusal 'message' privdiff-args...
   grep -qF -- "$message" <<<"$out" || fail "$* did not say '$message': $out"
 }
 expect_refusal "choose another -o DIR" weights export "$tmp/run" -o "$tmp/export"
-expect_refusal "privdiff's models have no diffusers counterpart yet" weights export "$tmp/run" --format diffusers -o "$tmp/d"
+expect_refusal "the run's model is pixel_unet, which has no diffusers counterpart" weights export "$tmp/run" --format diffusers -o "$tmp/d"
 cp -r "$tmp/run" "$tmp/unfinished" && rm "$tmp/unfinished/summary.json"
 expect_refusal "the run has not finished, so its privacy guarantee is not final" weights export "$tmp/unfinished" -o "$tmp/u"
 [ -e "$tmp/u/model.safetensors" ] && fail "an unfinished run was exported"

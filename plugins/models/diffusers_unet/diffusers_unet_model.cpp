@@ -1,0 +1,123 @@
+// diffusers_unet: Hugging Face diffusers' UNet2DModel (the SDK's port, diffusion/diffusers_unet.hpp)
+// as a privdiff model, its architecture read from the model's config.json, so that a published
+// diffusers UNet is fine-tuned under DP with its own weights ([run] init_from its
+// diffusion_pytorch_model.safetensors). diffusers trains these as DDPM epsilon-predictors on
+// timesteps 0..999: the "vp" preconditioning is that objective (c_noise = 1000 t, the timestep).
+#include <privdiff/components/model.hpp>
+#include <privdiff/diffusion/denoising_loss.hpp>
+#include <privdiff/diffusion/diffusers_unet.hpp>
+#include <privdiff/io/atomic_file.hpp>
+#include <privdiff/plugin/export.hpp>
+
+#include <filesystem>
+#include <stdexcept>
+
+namespace privdiff::plugins::diffusers_unet {
+
+using namespace privdiff::sdk;
+namespace dm = privdiff::sdk::diffusion;
+
+namespace {
+
+dm::DiffusersUNet2DConfig read_config(const std::string& path) {
+  std::filesystem::path file(path);
+  if (std::filesystem::is_directory(file)) file /= "config.json";
+  if (!std::filesystem::is_regular_file(file)) {
+    throw std::invalid_argument("config: no diffusers config.json at " + file.string() + " (give the model's folder)");
+  }
+  return dm::diffusers_unet2d_config(read_file(file), file.string());
+}
+
+}  // namespace
+
+class DiffusersUnet : public Model {
+ public:
+  explicit DiffusersUnet(const Config& c)
+      : unet_(std::make_shared<dm::DiffusersUNet2D>(read_config(c.get_string("config")))),
+        preconditioning_(dm::parameterization_from_string(c.get_string("preconditioning"))),
+        image_size_(c.get_int("image_size")),
+        classes_(c.get_int("num_classes")) {
+    const auto& config = unet_->config();
+    if (classes_ != config.num_class_embeds) {
+      throw std::invalid_argument("num_classes: " + std::to_string(classes_) + ", but the config.json has num_class_embeds " +
+                                  std::to_string(config.num_class_embeds) + " (set num_classes = " +
+                                  std::to_string(config.num_class_embeds) + ")");
+    }
+    if (image_size_ % (std::int64_t{1} << (config.block_out_channels.size() - 1)) != 0) {
+      throw std::invalid_argument("image_size: " + std::to_string(image_size_) + " is not divisible by the UNet's " +
+                                  std::to_string(std::int64_t{1} << (config.block_out_channels.size() - 1)) + "x downsampling");
+    }
+  }
+
+  torch::nn::Module& module() override { return *unet_; }
+
+  at::Tensor denoise(const at::Tensor& x, const at::Tensor& sigma, const Conditioning& cond) override {
+    return dm::denoise(network(), preconditioning_, x, sigma, dm::network_labels(cond.labels, classes_));
+  }
+
+  at::Tensor training_loss(const at::Tensor& images, const Conditioning& cond, std::int64_t k,
+                           at::Generator& generator) override {
+    // No label dropout: a diffusers class embedding has no null class for guidance.
+    return dm::denoising_loss(network(), preconditioning_, images, cond.labels, {k, 0.0, classes_}, generator);
+  }
+
+  // Roles by diffusers' names: attention blocks, residual blocks (with their time projections), the
+  // timestep and class embeddings; the level is the block index (down levels, then the middle, then up).
+  std::vector<ParameterInfo> parameters_with_roles() override {
+    const auto levels = static_cast<int>(unet_->config().block_out_channels.size());
+    std::vector<ParameterInfo> out;
+    for (const auto& p : unet_->named_parameters()) {
+      const std::string& name = p.key();
+      ParameterInfo info{name, "io", -1, p.value()};
+      auto level_of = [&](const std::string& prefix) { return std::stoi(name.substr(prefix.size())); };
+      if (name.rfind("down_blocks.", 0) == 0) info.block_index = level_of("down_blocks.");
+      else if (name.rfind("mid_block.", 0) == 0) info.block_index = levels;
+      else if (name.rfind("up_blocks.", 0) == 0) info.block_index = levels + 1 + level_of("up_blocks.");
+      if (name.find(".attentions.") != std::string::npos) info.role = "attention";
+      else if (name.find(".resnets.") != std::string::npos) info.role = "resblock";
+      else if (name.rfind("time_embedding.", 0) == 0) info.role = "embedding";
+      else if (name.rfind("class_embedding.", 0) == 0) info.role = "conditioning";
+      out.push_back(info);
+    }
+    return out;
+  }
+
+  std::vector<std::int64_t> sample_shape() const override {
+    return {unet_->config().in_channels, image_size_, image_size_};
+  }
+
+ private:
+  dm::Network network() {
+    return [this](const at::Tensor& x, const at::Tensor& c_noise, const at::Tensor& labels) {
+      if (classes_ == 0) return unet_->forward(x, c_noise);
+      if (labels.defined() && (labels == classes_).any().item<bool>()) {
+        throw std::invalid_argument("diffusers_unet: the model has no null class (classifier-free guidance needs one): "
+                                    "sample with guidance = 0");
+      }
+      return unet_->forward(x, c_noise, labels);
+    };
+  }
+
+  std::shared_ptr<dm::DiffusersUNet2D> unet_;
+  dm::Preconditioning preconditioning_;
+  std::int64_t image_size_, classes_;
+};
+
+namespace {
+void register_components(Registrar* registrar) {
+  Schema schema;
+  schema.add(Key::string("config").doc("the diffusers model's folder (or its config.json): the UNet2DModel architecture"))
+      .add(Key::string("preconditioning").one_of({"edm", "vp", "ve", "v"}).defaults("vp")
+               .doc("diffusion parameterisation; diffusers' DDPM epsilon-prediction is vp (c_noise = the timestep)"))
+      .add(Key::integer("image_size").at_least(4).defaults(28).doc("image height and width"))
+      .add(Key::integer("num_classes").at_least(0).defaults(0)
+               .doc("classes for conditioning: must equal the config.json's num_class_embeds (0: unconditional)"));
+  registrar->add<DiffusersUnet>("diffusers_unet",
+                                "diffusers' UNet2DModel (same parameter names and outputs), its architecture from config.json",
+                                std::move(schema));
+}
+}  // namespace
+
+}  // namespace privdiff::plugins::diffusers_unet
+
+PRIVDIFF_PLUGIN("diffusers_unet", "0.1.0", "diffusers UNet2DModel", privdiff::plugins::diffusers_unet::register_components)

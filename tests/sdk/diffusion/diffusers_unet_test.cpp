@@ -1,0 +1,78 @@
+// privdiff's port of diffusers' UNet2DModel against diffusers itself: tiny random models saved by
+// diffusers 0.42.1 (scripts/make_weights_fixtures.sh) load by name, every tensor used, and give
+// diffusers' output within 1e-5 relative; config.json options the port lacks are refused by name.
+#include <privdiff/diffusion/diffusers_unet.hpp>
+#include <privdiff/io/atomic_file.hpp>
+#include <privdiff/io/safetensors.hpp>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+namespace privdiff::sdk::diffusion {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path fixtures = fs::path(PRIVDIFF_TEST_FIXTURE_DIR) / "weights" / "diffusers";
+
+// Copies every tensor of `file` into the module's parameter or buffer of that name; all must match.
+void load_by_name(torch::nn::Module& module, const SafetensorsFile& file) {
+  std::map<std::string, at::Tensor> targets;
+  for (auto& p : module.named_parameters(true)) targets.emplace(p.key(), p.value());
+  for (auto& b : module.named_buffers(true)) targets.emplace(b.key(), b.value());
+  ASSERT_EQ(targets.size(), file.entries().size());
+  at::NoGradGuard no_grad;
+  for (const auto& e : file.entries()) {
+    ASSERT_TRUE(targets.count(e.name)) << "privdiff's port has no '" << e.name << "'";
+    const at::Tensor source = file.tensor(e.name);
+    ASSERT_EQ(targets[e.name].sizes(), source.sizes()) << e.name;
+    targets[e.name].copy_(source);
+  }
+}
+
+class DiffusersUNet2DFixture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DiffusersUNet2DFixture, GivesDiffusersOutput) {
+  const fs::path folder = fixtures / GetParam();
+  const auto config = diffusers_unet2d_config(read_file(folder / "config.json"), (folder / "config.json").string());
+  DiffusersUNet2D model(config);
+  load_by_name(model, SafetensorsFile(folder / "diffusion_pytorch_model.safetensors"));
+  const SafetensorsFile reference(folder / "reference.safetensors");
+  const at::Tensor labels = reference.find("class_labels") ? reference.tensor("class_labels") : at::Tensor();
+  at::NoGradGuard no_grad;
+  const at::Tensor output = model.forward(reference.tensor("sample"), reference.tensor("timestep"), labels);
+  const at::Tensor expected = reference.tensor("output");
+  ASSERT_EQ(output.sizes(), expected.sizes());
+  const double error = (output - expected).abs().max().item<double>() / expected.abs().max().item<double>();
+  EXPECT_LT(error, 1e-5) << GetParam();
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, DiffusersUNet2DFixture, ::testing::Values("unet2d_classes", "unet2d_two_attention"));
+
+TEST(DiffusersUNet2D, RefusesOptionsThePortLacksByName) {
+  const std::string base = R"({"_class_name": "UNet2DModel", "block_out_channels": [8, 16],
+      "down_block_types": ["DownBlock2D", "AttnDownBlock2D"], "up_block_types": ["AttnUpBlock2D", "UpBlock2D"])";
+  EXPECT_EQ(diffusers_unet2d_config(base + "}", "c.json").attention, (std::vector<bool>{false, true}));
+  auto refusal = [&](const std::string& extra) {
+    try {
+      diffusers_unet2d_config(base + extra + "}", "c.json");
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(refusal(R"(, "resnet_time_scale_shift": "scale_shift")").find("c.json: resnet_time_scale_shift = \"scale_shift\" is not supported"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"(, "time_embedding_type": "fourier")").find("time_embedding_type"), std::string::npos);
+  EXPECT_NE(refusal(R"(, "class_embed_type": "timestep")").find("class_embed_type"), std::string::npos);
+  EXPECT_NE(refusal(R"(, "down_block_types": ["DownBlock2D", "SkipDownBlock2D"])").find("SkipDownBlock2D is not supported"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"(, "up_block_types": ["UpBlock2D", "UpBlock2D"])").find("mirror"), std::string::npos);
+  EXPECT_THROW(diffusers_unet2d_config(R"({"_class_name": "AutoencoderKL"})", "c.json"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace privdiff::sdk::diffusion
