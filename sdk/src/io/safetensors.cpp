@@ -133,15 +133,20 @@ void check_tiling(std::vector<SafetensorsEntry>& entries, std::uint64_t data_byt
   std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
+  // Messages are appended, not chained with operator+: GCC 12's -Wrestrict misfires on such chains
+  // here in C++20 (the LibTorch 2.x build).
   std::uint64_t covered = 0;
   const SafetensorsEntry* previous = nullptr;
   for (const auto& e : entries) {
-    const std::string range = "[" + std::to_string(e.begin) + ", " + std::to_string(e.end) + ")";
+    std::string range = "[";
+    range.append(std::to_string(e.begin)).append(", ").append(std::to_string(e.end)).append(")");
     if (e.end > data_bytes) {
       refuse(what, "tensor '" + e.name + "' " + range + " runs past the data section's " + std::to_string(data_bytes) + " bytes");
     }
     if (e.begin < covered) {
-      refuse(what, "tensors '" + previous->name + "' and '" + e.name + "' " + range + " overlap");
+      std::string message = "tensors '";
+      message.append(previous->name).append("' and '").append(e.name).append("' ").append(range).append(" overlap");
+      refuse(what, message);
     }
     if (e.begin > covered) {
       refuse(what, "bytes [" + std::to_string(covered) + ", " + std::to_string(e.begin) + ") of the data belong to no tensor");
