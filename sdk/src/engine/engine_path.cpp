@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 
 namespace privdiff::sdk::engine {
 
@@ -71,18 +72,24 @@ std::int64_t fastest_chunk(const std::vector<std::int64_t>& ascending,
   // B 32 x K 8 half the chunk was 2 times slower than a quarter, and the whole chunk the stage's
   // peak memory). Smaller differences go on: the time per example is not monotone in the chunk
   // (at B 64 x K 1, 8 and 16 were level and 64 faster by a fifth).
-  constexpr double within = 1.5;
-  std::int64_t best_chunk = 0;
+  constexpr double clearly_slower = 1.5;
+  // Of the chunks within 5 % of the fastest (one timing's noise), the largest: fewer, larger chunks
+  // run the forward and backward passes faster, which a stage start's timings can miss (chunks of 8
+  // timed level with 64 at B 64 x K 1, then ran its steps 20 % slower).
+  constexpr double level = 1.05;
+  std::vector<std::pair<std::int64_t, double>> tried;
   double best = std::numeric_limits<double>::infinity();
   for (const std::int64_t chunk : ascending) {
     const double t = seconds_per_example(chunk);
-    if (t < best) {
-      best = t;
-      best_chunk = chunk;
-    }
-    if (!(t < within * best)) break;
+    tried.emplace_back(chunk, t);
+    best = std::min(best, t);
+    if (!(t < clearly_slower * best)) break;
   }
-  return best_chunk;
+  std::int64_t chosen = 0;
+  for (const auto& [chunk, t] : tried) {
+    if (t <= level * best) chosen = chunk;
+  }
+  return chosen;
 }
 
 EnginePlan calibrate_engine(torch::nn::Module& model, const EngineCalibration& s, NormPlanner& planner) {

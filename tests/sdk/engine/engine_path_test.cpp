@@ -143,6 +143,9 @@ TEST(EnginePath, TheChunkSearchStopsAtTheFirstClearlySlowerChunk) {
   // A clearly slower chunk ends the search, even where a larger one would have been faster.
   EXPECT_EQ(search({{8, 1.0}, {16, 1.6}, {32, 0.5}, {64, 0.4}}),
             std::make_pair(std::int64_t{8}, std::vector<std::int64_t>{8, 16}));
+  // Level timings (within 5 %): the largest chunk, whose steps run fewer, larger passes.
+  EXPECT_EQ(search({{8, 0.0089}, {16, 0.0092}, {32, 0.0091}, {64, 0.0092}}),
+            std::make_pair(std::int64_t{64}, std::vector<std::int64_t>{8, 16, 32, 64}));
   // Every doubling pays: the whole chunk.
   EXPECT_EQ(search({{8, 4.0}, {16, 3.0}, {32, 2.0}, {64, 1.0}}),
             std::make_pair(std::int64_t{64}, std::vector<std::int64_t>{8, 16, 32, 64}));

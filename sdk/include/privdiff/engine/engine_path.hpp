@@ -57,9 +57,8 @@ PRIVDIFF_SDK_API std::vector<std::int64_t> chunks_to_try(std::int64_t chunk, boo
                                                          std::int64_t rows_per_example = 1,
                                                          std::int64_t max_rows = INT64_MAX);
 
-/// The chunk with the least time per example among those tried, smallest first; the next (larger)
-/// chunk is tried only while the last was within 1.5 times the best. A chunk's memory grows with it:
-/// the search stops at the first chunk that is clearly slower.
+/// The chunk to use: of those tried (smallest first, the next only while the last was within 1.5 times
+/// the best: a chunk's memory grows with it), the largest within 5 % of the least time per example.
 PRIVDIFF_SDK_API std::int64_t fastest_chunk(const std::vector<std::int64_t>& ascending,
                                             const std::function<double(std::int64_t chunk)>& seconds_per_example);
 
