@@ -8,6 +8,7 @@
 #include "run/run_checkpoint.hpp"
 #include "weights/model_export.hpp"
 
+#include <privdiff/diffusion/diffusers_unet.hpp>
 #include <privdiff/io/atomic_file.hpp>
 #include <privdiff/io/safetensors.hpp>
 
@@ -35,7 +36,7 @@ std::string recognise(const sdk::SafetensorsFile& file, const std::string& confi
            (m.count(export_keys::version) ? m.at(export_keys::version) : "?") +
            " (its [model] is in the metadata's " + export_keys::recipe + ")";
   }
-  if (!config_class.empty()) return "diffusers " + config_class + " (config.json); privdiff has no model plugin for it yet";
+  if (!config_class.empty()) return config_class;
   bool unet = false, autoencoder = false, diffusers_names = false;
   for (const auto& e : file.entries()) {
     unet = unet || starts_with(e.name, "model.diffusion_model.");
@@ -101,17 +102,41 @@ void inspect_file(const fs::path& path, const std::string& config_class, bool al
   if (shown < entries.size()) out << "  ... " << entries.size() - shown << " more (--all lists them)\n";
 }
 
+// A diffusers folder's config.json: what inspect says of it, and for a UNet2DModel that privdiff's
+// diffusers_unet model runs, the recipe tables that fine-tune it.
+struct DiffusersFolder {
+  std::string architecture;
+  std::string recipe;
+};
+
+DiffusersFolder diffusers_folder(const fs::path& dir) {
+  const fs::path file = dir / "config.json";
+  const std::string text = sdk::read_file(file);
+  std::string name;
+  try {
+    name = nlohmann::json::parse(text).value("_class_name", "");
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError("weights inspect: " + file.string() + " is not valid JSON (" + e.what() + ")");
+  }
+  if (name != "UNet2DModel") return {"diffusers " + name + " (config.json); privdiff has no model plugin for it yet", ""};
+  try {
+    const auto c = sdk::diffusion::diffusers_unet2d_config(text, file.string());
+    const std::string where = dir.string();
+    return {"diffusers UNet2DModel (config.json), which privdiff's diffusers_unet model runs",
+            "[run]\ninit_from = \"" + where + "\"\ninit_from_disjoint = true   # your statement: its training data share no one "
+            "with your private data (docs/weights.md)\n[model]\ntype = \"diffusers_unet\"\nconfig = \"" + where +
+            "\"\nnum_classes = " + std::to_string(c.num_class_embeds) + "\nimage_size = " +
+            std::to_string(c.sample_size > 0 ? c.sample_size : 28) + "\n"};
+  } catch (const std::invalid_argument& e) {
+    return {"diffusers UNet2DModel (config.json), which privdiff's diffusers_unet model cannot run: " + std::string(e.what()), ""};
+  }
+}
+
 void inspect(const fs::path& path, bool all) {
   if (!fs::exists(path)) throw UsageError("weights inspect: " + path.string() + " does not exist");
   if (!fs::is_directory(path)) return inspect_file(path, "", all, std::cout);
-  std::string config_class;
-  if (fs::is_regular_file(path / "config.json")) {
-    try {
-      config_class = nlohmann::json::parse(sdk::read_file(path / "config.json")).value("_class_name", "");
-    } catch (const nlohmann::json::exception& e) {
-      throw UsageError("weights inspect: " + (path / "config.json").string() + " is not valid JSON (" + e.what() + ")");
-    }
-  }
+  DiffusersFolder diffusers;
+  if (fs::is_regular_file(path / "config.json")) diffusers = diffusers_folder(path);
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(path)) {
     if (entry.path().extension() == ".safetensors") files.push_back(entry.path());
@@ -123,7 +148,8 @@ void inspect(const fs::path& path, bool all) {
                                                                " -o DIR writes its model as safetensors)"
                                                          : ""));
   }
-  for (const auto& file : files) inspect_file(file, config_class, all, std::cout);
+  for (const auto& file : files) inspect_file(file, diffusers.architecture, all, std::cout);
+  if (!diffusers.recipe.empty()) std::cout << "\nto fine-tune it under DP, a recipe's tables:\n" << diffusers.recipe;
 }
 
 void export_run(const std::string& source, const std::string& format, const fs::path& out, const GlobalOptions& global) {

@@ -59,6 +59,10 @@ grep -q "'class_embedding.weight' is \[11, 32\] in .*outside.safetensors but \[1
 # A diffusers UNet2DModel (diffusers' own folder, made by diffusers 0.42.1): fine-tuned under DP from its
 # weights (attention only) on the classes it knows, exported as a diffusers folder with the guarantee.
 unet="$fixtures/weights/diffusers/unet2d_classes"
+out=$("$privdiff" weights inspect "$unet" 2>&1) || fail "inspect of the diffusers folder failed: $out"
+grep -q "architecture: diffusers UNet2DModel (config.json), which privdiff's diffusers_unet model runs" <<<"$out" \
+  || fail "the diffusers UNet is not recognised as runnable: $out"
+grep -q '^type = "diffusers_unet"' <<<"$out" && grep -q "^num_classes = 3" <<<"$out" || fail "no recipe tables: $out"
 cat > "$tmp/diffusers.toml" <<TOML
 [privacy]
 epsilon = 5.0
