@@ -8,6 +8,7 @@
 #include "run/run_checkpoint.hpp"
 #include "weights/model_export.hpp"
 
+#include <privdiff/diffusion/diffusers_autoencoder.hpp>
 #include <privdiff/diffusion/diffusers_unet.hpp>
 #include <privdiff/io/atomic_file.hpp>
 #include <privdiff/io/safetensors.hpp>
@@ -117,6 +118,15 @@ DiffusersFolder diffusers_folder(const fs::path& dir) {
     name = nlohmann::json::parse(text).value("_class_name", "");
   } catch (const nlohmann::json::exception& e) {
     throw UsageError("weights inspect: " + file.string() + " is not valid JSON (" + e.what() + ")");
+  }
+  if (name == "AutoencoderKL") {
+    try {
+      sdk::diffusion::diffusers_autoencoder_kl_config(text, file.string());
+      return {"diffusers AutoencoderKL (config.json): the SDK's DiffusersAutoencoderKL reproduces it; no model plugin "
+              "uses it yet", ""};
+    } catch (const std::invalid_argument& e) {
+      return {"diffusers AutoencoderKL (config.json), which privdiff's port cannot run: " + std::string(e.what()), ""};
+    }
   }
   if (name != "UNet2DModel") return {"diffusers " + name + " (config.json); privdiff has no model plugin for it yet", ""};
   try {

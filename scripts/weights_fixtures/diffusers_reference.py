@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import torch
-from diffusers import UNet2DModel
+from diffusers import AutoencoderKL, UNet2DModel
 from safetensors.torch import save_file
 
 UNETS = {
@@ -25,7 +25,47 @@ UNETS = {
 }
 
 
+AUTOENCODERS = {
+    # two levels, one block each, one channel, mid attention (latent diffusion's layout, tiny)
+    "autoencoder_kl_small": dict(in_channels=1, out_channels=1, latent_channels=2, block_out_channels=(8, 16),
+                                 down_block_types=("DownEncoderBlock2D",) * 2, up_block_types=("UpDecoderBlock2D",) * 2,
+                                 layers_per_block=1, norm_num_groups=4, sample_size=8),
+    # three levels, two blocks each, three channels, without the quant convolutions
+    "autoencoder_kl_three_levels": dict(in_channels=3, out_channels=3, latent_channels=4, block_out_channels=(8, 16, 16),
+                                        down_block_types=("DownEncoderBlock2D",) * 3,
+                                        up_block_types=("UpDecoderBlock2D",) * 3, layers_per_block=2,
+                                        norm_num_groups=8, sample_size=16, use_quant_conv=False,
+                                        use_post_quant_conv=False),
+}
+
+
+def randomised(model):
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn_like(p) * 0.2)
+    return model.eval()
+
+
+def write_autoencoders(out: Path) -> None:
+    for name, config in AUTOENCODERS.items():
+        torch.manual_seed(0)
+        model = randomised(AutoencoderKL(**config))
+        folder = out / "diffusers" / name
+        model.save_pretrained(folder, safe_serialization=True)
+        size, factor = config["sample_size"], 2 ** (len(config["block_out_channels"]) - 1)
+        images = torch.randn(2, config["in_channels"], size, size)
+        latents = torch.randn(2, config["latent_channels"], size // factor, size // factor)
+        with torch.no_grad():
+            posterior = model.encode(images).latent_dist
+            decoded = model.decode(latents).sample
+        save_file({"images": images, "mean": posterior.mean.contiguous(), "logvar": posterior.logvar.contiguous(),
+                   "latents": latents, "decoded": decoded.contiguous()}, str(folder / "reference.safetensors"))
+        print(f"wrote {folder}: {sum(p.numel() for p in model.parameters())} parameters")
+
+
 def main(out: Path) -> None:
+    write_autoencoders(out)
     for name, config in UNETS.items():
         torch.manual_seed(0)
         model = UNet2DModel(**config).eval()

@@ -1,5 +1,7 @@
 #include <privdiff/diffusion/diffusers_unet.hpp>
 
+#include "diffusers_blocks.hpp"
+
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
@@ -8,93 +10,7 @@
 
 namespace privdiff::sdk::diffusion {
 
-using engine::Conv2d;
-using engine::Conv2dOptions;
-using engine::GroupNorm;
-using engine::Linear;
-
 namespace {
-
-std::shared_ptr<Conv2d> conv(std::int64_t in, std::int64_t out, std::int64_t kernel, std::int64_t stride = 1) {
-  const std::int64_t pad = kernel / 2;
-  return std::make_shared<Conv2d>(Conv2dOptions{in, out, {kernel, kernel}, {stride, stride}, {pad, pad}});
-}
-
-}  // namespace
-
-// ResnetBlock2D (time_embedding_norm "default"): GroupNorm, SiLU, conv, + the projected time
-// embedding, GroupNorm, SiLU, conv, plus the input (through a 1x1 conv when the width changes).
-class DiffusersResnet : public torch::nn::Module {
- public:
-  DiffusersResnet(std::int64_t in, std::int64_t out, std::int64_t temb, const DiffusersUNet2DConfig& c) {
-    norm1_ = register_module("norm1", std::make_shared<GroupNorm>(c.norm_num_groups, in, c.norm_eps));
-    conv1_ = register_module("conv1", conv(in, out, 3));
-    time_emb_proj_ = register_module("time_emb_proj", std::make_shared<Linear>(temb, out));
-    norm2_ = register_module("norm2", std::make_shared<GroupNorm>(c.norm_num_groups, out, c.norm_eps));
-    conv2_ = register_module("conv2", conv(out, out, 3));
-    if (in != out) conv_shortcut_ = register_module("conv_shortcut", conv(in, out, 1));
-  }
-  /// `temb_act`: SiLU of the time embedding (diffusers applies it in every block; once is enough).
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& temb_act) {
-    at::Tensor h = conv1_->forward(at::silu(norm1_->forward(x)));
-    h = h + time_emb_proj_->forward(temb_act).unsqueeze(-1).unsqueeze(-1);
-    h = conv2_->forward(at::silu(norm2_->forward(h)));
-    return (conv_shortcut_ ? conv_shortcut_->forward(x) : x) + h;
-  }
-
- private:
-  std::shared_ptr<GroupNorm> norm1_, norm2_;
-  std::shared_ptr<Conv2d> conv1_, conv2_, conv_shortcut_;
-  std::shared_ptr<Linear> time_emb_proj_;
-};
-
-// Attention as UNet2DModel builds it: GroupNorm over the channels, multi-head self-attention over the
-// positions (heads = channels / attention_head_dim), an output projection, plus the input.
-class DiffusersAttention : public torch::nn::Module {
- public:
-  DiffusersAttention(std::int64_t channels, const DiffusersUNet2DConfig& c)
-      : heads_(std::max<std::int64_t>(1, channels / c.attention_head_dim)) {
-    group_norm_ = register_module("group_norm", std::make_shared<GroupNorm>(c.norm_num_groups, channels, c.norm_eps));
-    to_q_ = register_module("to_q", std::make_shared<Linear>(channels, channels));
-    to_k_ = register_module("to_k", std::make_shared<Linear>(channels, channels));
-    to_v_ = register_module("to_v", std::make_shared<Linear>(channels, channels));
-    to_out_ = register_module("to_out", torch::nn::ModuleList());
-    out_ = std::make_shared<Linear>(channels, channels);
-    to_out_->push_back(out_);
-  }
-  at::Tensor forward(const at::Tensor& x) {
-    const std::int64_t b = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3), d = c / heads_;
-    const at::Tensor tokens = group_norm_->forward(x).reshape({b, c, h * w}).transpose(1, 2);  // [B, HW, C]
-    auto split = [&](const at::Tensor& t) { return t.reshape({b, h * w, heads_, d}).transpose(1, 2); };
-    const at::Tensor q = split(to_q_->forward(tokens)), k = split(to_k_->forward(tokens)), v = split(to_v_->forward(tokens));
-    const at::Tensor attention = at::softmax(at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(d)), -1);
-    const at::Tensor mixed = at::matmul(attention, v).transpose(1, 2).reshape({b, h * w, c});
-    return out_->forward(mixed).transpose(1, 2).reshape({b, c, h, w}) + x;
-  }
-
- private:
-  std::int64_t heads_;
-  std::shared_ptr<GroupNorm> group_norm_;
-  std::shared_ptr<Linear> to_q_, to_k_, to_v_, out_;
-  torch::nn::ModuleList to_out_;
-};
-
-namespace {
-
-// Downsample2D / Upsample2D with a convolution: diffusers names it "conv" inside the block's list.
-class Resampler : public torch::nn::Module {
- public:
-  Resampler(std::int64_t channels, bool down) : down_(down) {
-    conv_ = register_module("conv", conv(channels, channels, 3, down ? 2 : 1));
-  }
-  at::Tensor forward(const at::Tensor& x) {
-    return conv_->forward(down_ ? x : at::upsample_nearest2d(x, {2 * x.size(2), 2 * x.size(3)}));
-  }
-
- private:
-  bool down_;
-  std::shared_ptr<Conv2d> conv_;
-};
 
 // One level of either path: its residual blocks (with attention after each, for the Attn* blocks) and
 // its resampler; diffusers' names resnets.J, attentions.J, downsamplers.0 / upsamplers.0.
@@ -102,24 +18,25 @@ class Level : public torch::nn::Module {
  public:
   std::vector<std::shared_ptr<DiffusersResnet>> resnets;
   std::vector<std::shared_ptr<DiffusersAttention>> attentions;
-  std::shared_ptr<Resampler> resampler;
+  std::shared_ptr<DiffusersResampler> resampler;
 
   Level(const std::vector<std::int64_t>& ins, std::int64_t out, std::int64_t temb, bool attention, int resample,
         const DiffusersUNet2DConfig& c) {
+    const std::int64_t heads = out / c.attention_head_dim;
     auto resnet_list = register_module("resnets", torch::nn::ModuleList());
     torch::nn::ModuleList attention_list;
     if (attention) attention_list = register_module("attentions", torch::nn::ModuleList());
     for (const std::int64_t in : ins) {
-      resnets.push_back(std::make_shared<DiffusersResnet>(in, out, temb, c));
+      resnets.push_back(std::make_shared<DiffusersResnet>(in, out, temb, c.norm_num_groups, c.norm_eps));
       resnet_list->push_back(resnets.back());
       if (attention) {
-        attentions.push_back(std::make_shared<DiffusersAttention>(out, c));
+        attentions.push_back(std::make_shared<DiffusersAttention>(out, heads, c.norm_num_groups, c.norm_eps));
         attention_list->push_back(attentions.back());
       }
     }
     if (resample != 0) {
       auto list = register_module(resample < 0 ? "downsamplers" : "upsamplers", torch::nn::ModuleList());
-      resampler = std::make_shared<Resampler>(out, resample < 0);
+      resampler = std::make_shared<DiffusersResampler>(out, resample < 0);
       list->push_back(resampler);
     }
   }
@@ -144,7 +61,7 @@ DiffusersUNet2D::DiffusersUNet2D(DiffusersUNet2DConfig config) : config_(std::mo
   if (levels == 0) throw std::invalid_argument("UNet2DModel: block_out_channels is empty");
   if (c.attention.size() != widths.size()) config_.attention.resize(widths.size(), false);
   const std::int64_t temb = 4 * widths[0];
-  conv_in_ = register_module("conv_in", conv(c.in_channels, widths[0], 3));
+  conv_in_ = register_module("conv_in", diffusers_conv(c.in_channels, widths[0], 3));
   auto time_embedding = register_module("time_embedding", std::make_shared<torch::nn::Module>());
   time_linear_1_ = time_embedding->register_module("linear_1", std::make_shared<Linear>(widths[0], temb));
   time_linear_2_ = time_embedding->register_module("linear_2", std::make_shared<Linear>(temb, temb));
@@ -162,12 +79,12 @@ DiffusersUNet2D::DiffusersUNet2D(DiffusersUNet2DConfig config) : config_(std::mo
   mid_block_ = register_module("mid_block", std::make_shared<torch::nn::Module>());
   auto mid_resnets = mid_block_->register_module("resnets", torch::nn::ModuleList());
   for (int i = 0; i < 2; ++i) {
-    mid_resnets_.push_back(std::make_shared<DiffusersResnet>(width, width, temb, c));
+    mid_resnets_.push_back(std::make_shared<DiffusersResnet>(width, width, temb, c.norm_num_groups, c.norm_eps));
     mid_resnets->push_back(mid_resnets_.back());
   }
   if (c.mid_attention) {
     auto list = mid_block_->register_module("attentions", torch::nn::ModuleList());
-    mid_attention_ = std::make_shared<DiffusersAttention>(width, c);
+    mid_attention_ = std::make_shared<DiffusersAttention>(width, width / c.attention_head_dim, c.norm_num_groups, c.norm_eps);
     list->push_back(mid_attention_);
   }
   // Up level i mirrors down level L-1-i with one more block; block j's input is the previous output
@@ -186,7 +103,7 @@ DiffusersUNet2D::DiffusersUNet2D(DiffusersUNet2DConfig config) : config_(std::mo
     previous = out;
   }
   conv_norm_out_ = register_module("conv_norm_out", std::make_shared<GroupNorm>(c.norm_num_groups, widths[0], c.norm_eps));
-  conv_out_ = register_module("conv_out", conv(widths[0], c.out_channels, 3));
+  conv_out_ = register_module("conv_out", diffusers_conv(widths[0], c.out_channels, 3));
 }
 
 DiffusersUNet2D::~DiffusersUNet2D() = default;

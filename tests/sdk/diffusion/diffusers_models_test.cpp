@@ -1,6 +1,7 @@
-// privdiff's port of diffusers' UNet2DModel against diffusers itself: tiny random models saved by
-// diffusers 0.42.1 (scripts/make_weights_fixtures.sh) load by name, every tensor used, and give
-// diffusers' output within 1e-5 relative; config.json options the port lacks are refused by name.
+// privdiff's ports of diffusers' UNet2DModel and AutoencoderKL against diffusers itself: tiny random
+// models saved by diffusers 0.42.1 (scripts/make_weights_fixtures.sh) load by name, every tensor used,
+// and give diffusers' outputs within 1e-5 relative; config.json options the ports lack are refused by name.
+#include <privdiff/diffusion/diffusers_autoencoder.hpp>
 #include <privdiff/diffusion/diffusers_unet.hpp>
 #include <privdiff/io/atomic_file.hpp>
 #include <privdiff/io/safetensors.hpp>
@@ -33,6 +34,11 @@ void load_by_name(torch::nn::Module& module, const SafetensorsFile& file) {
   }
 }
 
+// max |a - b| / max |b|
+double relative_error(const at::Tensor& a, const at::Tensor& b) {
+  return (a - b).abs().max().item<double>() / b.abs().max().item<double>();
+}
+
 class DiffusersUNet2DFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DiffusersUNet2DFixture, GivesDiffusersOutput) {
@@ -46,8 +52,7 @@ TEST_P(DiffusersUNet2DFixture, GivesDiffusersOutput) {
   const at::Tensor output = model.forward(reference.tensor("sample"), reference.tensor("timestep"), labels);
   const at::Tensor expected = reference.tensor("output");
   ASSERT_EQ(output.sizes(), expected.sizes());
-  const double error = (output - expected).abs().max().item<double>() / expected.abs().max().item<double>();
-  EXPECT_LT(error, 1e-5) << GetParam();
+  EXPECT_LT(relative_error(output, expected), 1e-5) << GetParam();
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DiffusersUNet2DFixture, ::testing::Values("unet2d_classes", "unet2d_two_attention"));
@@ -72,6 +77,42 @@ TEST(DiffusersUNet2D, RefusesOptionsThePortLacksByName) {
             std::string::npos);
   EXPECT_NE(refusal(R"(, "up_block_types": ["UpBlock2D", "UpBlock2D"])").find("mirror"), std::string::npos);
   EXPECT_THROW(diffusers_unet2d_config(R"({"_class_name": "AutoencoderKL"})", "c.json"), std::invalid_argument);
+}
+
+class DiffusersAutoencoderKLFixture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DiffusersAutoencoderKLFixture, GivesDiffusersMomentsAndDecodings) {
+  const fs::path folder = fixtures / GetParam();
+  DiffusersAutoencoderKL model(
+      diffusers_autoencoder_kl_config(read_file(folder / "config.json"), (folder / "config.json").string()));
+  load_by_name(model, SafetensorsFile(folder / "diffusion_pytorch_model.safetensors"));
+  const SafetensorsFile reference(folder / "reference.safetensors");
+  at::NoGradGuard no_grad;
+  const auto [mean, logvar] = model.encode(reference.tensor("images"));
+  EXPECT_LT(relative_error(mean, reference.tensor("mean")), 1e-5) << GetParam();
+  EXPECT_LT(relative_error(logvar, reference.tensor("logvar")), 1e-5) << GetParam();
+  EXPECT_LT(relative_error(model.decode(reference.tensor("latents")), reference.tensor("decoded")), 1e-5) << GetParam();
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, DiffusersAutoencoderKLFixture,
+                         ::testing::Values("autoencoder_kl_small", "autoencoder_kl_three_levels"));
+
+TEST(DiffusersAutoencoderKL, RefusesOptionsThePortLacksByName) {
+  auto refusal = [](const std::string& json) {
+    try {
+      diffusers_autoencoder_kl_config(json, "vae.json");
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(refusal(R"({"_class_name": "AutoencoderKL", "block_out_channels": [8, 16]})"), "");
+  EXPECT_NE(refusal(R"({"_class_name": "AutoencoderKL", "act_fn": "gelu"})").find("vae.json: act_fn = \"gelu\""),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"_class_name": "AutoencoderKL", "block_out_channels": [8],
+                        "down_block_types": ["DownBlock2D"], "up_block_types": ["UpDecoderBlock2D"]})").find("not supported"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"_class_name": "UNet2DModel"})").find("not AutoencoderKL"), std::string::npos);
 }
 
 }  // namespace
