@@ -194,7 +194,7 @@ void export_run(const std::string& source, const std::string& format, const fs::
   if (fs::exists(weights_file)) {
     throw UsageError("weights export: " + weights_file.string() + " exists; choose another -o DIR");
   }
-  write_model_export(e, out, sdk::read_file(files.recipe), diffusers_config);
+  write_model_export(e, out, diffusers_config);
   std::cout << "wrote " << weights_file.string() << " (" << e.tensors.size() << " tensors), "
             << (out / "README.md").string() << " and " << (out / "privdiff-recipe.toml").string() << "\n"
             << privacy_line(e.metadata) << "\n";

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <regex>
+#include <sstream>
 #include <stdexcept>
 
 namespace privdiff::core {
@@ -96,7 +98,26 @@ std::string card_for(const nlohmann::json& summary, const nlohmann::json& privac
          "table of `privdiff-recipe.toml`.\n";
 }
 
+bool drew_reproducible_noise(const nlohmann::json& privacy) {
+  for (const auto& caveat : privacy.value("caveats", nlohmann::json::array())) {
+    if (caveat.is_string() && caveat.get<std::string>().find("secure_noise = false") != std::string::npos) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+std::string without_seeds(const std::string& recipe_text) {
+  static const std::regex seed_line(R"(^\s*seed\s*=.*$)");
+  std::istringstream in(recipe_text);
+  std::string out, line;
+  while (std::getline(in, line)) {
+    out += std::regex_match(line, seed_line) ? "# seed withheld: this run's noise is a function of it (secure_noise = false)"
+                                             : line;
+    out += "\n";
+  }
+  return out;
+}
 
 ModelExport export_run_model(const fs::path& run_dir, sdk::Model& model) {
   const fs::path summary_file = run_dir / "summary.json";
@@ -127,17 +148,22 @@ ModelExport export_run_model(const fs::path& run_dir, sdk::Model& model) {
                 {export_keys::epsilon, is_private ? number(privacy["epsilon"].value(accountant, 0.0)) : ""},
                 {export_keys::delta, is_private ? number(privacy.value("delta", 0.0)) : ""}};
   e.model_card = card_for(summary, privacy, model_type, e.tensors.size(), values);
+  const std::string recipe = sdk::read_file(run_dir / "recipe.toml");
+  e.recipe = drew_reproducible_noise(privacy) ? without_seeds(recipe) : recipe;
+  if (e.recipe != recipe) {
+    e.model_card += "\nThe run drew reproducible noise (`secure_noise = false`), whose guarantee holds only while its "
+                    "seed stays secret: `privdiff-recipe.toml` and the metadata's recipe withhold its seeds.\n";
+  }
   return e;
 }
 
-void write_model_export(const ModelExport& e, const fs::path& dir, const std::string& recipe_text,
-                        const std::string& diffusers_config) {
+void write_model_export(const ModelExport& e, const fs::path& dir, const std::string& diffusers_config) {
   fs::create_directories(dir);
   auto metadata = e.metadata;
-  metadata[export_keys::recipe] = recipe_text;
+  metadata[export_keys::recipe] = e.recipe;
   const bool diffusers = !diffusers_config.empty();
   sdk::write_safetensors(dir / (diffusers ? "diffusion_pytorch_model.safetensors" : "model.safetensors"), e.tensors, metadata);
-  sdk::write_file_atomically(dir / "privdiff-recipe.toml", recipe_text);
+  sdk::write_file_atomically(dir / "privdiff-recipe.toml", e.recipe);
   std::string card = e.model_card;
   if (diffusers) {
     sdk::write_file_atomically(dir / "config.json", diffusers_config);

@@ -30,17 +30,23 @@ struct ModelExport {
   std::vector<std::pair<std::string, at::Tensor>> tensors;  ///< parameters and buffers by state-dict name
   std::map<std::string, std::string> metadata;
   std::string model_card;  ///< README.md: what the model is, its guarantee, how to load it
+  /// The run's recipe.toml as it may be published: without its seeds when the run drew reproducible
+  /// noise (secure_noise = false), whose guarantee holds only while the seed stays secret.
+  std::string recipe;
 };
+
+/// `recipe_text` without its `seed = ...` lines, each replaced by a comment saying it was withheld.
+std::string without_seeds(const std::string& recipe_text);
 
 /// The export of `model`, trained by the finished run in `run_dir` (its recipe.toml, summary.json
 /// and ledger.json). Throws std::runtime_error naming the file when the run has not finished (no
 /// summary.json: its guarantee is not final) or a report cannot be read.
 ModelExport export_run_model(const std::filesystem::path& run_dir, sdk::Model& model);
 
-/// Writes `e` into `dir` (created): model.safetensors, README.md and privdiff-recipe.toml. With a
-/// diffusers config.json (a diffusers_unet model), the folder is a diffusers model folder instead:
-/// diffusion_pytorch_model.safetensors and config.json, which UNet2DModel.from_pretrained loads.
-void write_model_export(const ModelExport& e, const std::filesystem::path& dir, const std::string& recipe_text,
-                        const std::string& diffusers_config = "");
+/// Writes `e` into `dir` (created): model.safetensors, README.md and privdiff-recipe.toml (e.recipe, also
+/// in the metadata). With a diffusers config.json (a diffusers_unet model), the folder is a diffusers
+/// model folder instead: diffusion_pytorch_model.safetensors and config.json, which
+/// UNet2DModel.from_pretrained loads.
+void write_model_export(const ModelExport& e, const std::filesystem::path& dir, const std::string& diffusers_config = "");
 
 }  // namespace privdiff::core

@@ -12,7 +12,12 @@ out=$("$privdiff" run "$tmp/r.toml" --out "$tmp/run" 2>&1) || fail "run failed: 
 out=$("$privdiff" weights export "$tmp/run" -o "$tmp/export" 2>&1) || fail "export failed: $out"
 grep -q "privacy: (epsilon, delta) = (.*, 1e-05) by rdp" <<<"$out" || fail "no privacy line: $out"
 for f in model.safetensors README.md privdiff-recipe.toml; do [ -s "$tmp/export/$f" ] || fail "no $f"; done
-cmp -s "$tmp/export/privdiff-recipe.toml" "$tmp/run/recipe.toml" || fail "privdiff-recipe.toml differs from the run's"
+# The run drew reproducible noise (secure_noise = false): its guarantee holds only while the seed stays
+# secret, so the published recipe withholds it, and is otherwise the run's.
+grep -q "^seed = " "$tmp/export/privdiff-recipe.toml" && fail "the export publishes the seed of reproducible noise"
+sed 's/^seed = .*/# seed withheld: this run'"'"'s noise is a function of it (secure_noise = false)/' "$tmp/run/recipe.toml" \
+  | cmp -s - "$tmp/export/privdiff-recipe.toml" || fail "privdiff-recipe.toml is not the run's recipe without its seed"
+grep -q "withhold its seeds" "$tmp/export/README.md" || fail "the model card does not say the seed is withheld"
 grep -q "^## Privacy guarantee" "$tmp/export/README.md" || fail "no guarantee in the model card"
 grep -q "by the rdp accountant" "$tmp/export/README.md" || fail "no accountant in the model card"
 # The metadata, read with nothing but the format's definition: epsilon as summary.json reports it,
@@ -31,6 +36,7 @@ privacy = json.loads(meta["privdiff.privacy"])
 assert privacy["ledger"] == json.load(open(sys.argv[2] + "/ledger.json")), "ledger differs"
 assert privacy["data"] == summary["data"] and privacy["private"] is True
 assert meta["privdiff.model"] == "pixel_unet" and meta["privdiff.recipe"].startswith("# Resolved recipe")
+assert "\nseed = " not in meta["privdiff.recipe"], "the metadata publishes the seed of reproducible noise"
 assert len(header) == 0 or all(set(v) == {"dtype", "shape", "data_offsets"} for v in header.values())
 assert "conv_in.weight" in header and header["conv_in.weight"]["dtype"] == "F32", sorted(header)[:5]
 PY
