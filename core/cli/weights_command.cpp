@@ -6,6 +6,7 @@
 #include "cli/commands.hpp"
 #include "run/composed_run.hpp"
 #include "run/run_checkpoint.hpp"
+#include "util/shape_text.hpp"
 #include "weights/model_export.hpp"
 
 #include <privdiff/diffusion/diffusers_autoencoder.hpp>
@@ -50,12 +51,6 @@ std::string recognise(const sdk::SafetensorsFile& file, const std::string& confi
   }
   if (diffusers_names) return "diffusers-layout weights without a config.json beside them";
   return "not recognised";
-}
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
 }
 
 // The guarantee an export carries, in one line.

@@ -4,6 +4,7 @@
 
 #include "util/atomic_file.hpp"
 #include "util/error_text.hpp"
+#include "util/shape_text.hpp"
 
 #include <privdiff/engine/device.hpp>
 #include <privdiff/engine/linear_adapter.hpp>
@@ -147,16 +148,6 @@ void load_model(torch::serialize::InputArchive& archive, sdk::Model& model, cons
   }
 }
 
-}  // namespace
-
-namespace {
-
-std::string shape_text(const at::Tensor& t) {
-  std::string out = "[";
-  for (std::int64_t d = 0; d < t.dim(); ++d) out += (d ? ", " : "") + std::to_string(t.size(d));
-  return out + "]";
-}
-
 // Copies `archive` (a module's saved state) into `module`, name by name (`prefix` for messages).
 void copy_weights(torch::serialize::InputArchive& archive, torch::nn::Module& module, const std::string& prefix,
                   const fs::path& path) {
@@ -169,8 +160,8 @@ void copy_weights(torch::serialize::InputArchive& archive, torch::nn::Module& mo
                                "recipe's [model]");
     }
     if (!saved.sizes().equals(target.sizes())) {
-      throw std::runtime_error("'" + prefix + name + "' is " + shape_text(saved) + " in " + path.string() +
-                               " but " + shape_text(target) + " in this recipe's [model] (the first mismatch; the "
+      throw std::runtime_error("'" + prefix + name + "' is " + shape_text(saved.sizes()) + " in " + path.string() +
+                               " but " + shape_text(target.sizes()) + " in this recipe's [model] (the first mismatch; the "
                                "model's configuration must match the source run's)");
     }
     torch::NoGradGuard no_grad;

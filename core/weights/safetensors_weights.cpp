@@ -1,5 +1,7 @@
 #include "weights/safetensors_weights.hpp"
 
+#include "util/shape_text.hpp"
+
 #include <privdiff/engine/linear_adapter.hpp>
 #include <privdiff/io/safetensors.hpp>
 
@@ -16,12 +18,6 @@ namespace privdiff::core {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string shape_text(at::IntArrayRef sizes) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < sizes.size(); ++i) out += (i ? ", " : "") + std::to_string(sizes[i]);
-  return out + "]";
-}
 
 // The dotted prefixes of the module's adapters ("down0_attn.qkv.adapter."): a model fine-tuned with
 // an adapter may start from weights trained without one.

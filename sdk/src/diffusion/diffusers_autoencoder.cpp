@@ -1,6 +1,7 @@
 #include <privdiff/diffusion/diffusers_autoencoder.hpp>
 
 #include "diffusers_blocks.hpp"
+#include "diffusers_config.hpp"
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
@@ -100,34 +101,19 @@ DiffusersAutoencoderKL::~DiffusersAutoencoderKL() = default;
 
 std::pair<at::Tensor, at::Tensor> DiffusersAutoencoderKL::encode(const at::Tensor& images) {
   at::Tensor moments = encoder_->forward(images);
-  if (quant_conv_) moments = std::static_pointer_cast<Conv2d>(quant_conv_)->forward(moments);
+  if (quant_conv_) moments = quant_conv_->forward(moments);
   const auto halves = moments.chunk(2, 1);
   return {halves[0], halves[1].clamp(-30.0, 20.0)};
 }
 
 at::Tensor DiffusersAutoencoderKL::decode(const at::Tensor& latents) {
-  const at::Tensor z = post_quant_conv_ ? std::static_pointer_cast<Conv2d>(post_quant_conv_)->forward(latents) : latents;
+  const at::Tensor z = post_quant_conv_ ? post_quant_conv_->forward(latents) : latents;
   return decoder_->forward(z);
 }
 
 DiffusersAutoencoderKLConfig diffusers_autoencoder_kl_config(const std::string& json_text, const std::string& what) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(what + ": not valid JSON (" + e.what() + ")");
-  }
-  if (j.value("_class_name", "") != "AutoencoderKL") {
-    throw std::invalid_argument(what + ": _class_name is " + j.value("_class_name", std::string("missing")) +
-                                ", not AutoencoderKL");
-  }
-  auto only = [&](const std::string& key, const nlohmann::json& expected) {
-    if (j.contains(key) && !j[key].is_null() && j[key] != expected) {
-      throw std::invalid_argument(what + ": " + key + " = " + j[key].dump() +
-                                  " is not supported by privdiff's AutoencoderKL (only " + expected.dump() + ")");
-    }
-  };
-  only("act_fn", "silu");
+  const nlohmann::json j = diffusers_config_json(json_text, what, "AutoencoderKL");
+  require_diffusers_value(j, "act_fn", "silu", what, "AutoencoderKL");
   DiffusersAutoencoderKLConfig c;
   try {
     c.in_channels = j.value("in_channels", c.in_channels);

@@ -1,6 +1,7 @@
 #include <privdiff/diffusion/diffusers_unet.hpp>
 
 #include "diffusers_blocks.hpp"
+#include "diffusers_config.hpp"
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
@@ -152,34 +153,14 @@ at::Tensor DiffusersUNet2D::forward(const at::Tensor& sample, const at::Tensor& 
 
 namespace privdiff::sdk::diffusion {
 
-namespace {
-
-// A config.json key privdiff's port supports only at `expected` (diffusers' defaults where absent).
-void require(const nlohmann::json& j, const std::string& key, const nlohmann::json& expected, const std::string& what) {
-  if (!j.contains(key) || j[key].is_null() || j[key] == expected) return;
-  throw std::invalid_argument(what + ": " + key + " = " + j[key].dump() + " is not supported by privdiff's UNet2DModel (only " +
-                              expected.dump() + ")");
-}
-
-}  // namespace
-
 DiffusersUNet2DConfig diffusers_unet2d_config(const std::string& json_text, const std::string& what) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(what + ": not valid JSON (" + e.what() + ")");
-  }
-  if (j.value("_class_name", "") != "UNet2DModel") {
-    throw std::invalid_argument(what + ": _class_name is " + j.value("_class_name", std::string("missing")) +
-                                ", not UNet2DModel");
-  }
+  const nlohmann::json j = diffusers_config_json(json_text, what, "UNet2DModel");
   for (const auto& [key, expected] : std::vector<std::pair<std::string, nlohmann::json>>{
            {"center_input_sample", false}, {"time_embedding_type", "positional"}, {"time_embedding_dim", nullptr},
            {"mid_block_type", "UNetMidBlock2D"}, {"mid_block_scale_factor", 1}, {"downsample_padding", 1},
            {"downsample_type", "conv"}, {"upsample_type", "conv"}, {"act_fn", "silu"}, {"attn_norm_num_groups", nullptr},
            {"resnet_time_scale_shift", "default"}, {"class_embed_type", nullptr}}) {
-    require(j, key, expected, what);
+    require_diffusers_value(j, key, expected, what, "UNet2DModel");
   }
   DiffusersUNet2DConfig c;
   try {

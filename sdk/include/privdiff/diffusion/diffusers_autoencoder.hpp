@@ -7,6 +7,7 @@
 /// UpDecoderBlock2D levels, the mid block with or without attention, the quant convolutions on or off;
 /// other config.json options are refused by name.
 
+#include <privdiff/engine/per_example_layers.hpp>
 #include <privdiff/sdk_api.hpp>
 
 #include <ATen/core/Tensor.h>
@@ -50,7 +51,7 @@ class PRIVDIFF_SDK_API DiffusersAutoencoderKL : public torch::nn::Module {
  private:
   DiffusersAutoencoderKLConfig config_;
   std::shared_ptr<DiffusersCoder> encoder_, decoder_;
-  std::shared_ptr<torch::nn::Module> quant_conv_, post_quant_conv_;
+  std::shared_ptr<engine::Conv2d> quant_conv_, post_quant_conv_;
 };
 
 }  // namespace privdiff::sdk::diffusion
