@@ -1,16 +1,20 @@
 // privdiff weights inspect PATH [--all]: the tensors, dtypes, shapes and metadata of a safetensors
 // file (or of those in a folder: a privdiff export, a diffusers model), and the architecture
-// recognised. privdiff weights export RUN -o DIR: a finished run's model as safetensors with its
-// privacy guarantee in the metadata and a model card (weights/model_export.hpp).
+// recognised. privdiff weights import SRC: outside weights checked against the model that runs them,
+// and the recipe tables that start from them (weights/weights_import.hpp). privdiff weights export
+// RUN -o DIR: a finished run's model as safetensors with its privacy guarantee in the metadata and
+// a model card (weights/model_export.hpp).
 #include "cli/command_setup.hpp"
 #include "cli/commands.hpp"
 #include "run/composed_run.hpp"
 #include "run/run_checkpoint.hpp"
 #include "util/shape_text.hpp"
 #include "weights/model_export.hpp"
+#include "weights/weights_import.hpp"
 
 #include <privdiff/diffusion/diffusers_autoencoder.hpp>
 #include <privdiff/diffusion/diffusers_unet.hpp>
+#include <privdiff/diffusion/ncsnpp.hpp>
 #include <privdiff/io/atomic_file.hpp>
 #include <privdiff/io/safetensors.hpp>
 
@@ -40,6 +44,12 @@ std::string recognise(const sdk::SafetensorsFile& file, const std::string& confi
   }
   if (!config_class.empty()) return config_class;
   bool unet = false, autoencoder = false, diffusers_names = false;
+  std::vector<std::string> names;
+  for (const auto& e : file.entries()) names.push_back(e.name);
+  if (sdk::diffusion::looks_like_dpdm_ncsnpp(names)) {
+    return "DPDM's NCSN++ network (all_modules.*), which privdiff's dpdm_ncsnpp model runs (privdiff weights import "
+           "prints its recipe tables)";
+  }
   for (const auto& e : file.entries()) {
     unet = unet || starts_with(e.name, "model.diffusion_model.");
     autoencoder = autoencoder || starts_with(e.name, "first_stage_model.");
@@ -195,10 +205,39 @@ void export_run(const std::string& source, const std::string& format, const fs::
             << privacy_line(e.metadata) << "\n";
 }
 
+void add_import_command(CLI::App& weights, int& exit_code) {
+  struct ImportArgs {
+    std::string source, out;
+    std::int64_t image_size = 0;
+  };
+  auto args = std::make_shared<ImportArgs>();
+  CLI::App* cmd = weights.add_subcommand(
+      "import", "Check outside weights against the privdiff model that runs them (every tensor by name and shape) and "
+                "print the recipe tables that start a run from them");
+  cmd->add_option("SRC", args->source, "a diffusers UNet2DModel folder, or DPDM's network as safetensors "
+                                       "(scripts/convert_to_safetensors.py --dpdm)")->required();
+  cmd->add_option("--image-size", args->image_size, "the images' height and width (DPDM's weights do not record it; "
+                                                    "diffusers: the config's sample_size)")->check(CLI::PositiveNumber);
+  cmd->add_option("-o,--out", args->out, "also write the weights under the model's own names to DIR/model.safetensors");
+  cmd->callback([args, &exit_code] {
+    WeightsImport result;
+    try {
+      result = import_weights(args->source, args->image_size > 0 ? std::optional<std::int64_t>(args->image_size) : std::nullopt,
+                              args->out.empty() ? std::nullopt : std::optional<fs::path>(args->out));
+    } catch (const std::runtime_error& e) {
+      throw UsageError(std::string("weights import: ") + e.what());
+    }
+    std::cout << args->source << ": " << result.architecture << "; every tensor loads by name and shape\n";
+    if (!result.written.empty()) std::cout << "wrote " << result.written.string() << "\n";
+    std::cout << "\nto start a run from it, a recipe's tables:\n" << result.recipe;
+    exit_code = exit_ok;
+  });
+}
+
 }  // namespace
 
 CLI::App* add_weights_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
-  CLI::App* weights = app.add_subcommand("weights", "Inspect safetensors weights, or export a run's model with its privacy guarantee");
+  CLI::App* weights = app.add_subcommand("weights", "Inspect or import outside weights, or export a run's model with its privacy guarantee");
   weights->require_subcommand(1);
   auto path = std::make_shared<std::string>();
   auto all = std::make_shared<bool>(false);
@@ -217,6 +256,7 @@ CLI::App* add_weights_command(CLI::App& app, const GlobalOptions& global, int& e
     }
     exit_code = exit_ok;
   });
+  add_import_command(*weights, exit_code);
   struct ExportArgs {
     std::string source, format = "safetensors", out;
   };

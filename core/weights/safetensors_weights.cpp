@@ -2,11 +2,13 @@
 
 #include "util/shape_text.hpp"
 
+#include <privdiff/diffusion/ncsnpp.hpp>
 #include <privdiff/engine/linear_adapter.hpp>
 #include <privdiff/io/safetensors.hpp>
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -60,22 +62,30 @@ void load_safetensors_weights(const fs::path& file, torch::nn::Module& module) {
   for (auto& b : module.named_buffers(true)) targets.emplace(b.key(), b.value());
   // Everything is checked before anything is copied: a mismatch leaves the model as it was.
   std::vector<std::pair<at::Tensor, at::Tensor>> copies;
+  std::set<std::string> used;
   for (const auto& [name, target] : targets) {
     const sdk::SafetensorsEntry* entry = weights.find(name);
+    // DPDM's checkpoints keep score_sde's NIN layers as W [in, out] and b (diffusion/ncsnpp.hpp).
+    const sdk::diffusion::PortSource alias = sdk::diffusion::ncsnpp_port_source(name);
+    const bool transposed = !entry && alias.transposed;
+    if (!entry && alias.name != name) entry = weights.find(alias.name);
     if (!entry) {
       if (in_adapter(name)) continue;
       throw std::runtime_error(where + " has no '" + name + "': the weights are not of this recipe's [model] (or of "
                                "its configuration)");
     }
-    if (!at::IntArrayRef(entry->shape).equals(target.sizes())) {
+    std::vector<std::int64_t> shape = entry->shape;
+    if (transposed) std::reverse(shape.begin(), shape.end());
+    if (!at::IntArrayRef(shape).equals(target.sizes())) {
       throw std::runtime_error("'" + name + "' is " + shape_text(entry->shape) + " in " + where + " but " +
                                shape_text(target.sizes()) + " in this recipe's [model] (the first mismatch; the "
                                "model's configuration must match the weights')");
     }
-    copies.emplace_back(target, weights.tensor(name));
+    used.insert(entry->name);
+    copies.emplace_back(target, transposed ? weights.tensor(entry->name).t() : weights.tensor(entry->name));
   }
   for (const auto& entry : weights.entries()) {
-    if (!targets.count(entry.name)) {
+    if (!used.count(entry.name)) {
       throw std::runtime_error(where + " has '" + entry.name + "', which this recipe's [model] lacks (the weights "
                                "are of another model or configuration)");
     }

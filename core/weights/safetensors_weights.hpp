@@ -15,7 +15,7 @@ namespace privdiff::core {
 std::optional<std::filesystem::path> safetensors_init_file(const std::filesystem::path& path);
 
 /// Copies the file's tensors into `module`'s parameters and buffers, name by name (converted to their
-/// dtype). Every one must be there with the same shape, except an adapter's (which keeps its initial,
+/// dtype; DPDM's NIN layers from their W and b, diffusion/ncsnpp.hpp). Every one must be there with the same shape, except an adapter's (which keeps its initial,
 /// identity values); the file may hold nothing the module lacks. Throws std::runtime_error naming the
 /// file and the first mismatch (a missing or unexpected name, or both shapes); the module is left
 /// unchanged then.

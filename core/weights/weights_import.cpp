@@ -1,0 +1,151 @@
+#include "weights/weights_import.hpp"
+
+#include "util/content_hash.hpp"
+#include "weights/safetensors_weights.hpp"
+
+#include <privdiff/diffusion/diffusers_unet.hpp>
+#include <privdiff/diffusion/ncsnpp.hpp>
+#include <privdiff/io/atomic_file.hpp>
+#include <privdiff/io/safetensors.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <stdexcept>
+#include <vector>
+
+namespace privdiff::core {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string list_text(const std::vector<std::int64_t>& values) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
+  return out + "]";
+}
+
+std::string run_table(const fs::path& init_from) {
+  return "[run]\ninit_from = \"" + init_from.string() + "\"\ninit_from_disjoint = true   # your statement: its training "
+         "data share no one with your private data (docs/weights.md)\n";
+}
+
+// DPDM's network: the architecture read off the weights, the recipe keys of dpdm_ncsnpp.
+WeightsImport import_dpdm(const fs::path& file, const sdk::SafetensorsFile& weights, std::optional<std::int64_t> image_size,
+                          std::unique_ptr<torch::nn::Module>& port) {
+  if (!image_size) {
+    throw std::runtime_error(file.string() + " holds DPDM's network, whose weights do not record the image size: give "
+                             "--image-size (DPDM: 28 for MNIST and Fashion-MNIST, 32 for CIFAR-10, CelebA 32 and "
+                             "ImageNet 32, 64 for CelebA 64)");
+  }
+  std::map<std::string, std::vector<std::int64_t>> shapes;
+  for (const auto& e : weights.entries()) shapes[e.name] = e.shape;
+  sdk::diffusion::NcsnppConfig c;
+  try {
+    c = sdk::diffusion::ncsnpp_config_from_shapes(shapes, *image_size);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(file.string() + ": " + e.what());
+  }
+  port = std::make_unique<sdk::diffusion::Ncsnpp>(c);
+  WeightsImport out;
+  out.architecture = "DPDM's NCSN++ network (nf " + std::to_string(c.nf) + ", ch_mult " + list_text(c.ch_mult) + ", " +
+                     std::to_string(c.num_res_blocks) + " blocks per level, attention at " + list_text(c.attn_resolutions) +
+                     ", " + (c.label_dim > 0 ? std::to_string(c.label_dim) + " classes" : std::string("unconditional")) +
+                     "), which privdiff's dpdm_ncsnpp model runs";
+  out.recipe = "[model]\ntype = \"dpdm_ncsnpp\"\nimage_size = " + std::to_string(c.image_size) + "\nimage_channels = " +
+               std::to_string(c.in_channels) + "\nchannels = " + std::to_string(c.nf) + "\nchannel_mult = " +
+               list_text(c.ch_mult) + "\nnum_res_blocks = " + std::to_string(c.num_res_blocks) +
+               "\nattention_resolutions = " + list_text(c.attn_resolutions) + "\nnum_classes = " +
+               std::to_string(c.label_dim) + "\npreconditioning = \"edm\"   # DPDM's checkpoints: EDM, sigma_data = sqrt(1/3)\n";
+  return out;
+}
+
+// A diffusers UNet2DModel folder: its config.json gives the architecture.
+WeightsImport import_diffusers(const fs::path& folder, std::optional<std::int64_t> image_size,
+                               std::unique_ptr<torch::nn::Module>& port) {
+  const fs::path config_file = folder / "config.json";
+  const std::string text = sdk::read_file(config_file);
+  std::string name;
+  try {
+    name = nlohmann::json::parse(text).value("_class_name", "");
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(config_file.string() + " is not valid JSON (" + e.what() + ")");
+  }
+  if (name != "UNet2DModel") {
+    throw std::runtime_error(config_file.string() + ": a diffusers " + name + ", which no privdiff model plugin runs yet "
+                             "(diffusers_unet runs UNet2DModel)");
+  }
+  sdk::diffusion::DiffusersUNet2DConfig c;
+  try {
+    c = sdk::diffusion::diffusers_unet2d_config(text, config_file.string());
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(e.what());
+  }
+  port = std::make_unique<sdk::diffusion::DiffusersUNet2D>(c);
+  const std::int64_t size = image_size.value_or(c.sample_size > 0 ? c.sample_size : 28);
+  WeightsImport out;
+  out.architecture = "diffusers UNet2DModel (config.json), which privdiff's diffusers_unet model runs";
+  out.recipe = "[model]\ntype = \"diffusers_unet\"\nconfig = \"" + fs::absolute(folder).string() + "\"\nnum_classes = " +
+               std::to_string(c.num_class_embeds) + "\nimage_size = " + std::to_string(size) +
+               "\npreconditioning = \"vp\"   # diffusers' DDPM epsilon-prediction on timesteps 0..999\n";
+  return out;
+}
+
+bool is_compvis(const sdk::SafetensorsFile& weights) {
+  for (const auto& e : weights.entries()) {
+    if (e.name.rfind("model.diffusion_model.", 0) == 0 || e.name.rfind("first_stage_model.", 0) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+WeightsImport import_weights(const fs::path& source, std::optional<std::int64_t> image_size,
+                             const std::optional<fs::path>& out) {
+  std::error_code ec;
+  if (!fs::exists(source, ec)) throw std::runtime_error(source.string() + " does not exist");
+  const bool folder = fs::is_directory(source, ec);
+  const fs::path file = folder ? source / "diffusion_pytorch_model.safetensors" : source;
+  if (folder && !fs::is_regular_file(file, ec)) {
+    throw std::runtime_error(source.string() + " is not a diffusers model folder (no diffusion_pytorch_model.safetensors)");
+  }
+  if (!folder && file.extension() != ".safetensors") {
+    throw std::runtime_error(file.string() + " is not a .safetensors file (scripts/convert_to_safetensors.py converts "
+                             "a pickled checkpoint; add --dpdm for DPDM's)");
+  }
+  const sdk::SafetensorsFile weights(file);
+  std::unique_ptr<torch::nn::Module> port;
+  WeightsImport result;
+  std::vector<std::string> names;
+  for (const auto& e : weights.entries()) names.push_back(e.name);
+  if (folder && fs::is_regular_file(source / "config.json", ec)) {
+    result = import_diffusers(source, image_size, port);
+  } else if (sdk::diffusion::looks_like_dpdm_ncsnpp(names)) {
+    result = import_dpdm(file, weights, image_size, port);
+  } else if (is_compvis(weights)) {
+    throw std::runtime_error(file.string() + " holds CompVis latent-diffusion weights, which no privdiff model plugin "
+                             "runs yet");
+  } else {
+    throw std::runtime_error(file.string() + ": not recognised (privdiff imports diffusers UNet2DModel folders and "
+                             "DPDM's network; privdiff weights inspect lists what it holds)");
+  }
+  load_safetensors_weights(file, *port);  // every tensor by name and shape, or the first mismatch named
+  fs::path init_from = folder ? source : file;
+  if (out) {
+    fs::create_directories(*out);
+    result.written = *out / "model.safetensors";
+    std::vector<std::pair<std::string, at::Tensor>> tensors;
+    for (const auto& p : port->named_parameters(true)) tensors.emplace_back(p.key(), p.value().detach());
+    for (const auto& b : port->named_buffers(true)) tensors.emplace_back(b.key(), b.value());
+    std::map<std::string, std::string> metadata = weights.metadata();
+    metadata["privdiff.imported_from"] = fs::absolute(file).string();
+    metadata["privdiff.imported_hash"] = content_hash(sdk::read_file(file));
+    sdk::write_safetensors(result.written, tensors, metadata);
+    init_from = *out;
+  }
+  result.recipe = run_table(fs::absolute(init_from)) + result.recipe;
+  return result;
+}
+
+}  // namespace privdiff::core
