@@ -5,12 +5,16 @@ loader, which refuses code and objects other than tensors, containers and plain 
 
     python convert_to_safetensors.py IN.ckpt OUT.safetensors [--key state_dict]
     python convert_to_safetensors.py DPDM.pth OUT.safetensors --dpdm [--live-weights]
+    python convert_to_safetensors.py LDM.ckpt OUT.safetensors --key state_dict --ldm-config CONFIG.yaml
 
 Nested dictionaries are flattened with dots ("model.diffusion_model.input_blocks.0.0.weight");
 non-tensor values are skipped and listed. --dpdm reads a checkpoint of DPDM's training script
 (github.com/nv-tlabs/DPDM: 'model' the wrapped network's state, 'ema' its moving average as a list
 in parameter order) and writes the network's EMA weights, which DPDM samples with, under the
-network's own names (all_modules.N...); --live-weights writes the trained weights instead. Tensors that share storage are written as copies (the
+network's own names (all_modules.N...); --live-weights writes the trained weights instead.
+--ldm-config keeps a CompVis latent-diffusion model's architecture with its weights: the YAML's
+model.params (UNet, autoencoder, class embedder, noise schedule), as JSON in the metadata key
+"ldm.config" (the YAML is read as data, never instantiated). Tensors that share storage are written as copies (the
 format has no aliasing). Run it in the environment of scripts/weights_fixtures/requirements.txt."""
 import argparse
 import sys
@@ -48,6 +52,24 @@ def dpdm_weights(tree, source, live):
     return out
 
 
+def ldm_config(path):
+    """The YAML's model.params without the training-only sections, as JSON."""
+    import json
+    import yaml
+    with open(path) as f:
+        config = yaml.safe_load(f)
+    try:
+        params = dict(config["model"]["params"])
+    except (KeyError, TypeError):
+        sys.exit(f"{path}: no model.params (not a latent-diffusion config)")
+    for training_only in ("scheduler_config", "lossconfig", "monitor", "ckpt_path", "ignore_keys"):
+        params.pop(training_only, None)
+    first_stage = params.get("first_stage_config", {}).get("params", {})
+    for training_only in ("lossconfig", "monitor", "ckpt_path"):
+        first_stage.pop(training_only, None)
+    return json.dumps(params, sort_keys=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("source")
@@ -55,6 +77,7 @@ def main():
     parser.add_argument("--key", help="the entry holding the weights (e.g. state_dict, model, ema); default: all")
     parser.add_argument("--dpdm", action="store_true", help="a DPDM checkpoint: write its network's EMA weights")
     parser.add_argument("--live-weights", action="store_true", help="with --dpdm: the trained weights, not the EMA")
+    parser.add_argument("--ldm-config", help="a CompVis latent-diffusion YAML config: its model.params go into the metadata")
     args = parser.parse_args()
     tree = torch.load(args.source, map_location="cpu", weights_only=True)
     if args.dpdm:
@@ -75,7 +98,10 @@ def main():
     flatten(tree, "", tensors, skipped)
     if not tensors:
         sys.exit(f"{args.source}: no tensors found")
-    save_file(tensors, args.target, metadata={"format": "pt", "converted_from": args.source.split("/")[-1]})
+    metadata = {"format": "pt", "converted_from": args.source.split("/")[-1]}
+    if args.ldm_config:
+        metadata["ldm.config"] = ldm_config(args.ldm_config)
+    save_file(tensors, args.target, metadata=metadata)
     print(f"wrote {args.target}: {len(tensors)} tensors, {sum(t.numel() for t in tensors.values()):,} values")
     if skipped:
         print(f"skipped {len(skipped)} non-tensor entries: {', '.join(skipped[:10])}{' ...' if len(skipped) > 10 else ''}")

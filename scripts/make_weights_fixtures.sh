@@ -2,8 +2,9 @@
 # Regenerates tests/fixtures/weights/ with the pinned reference packages of
 # scripts/weights_fixtures/requirements.txt, in a virtual environment kept in
 # ~/.cache/privdiff/weights-venv (PRIVDIFF_CACHE) and rebuilt only when the pins change.
-# DPDM's network is built by DPDM's own code, fetched at the pinned commit into the cache (or taken
-# from DPDM_SRC, a checkout of that commit); nothing of it is copied into the project.
+# DPDM's network and CompVis's latent diffusion models are built by their authors' own code, fetched
+# at the pinned commits into the cache (or taken from DPDM_SRC / COMPVIS_SRC, checkouts of those
+# commits); nothing of it is copied into the project.
 # Usage: scripts/make_weights_fixtures.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,3 +27,12 @@ if [ "$(git -C "$dpdm" rev-parse HEAD 2>/dev/null)" != "$dpdm_commit" ]; then
   git -C "$dpdm" checkout --quiet "$dpdm_commit"
 fi
 "$venv/bin/python" "$root/scripts/weights_fixtures/dpdm_reference.py" "$dpdm" "$root/tests/fixtures/weights"
+compvis_commit=a506df5756472e2ebaf9078affdde2c4f1502cd4  # github.com/CompVis/latent-diffusion, the commit DP-LDM forks
+compvis=${COMPVIS_SRC:-${PRIVDIFF_CACHE:-$HOME/.cache/privdiff}/compvis-src}
+if [ "$(git -C "$compvis" rev-parse HEAD 2>/dev/null)" != "$compvis_commit" ] || [ ! -d "$compvis/ldm" ]; then
+  [ -n "${COMPVIS_SRC:-}" ] && { echo "COMPVIS_SRC=$compvis is not at $compvis_commit" >&2; exit 1; }
+  rm -rf "$compvis"
+  git clone --quiet --no-checkout https://github.com/CompVis/latent-diffusion "$compvis"
+  git -C "$compvis" checkout --quiet "$compvis_commit" -- ldm  # the model code only
+fi
+"$venv/bin/python" "$root/scripts/weights_fixtures/compvis_reference.py" "$compvis" "$root/tests/fixtures/weights"

@@ -1,14 +1,18 @@
-// privdiff sample RUN_DIR|CHECKPOINT [--count N] [--labels balanced|uniform] [--sampler ID]
+// privdiff sample RUN_DIR|CHECKPOINT|RECIPE.toml [--count N] [--labels balanced|uniform] [--sampler ID]
 //                 [--set sampler.KEY=VALUE]... [--out PREFIX] [--batch-size N] [--seed S]
+// A recipe samples the safetensors weights its [run] init_from names with its [model] and [sampler]:
+// a published model, as privdiff weights import prints its tables, sampled without training.
 #include "cli/command_setup.hpp"
 #include "cli/commands.hpp"
 #include "cli/device_option.hpp"
 #include "run/composed_run.hpp"
+#include "run/init_from.hpp"
 #include "util/cpu_threads.hpp"
 #include "recipe/suggest.hpp"
 #include "run/run_checkpoint.hpp"
 #include "run/run_ledger.hpp"
 #include "sample/sample_set.hpp"
+#include "weights/safetensors_weights.hpp"
 
 #include <chrono>
 #include <iostream>
@@ -35,6 +39,49 @@ void keep_freed_memory_for_reuse() {
 #endif
 }
 
+// Where the model's weights and its recipe come from: a run (its checkpoint and recipe.toml), or a
+// recipe whose [run] init_from names safetensors weights.
+struct SampleSource {
+  fs::path checkpoint, run_dir, recipe_file;
+  bool from_recipe = false;
+};
+
+SampleSource sample_source(const std::string& source) {
+  if (fs::path(source).extension() != ".toml") {
+    const auto [checkpoint, run_dir, recipe_file] = run_files(source, "sample");
+    return {checkpoint, run_dir, recipe_file, false};
+  }
+  if (!fs::is_regular_file(source)) throw UsageError("sample: " + source + " does not exist");
+  return {{}, {}, source, true};
+}
+
+// A recipe's init_from weights into the model; what their privacy is, on stderr.
+fs::path load_recipe_weights(const Recipe& recipe, const fs::path& recipe_file, sdk::Model& model) {
+  if (!recipe.run.has("init_from")) {
+    throw UsageError("sample: " + recipe_file.string() + " has no [run] init_from naming the weights to sample");
+  }
+  const fs::path from = recipe.run.get_string("init_from");
+  const auto file = safetensors_init_file(from);
+  if (!file) {
+    throw UsageError("sample: run.init_from = " + from.string() + " is not safetensors weights (a run directory is "
+                     "sampled directly: privdiff sample " + from.string() + ")");
+  }
+  try {
+    load_safetensors_weights(*file, model.module());
+    const InitSource weights = read_init_source(*file);
+    if (weights.imported.rfind("init_from: a privdiff export", 0) == 0) {
+      std::cerr << "note: a privdiff export: its guarantee is in its metadata (privdiff weights inspect " << file->string() << ")\n";
+    } else {
+      std::cerr << "note: weights from outside privdiff (" << file->string() << ", content hash " << weights.checkpoint_hash
+                << "): privdiff has no record of what they were trained on or of the privacy they cost; their guarantee "
+                   "is what their publisher states\n";
+    }
+  } catch (const std::runtime_error& e) {
+    throw UsageError(std::string("sample: ") + e.what());
+  }
+  return *file;
+}
+
 }  // namespace
 
 CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
@@ -53,7 +100,9 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
     std::string device;  // empty: the run's [run] device
   };
   auto args = std::make_shared<Args>();
-  cmd->add_option("RUN", args->source, "run directory (uses its checkpoint.pt) or a checkpoint file")->required();
+  cmd->add_option("RUN", args->source,
+                  "run directory (uses its checkpoint.pt), a checkpoint file, or a recipe whose [run] init_from names "
+                  "safetensors weights (a published model: privdiff weights import prints its tables)")->required();
   cmd->add_option("--count,-n", args->count, "number of images (default 1000)")->check(at_least(1));
   cmd->add_option("--labels", args->labels, "balanced: equal counts per class; uniform: random labels")
       ->check(CLI::IsMember({"balanced", "uniform"}));
@@ -69,7 +118,9 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
   cmd->add_option("--threads", args->threads, "CPU threads (default: all cores)")->check(at_least(0));
   cmd->add_option("--device", args->device, "auto, cpu, cuda or cuda:N (default: the run's [run] device)");
   cmd->callback([&global, &exit_code, args] {
-    const auto [checkpoint, run_dir, recipe_file] = run_files(args->source, "sample");
+    const SampleSource source = sample_source(args->source);
+    const fs::path& recipe_file = source.recipe_file;
+    fs::path checkpoint = source.checkpoint;
     for (const auto& o : args->overrides) {
       if (o.rfind("sampler.", 0) != 0) throw UsageError("sample --set " + o + ": only sampler.KEY=VALUE applies here");
     }
@@ -98,15 +149,20 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
     at::manual_seed(static_cast<std::uint64_t>(args->seed));
     auto model = create_model(recipe, registry);
     auto sampler = create_component<sdk::Sampler>(registry, recipe.sampler->id, recipe.sampler->config);
-    try {
-      load_model_weights(checkpoint, *model);
-    } catch (const std::runtime_error& e) {  // damaged, or of another model: bad input (exit 2)
-      throw UsageError(std::string("sample: ") + e.what());
+    if (source.from_recipe) {
+      checkpoint = load_recipe_weights(recipe, recipe_file, *model);
+    } else {
+      try {
+        load_model_weights(checkpoint, *model);
+      } catch (const std::runtime_error& e) {  // damaged, or of another model: bad input (exit 2)
+        throw UsageError(std::string("sample: ") + e.what());
+      }
     }
     model->module().to(device);
     // The privacy this model cost is the run's ledger; say so when the run directory's two records
     // of it disagree (privdiff account RUN reports the longer one).
-    if (fs::is_regular_file(run_dir / "ledger.json")) {
+    const fs::path& run_dir = source.run_dir;
+    if (!source.from_recipe && fs::is_regular_file(run_dir / "ledger.json")) {
       try {
         const RunLedger spent = read_run_ledger(run_dir);
         if (!spent.note.empty()) std::cerr << "note: " << spent.note << "\n";
@@ -122,8 +178,8 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
     options.balanced = args->labels == "balanced";
     options.batch_size = args->batch_size;
     options.seed = static_cast<std::uint64_t>(args->seed);
-    const fs::path prefix = args->out.empty() ? run_dir / "samples" /
-                                                    (recipe.sampler->id + "-" + std::to_string(args->count))
+    const fs::path samples = source.from_recipe ? fs::path("samples") / recipe_file.stem() : run_dir / "samples";
+    const fs::path prefix = args->out.empty() ? samples / (recipe.sampler->id + "-" + std::to_string(args->count))
                                               : fs::path(args->out);
     // Before anything is allocated: a count that cannot fit is refused with the numbers, not by
     // LibTorch's allocator.

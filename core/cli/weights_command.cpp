@@ -57,7 +57,10 @@ std::string recognise(const sdk::SafetensorsFile& file, const std::string& confi
   }
   if (unet) {
     return std::string("CompVis latent-diffusion UNet (model.diffusion_model.*)") +
-           (autoencoder ? " with its KL autoencoder (first_stage_model.*)" : "") + "; privdiff has no model plugin for it yet";
+           (autoencoder ? " with its KL autoencoder (first_stage_model.*)" : "") +
+           (m.count("ldm.config") ? " and its config (ldm.config), which privdiff's compvis_ldm model runs (privdiff weights "
+                                    "import prints its recipe tables)"
+                                  : ", without its config: scripts/convert_to_safetensors.py --ldm-config adds it");
   }
   if (diffusers_names) return "diffusers-layout weights without a config.json beside them";
   return "not recognised";
@@ -207,7 +210,7 @@ void export_run(const std::string& source, const std::string& format, const fs::
 
 void add_import_command(CLI::App& weights, int& exit_code) {
   struct ImportArgs {
-    std::string source, out;
+    std::string source, out, recipe;
     std::int64_t image_size = 0;
   };
   auto args = std::make_shared<ImportArgs>();
@@ -219,7 +222,12 @@ void add_import_command(CLI::App& weights, int& exit_code) {
   cmd->add_option("--image-size", args->image_size, "the images' height and width (DPDM's weights do not record it; "
                                                     "diffusers: the config's sample_size)")->check(CLI::PositiveNumber);
   cmd->add_option("-o,--out", args->out, "also write the weights under the model's own names to DIR/model.safetensors");
+  cmd->add_option("--recipe", args->recipe, "also write the recipe tables to FILE (a recipe privdiff sample runs; add "
+                                            "[data] and [[stage]] to fine-tune)");
   cmd->callback([args, &exit_code] {
+    if (!args->recipe.empty() && fs::exists(args->recipe)) {
+      throw UsageError("weights import --recipe: " + args->recipe + " exists (not overwritten)");
+    }
     WeightsImport result;
     try {
       result = import_weights(args->source, args->image_size > 0 ? std::optional<std::int64_t>(args->image_size) : std::nullopt,
@@ -230,6 +238,10 @@ void add_import_command(CLI::App& weights, int& exit_code) {
     std::cout << args->source << ": " << result.architecture << "; every tensor loads by name and shape\n";
     if (!result.written.empty()) std::cout << "wrote " << result.written.string() << "\n";
     std::cout << "\nto start a run from it, a recipe's tables:\n" << result.recipe;
+    if (!args->recipe.empty()) {
+      sdk::write_file_atomically(args->recipe, "# privdiff weights import " + args->source + "\n" + result.recipe);
+      std::cout << "wrote " << args->recipe << " (privdiff sample " << args->recipe << " samples the model)\n";
+    }
     exit_code = exit_ok;
   });
 }

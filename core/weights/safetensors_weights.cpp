@@ -31,6 +31,25 @@ std::vector<std::string> adapter_prefixes(torch::nn::Module& module) {
   return out;
 }
 
+// Whether two shapes differ at most in trailing unit dimensions: a 1x1 Conv1d weight [C', C, 1] (CompVis's
+// legacy attention) holds exactly a Linear weight [C', C].
+bool same_up_to_trailing_ones(std::vector<std::int64_t> a, c10::IntArrayRef b_sizes) {
+  std::vector<std::int64_t> b(b_sizes.begin(), b_sizes.end());
+  while (!a.empty() && a.back() == 1) a.pop_back();
+  while (!b.empty() && b.back() == 1) b.pop_back();
+  return a == b;
+}
+
+// A CompVis LatentDiffusion checkpoint (converted with its "ldm.config") also holds its noise schedule
+// as buffers (betas, alphas_cumprod, ...) and possibly an EMA copy (model_ema.*): not network weights.
+bool ldm_bookkeeping(const sdk::SafetensorsFile& weights, const std::string& name) {
+  if (!weights.metadata().count("ldm.config")) return false;
+  for (const char* network : {"model.", "first_stage_model.", "cond_stage_model."}) {
+    if (name.rfind(network, 0) == 0) return false;
+  }
+  return name != "scale_factor";
+}
+
 }  // namespace
 
 std::optional<fs::path> safetensors_init_file(const fs::path& path) {
@@ -76,16 +95,17 @@ void load_safetensors_weights(const fs::path& file, torch::nn::Module& module) {
     }
     std::vector<std::int64_t> shape = entry->shape;
     if (transposed) std::reverse(shape.begin(), shape.end());
-    if (!at::IntArrayRef(shape).equals(target.sizes())) {
+    if (!at::IntArrayRef(shape).equals(target.sizes()) && !same_up_to_trailing_ones(shape, target.sizes())) {
       throw std::runtime_error("'" + name + "' is " + shape_text(entry->shape) + " in " + where + " but " +
                                shape_text(target.sizes()) + " in this recipe's [model] (the first mismatch; the "
                                "model's configuration must match the weights')");
     }
     used.insert(entry->name);
-    copies.emplace_back(target, transposed ? weights.tensor(entry->name).t() : weights.tensor(entry->name));
+    const at::Tensor source = weights.tensor(entry->name);
+    copies.emplace_back(target, (transposed ? source.t() : source).reshape(target.sizes()));
   }
   for (const auto& entry : weights.entries()) {
-    if (!used.count(entry.name)) {
+    if (!used.count(entry.name) && !ldm_bookkeeping(weights, entry.name)) {
       throw std::runtime_error(where + " has '" + entry.name + "', which this recipe's [model] lacks (the weights "
                                "are of another model or configuration)");
     }

@@ -3,14 +3,18 @@
 #include "util/content_hash.hpp"
 #include "weights/safetensors_weights.hpp"
 
+#include <privdiff/diffusion/compvis_ldm.hpp>
 #include <privdiff/diffusion/diffusers_unet.hpp>
 #include <privdiff/diffusion/ncsnpp.hpp>
+#include <privdiff/diffusion/preconditioning.hpp>
 #include <privdiff/io/atomic_file.hpp>
 #include <privdiff/io/safetensors.hpp>
 
 #include <nlohmann/json.hpp>
 
+#include <iomanip>
 #include <map>
+#include <sstream>
 #include <stdexcept>
 #include <vector>
 
@@ -57,7 +61,8 @@ WeightsImport import_dpdm(const fs::path& file, const sdk::SafetensorsFile& weig
                std::to_string(c.in_channels) + "\nchannels = " + std::to_string(c.nf) + "\nchannel_mult = " +
                list_text(c.ch_mult) + "\nnum_res_blocks = " + std::to_string(c.num_res_blocks) +
                "\nattention_resolutions = " + list_text(c.attn_resolutions) + "\nnum_classes = " +
-               std::to_string(c.label_dim) + "\npreconditioning = \"edm\"   # DPDM's checkpoints: EDM, sigma_data = sqrt(1/3)\n";
+               std::to_string(c.label_dim) + "\npreconditioning = \"edm\"   # DPDM's checkpoints: EDM, sigma_data = sqrt(1/3)\n"
+               "[sampler]\ntype = \"ddim\"   # DPDM's sample configs: deterministic, 50 steps, sigma 80 to 0.002, rho 7\nsteps = 50\n";
   return out;
 }
 
@@ -88,8 +93,41 @@ WeightsImport import_diffusers(const fs::path& folder, std::optional<std::int64_
   out.architecture = "diffusers UNet2DModel (config.json), which privdiff's diffusers_unet model runs";
   out.recipe = "[model]\ntype = \"diffusers_unet\"\nconfig = \"" + fs::absolute(folder).string() + "\"\nnum_classes = " +
                std::to_string(c.num_class_embeds) + "\nimage_size = " + std::to_string(size) +
-               "\npreconditioning = \"vp\"   # diffusers' DDPM epsilon-prediction on timesteps 0..999\n";
+               "\npreconditioning = \"vp\"   # diffusers' DDPM epsilon-prediction on timesteps 0..999\n"
+               "[sampler]\ntype = \"ddim\"\nsteps = 50\nguidance = 0   # a diffusers class embedding has no null class\n";
   return out;
+}
+
+// A CompVis LatentDiffusion checkpoint with its config in the metadata (convert_to_safetensors.py --ldm-config).
+WeightsImport import_compvis(const fs::path& file, const sdk::SafetensorsFile& weights, std::optional<std::int64_t> image_size,
+                             std::unique_ptr<torch::nn::Module>& port, const std::optional<fs::path>& out) {
+  sdk::diffusion::CompVisLdmConfig c;
+  const std::string text = weights.metadata().at("ldm.config");
+  try {
+    c = sdk::diffusion::compvis_ldm_config(text, file.string() + " (ldm.config)");
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(e.what());
+  }
+  port = std::make_unique<sdk::diffusion::CompVisLatentDiffusion>(c);
+  const auto sigmas = sdk::diffusion::Preconditioning::discrete(sdk::diffusion::compvis_alphas_cumprod(c)).discrete_sigmas();
+  std::ostringstream range;
+  range << std::setprecision(6) << "sigma_min = " << sigmas.front() << "\nsigma_max = " << sigmas.back();
+  const fs::path config = out ? fs::absolute(*out / "config.json") : fs::absolute(file);
+  if (out) {
+    fs::create_directories(*out);
+    sdk::write_file_atomically(config, text + "\n");
+  }
+  WeightsImport result;
+  result.architecture = "CompVis latent diffusion (UNet " + std::to_string(c.unet.model_channels) + " channels, " +
+                        (c.unet.use_spatial_transformer ? "SpatialTransformers" : "attention blocks") + "; KL autoencoder, " +
+                        std::to_string(c.autoencoder.embed_dim) + " latent channels; " +
+                        (c.classes > 0 ? std::to_string(c.classes) + " classes" : std::string("unconditional")) +
+                        "), which privdiff's compvis_ldm model runs";
+  result.recipe = "[model]\ntype = \"compvis_ldm\"\nconfig = \"" + config.string() + "\"\nimage_size = " +
+                  std::to_string(image_size.value_or(c.autoencoder.resolution)) + "\nnum_classes = " + std::to_string(c.classes) +
+                  "\n[sampler]\ntype = \"ddim\"   # within the LDM's discrete noise levels\nsteps = 50\n" + range.str() +
+                  "\nguidance = 0   # LDM's class embedder has no null class\n";
+  return result;
 }
 
 bool is_compvis(const sdk::SafetensorsFile& weights) {
@@ -121,11 +159,14 @@ WeightsImport import_weights(const fs::path& source, std::optional<std::int64_t>
   for (const auto& e : weights.entries()) names.push_back(e.name);
   if (folder && fs::is_regular_file(source / "config.json", ec)) {
     result = import_diffusers(source, image_size, port);
+  } else if (weights.metadata().count("ldm.config")) {
+    result = import_compvis(file, weights, image_size, port, out);
   } else if (sdk::diffusion::looks_like_dpdm_ncsnpp(names)) {
     result = import_dpdm(file, weights, image_size, port);
   } else if (is_compvis(weights)) {
-    throw std::runtime_error(file.string() + " holds CompVis latent-diffusion weights, which no privdiff model plugin "
-                             "runs yet");
+    throw std::runtime_error(file.string() + " holds CompVis latent-diffusion weights without their config: convert "
+                             "the checkpoint with scripts/convert_to_safetensors.py --ldm-config CONFIG.yaml (the YAML it "
+                             "was trained with)");
   } else {
     throw std::runtime_error(file.string() + ": not recognised (privdiff imports diffusers UNet2DModel folders and "
                              "DPDM's network; privdiff weights inspect lists what it holds)");

@@ -106,6 +106,18 @@ meta, ours = header(sys.argv[1])
 assert ours == header(sys.argv[2])[1], sorted(set(ours) ^ set(header(sys.argv[2])[1]))
 assert meta["privdiff.model"] == "diffusers_unet" and float(meta["privdiff.epsilon"]) <= 5.0, meta
 PY
+# Export -> import -> the same tensors, bit for bit.
+out=$("$privdiff" weights import "$tmp/diffusers-export" -o "$tmp/reimported" 2>&1) || fail "import of the export failed: $out"
+python3 - "$tmp/diffusers-export/diffusion_pytorch_model.safetensors" "$tmp/reimported/model.safetensors" <<'PY' \
+  || fail "export -> import changed the tensors"
+import json, struct, sys
+def tensors(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n]); header.pop("__metadata__", None)
+    return header, raw[8 + n:]
+assert tensors(sys.argv[1]) == tensors(sys.argv[2])
+PY
 # diffusers itself loads the export, strictly, where it is installed (CI's machines do not have it).
 if python3 -c "import diffusers" 2> /dev/null; then
   python3 "$(dirname "$0")/../../scripts/weights_fixtures/check_diffusers_export.py" "$tmp/diffusers-export" \

@@ -63,6 +63,37 @@ TEST(Preconditioning, TrainingSigmaDistributions) {
   EXPECT_LE(at_(vp.max()), std::sqrt(std::expm1(0.5 * 19.9 + 0.1)) * (1 + 1e-9));
 }
 
+// DDPM's discrete objective: on a level sigma_t the network sees the timestep t and the DDPM input
+// sqrt(abar_t) x_0 + sqrt(1 - abar_t) eps (= c_in (x_0 + sigma_t eps)); between levels, t follows
+// log sigma linearly; training levels are the T levels, uniformly.
+TEST(Preconditioning, DiscreteDdpmTimestepsAndLevels) {
+  const std::vector<double> abar{0.99, 0.9, 0.6, 0.2};
+  const Preconditioning p = Preconditioning::discrete(abar);
+  ASSERT_EQ(p.discrete_sigmas().size(), 4u);
+  for (std::size_t t = 0; t < abar.size(); ++t) {
+    const double s = std::sqrt((1 - abar[t]) / abar[t]);
+    EXPECT_NEAR(p.discrete_sigmas()[t], s, 1e-15);
+    const auto c = p.coefficients(at::full({1}, s, at::kDouble));
+    EXPECT_NEAR(at_(c.c_noise), static_cast<double>(t), 1e-12);
+    EXPECT_NEAR(at_(c.c_in), std::sqrt(abar[t]), 1e-15);
+    EXPECT_NEAR(at_(c.c_out), -s, 1e-15);
+    EXPECT_EQ(at_(c.c_skip), 1.0);
+  }
+  const double s1 = p.discrete_sigmas()[1], s2 = p.discrete_sigmas()[2];
+  const double between = std::exp(0.25 * std::log(s1) + 0.75 * std::log(s2));
+  EXPECT_NEAR(at_(p.coefficients(at::full({1}, between, at::kDouble)).c_noise), 1.75, 1e-12);
+  EXPECT_NEAR(at_(p.coefficients(at::full({1}, 1e-6, at::kDouble)).c_noise), 0.0, 1e-12);  // clamped to the ends
+  EXPECT_NEAR(at_(p.coefficients(at::full({1}, 1e6, at::kDouble)).c_noise), 3.0, 1e-12);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
+  const at::Tensor drawn = p.sample_training_sigma(4000, gen);
+  for (double s : p.discrete_sigmas()) {
+    const double share = at_((drawn == s).to(at::kDouble).mean());
+    EXPECT_NEAR(share, 0.25, 0.03);
+  }
+  EXPECT_THROW(Preconditioning::discrete({0.9, 0.95}), std::invalid_argument);
+  EXPECT_THROW(Preconditioning(Parameterization::discrete), std::invalid_argument);
+}
+
 TEST(DenoisingLoss, KRowsPerExampleAndLabelDropoutSharedByTheRows) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(4);
   std::vector<at::Tensor> seen_labels;

@@ -30,7 +30,39 @@ Parameterization parameterization_from_string(const std::string& name) {
   throw std::invalid_argument("preconditioning must be one of edm, vp, ve, v; got \"" + name + "\"");
 }
 
-Preconditioning::Preconditioning(Parameterization kind, double sigma_data) : kind_(kind), sigma_data_(sigma_data) {}
+Preconditioning::Preconditioning(Parameterization kind, double sigma_data) : kind_(kind), sigma_data_(sigma_data) {
+  if (kind == Parameterization::discrete) throw std::invalid_argument("a discrete objective needs its schedule: Preconditioning::discrete");
+}
+
+Preconditioning Preconditioning::discrete(const std::vector<double>& alphas_cumprod) {
+  Preconditioning p(Parameterization::vp);
+  p.kind_ = Parameterization::discrete;
+  p.sigma_data_ = 1;
+  for (std::size_t t = 0; t < alphas_cumprod.size(); ++t) {
+    const double a = alphas_cumprod[t];
+    if (!(a > 0 && a < 1) || (t > 0 && !(a < alphas_cumprod[t - 1]))) {
+      throw std::invalid_argument("discrete schedule: alphas_cumprod[" + std::to_string(t) + "] = " + std::to_string(a) +
+                                  " is not in (0, 1) below the one before");
+    }
+    p.discrete_sigmas_.push_back(std::sqrt((1 - a) / a));
+  }
+  if (p.discrete_sigmas_.size() < 2) throw std::invalid_argument("discrete schedule: fewer than two timesteps");
+  return p;
+}
+
+// The fractional timestep of each sigma: log sigma interpolated linearly between the two levels
+// around it, clamped to [0, T - 1].
+at::Tensor Preconditioning::timestep(const at::Tensor& sigma) const {
+  const auto options = at::TensorOptions(at::kDouble).device(sigma.device());
+  const at::Tensor levels = at::tensor(discrete_sigmas_, at::TensorOptions(at::kDouble)).to(sigma.device()).log();
+  const auto last = static_cast<std::int64_t>(discrete_sigmas_.size()) - 1;
+  const at::Tensor log_sigma = sigma.to(options).log().reshape({-1});
+  const at::Tensor high = at::searchsorted(levels, log_sigma).clamp(1, last);
+  const at::Tensor low = high - 1;
+  const at::Tensor w = ((levels.index_select(0, high) - log_sigma) / (levels.index_select(0, high) - levels.index_select(0, low)))
+                           .clamp(0, 1);
+  return ((1 - w) * high.to(at::kDouble) + w * low.to(at::kDouble)).reshape(sigma.sizes()).to(sigma.scalar_type());
+}
 
 PreconditioningCoefficients Preconditioning::coefficients(const at::Tensor& sigma) const {
   const double sd = sigma_data_;
@@ -44,6 +76,8 @@ PreconditioningCoefficients Preconditioning::coefficients(const at::Tensor& sigm
       return {at::ones_like(sigma), sigma.clone(), at::ones_like(sigma), (sigma / 2).log()};
     case Parameterization::v:
       return {1 / (1 + s2), sigma / (1 + s2).sqrt(), 1 / (1 + s2).sqrt(), 2 / M_PI * at::arccos(1 / (1 + s2).sqrt())};
+    case Parameterization::discrete:
+      return {at::ones_like(sigma), -sigma, 1 / (s2 + 1).sqrt(), timestep(sigma)};
   }
   throw std::logic_error("unknown parameterization");
 }
@@ -54,7 +88,8 @@ at::Tensor Preconditioning::loss_weight(const at::Tensor& sigma) const {
   switch (kind_) {
     case Parameterization::edm: return (s2 + sd * sd) / (s2 * sd * sd);
     case Parameterization::vp:
-    case Parameterization::ve: return 1 / s2;
+    case Parameterization::ve:
+    case Parameterization::discrete: return 1 / s2;
     case Parameterization::v: return (s2 + 1) / s2;
   }
   throw std::logic_error("unknown parameterization");
@@ -74,6 +109,10 @@ at::Tensor Preconditioning::sample_training_sigma(std::int64_t n, at::Generator&
       const double lo = v_eps(-9), hi = v_eps(13);  // t grows with sigma: logSNR 13 is the low-noise end
       const double t_min = std::min(lo, hi), t_max = std::max(lo, hi);
       return at::tan(M_PI / 2 * (at::rand({n}, gen, opts) * (t_max - t_min) + t_min));
+    }
+    case Parameterization::discrete: {  // t uniform on {0, ..., T - 1}, as DDPM trains
+      const at::Tensor t = at::randint(static_cast<std::int64_t>(discrete_sigmas_.size()), {n}, gen, at::TensorOptions(at::kLong));
+      return at::tensor(discrete_sigmas_, opts).index_select(0, t);
     }
   }
   throw std::logic_error("unknown parameterization");

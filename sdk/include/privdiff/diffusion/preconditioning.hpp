@@ -7,6 +7,10 @@
 /// v-prediction uses c_skip = 1/(1+s^2) (the table prints 1/sqrt(1+s^2)), c_out = +s/sqrt(1+s^2) and
 /// c_noise = t = (2/pi) arccos(1/sqrt(1+s^2)); VP uses c_noise = M t (the table prints (M-1) t).
 /// sigma_data = sqrt(1/3), the std of U[-1, 1] (estimating it from the data would cost privacy).
+/// A fifth, `discrete`, is the objective of models trained on DDPM's discrete timesteps (CompVis's
+/// latent diffusion, diffusers): epsilon-prediction on T noise levels sigma_t = sqrt((1 - abar_t) /
+/// abar_t), c_noise the timestep t (fractional between levels: log sigma interpolated, as
+/// k-diffusion's DiscreteSchedule does), training levels drawn uniformly from the T.
 
 #include <privdiff/sdk_api.hpp>
 
@@ -15,10 +19,11 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 namespace privdiff::sdk::diffusion {
 
-enum class Parameterization { edm, vp, ve, v };
+enum class Parameterization { edm, vp, ve, v, discrete };
 
 /// "edm", "vp", "ve", "v" -> Parameterization; throws std::invalid_argument otherwise.
 PRIVDIFF_SDK_API Parameterization parameterization_from_string(const std::string& name);
@@ -30,6 +35,11 @@ struct PreconditioningCoefficients {
 class PRIVDIFF_SDK_API Preconditioning {
  public:
   explicit Preconditioning(Parameterization kind, double sigma_data = std::sqrt(1.0 / 3));
+  /// The discrete DDPM objective on the noise levels of `alphas_cumprod` (abar_0 .. abar_{T-1},
+  /// decreasing). Throws std::invalid_argument unless they lie in (0, 1) and decrease.
+  static Preconditioning discrete(const std::vector<double>& alphas_cumprod);
+  /// The noise levels sigma_0 < ... < sigma_{T-1} of a discrete objective (empty otherwise).
+  const std::vector<double>& discrete_sigmas() const { return discrete_sigmas_; }
 
   Parameterization kind() const { return kind_; }
   double sigma_data() const { return sigma_data_; }
@@ -40,8 +50,10 @@ class PRIVDIFF_SDK_API Preconditioning {
   at::Tensor sample_training_sigma(std::int64_t n, at::Generator& generator) const;
 
  private:
+  at::Tensor timestep(const at::Tensor& sigma) const;
   Parameterization kind_;
   double sigma_data_;
+  std::vector<double> discrete_sigmas_;
 };
 
 }  // namespace privdiff::sdk::diffusion

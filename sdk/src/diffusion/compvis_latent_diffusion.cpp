@@ -1,0 +1,35 @@
+// LatentDiffusion's module tree and noise schedule (diffusion/compvis_ldm.hpp).
+#include <privdiff/diffusion/compvis_ldm.hpp>
+
+#include <privdiff/engine/per_example_layers.hpp>
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+namespace privdiff::sdk::diffusion {
+
+CompVisLatentDiffusion::CompVisLatentDiffusion(const CompVisLdmConfig& c) {
+  auto model = register_module("model", std::make_shared<torch::nn::Module>());
+  unet = model->register_module("diffusion_model", std::make_shared<CompVisUNet>(c.unet));
+  autoencoder = register_module("first_stage_model", std::make_shared<CompVisAutoencoderKL>(c.autoencoder));
+  if (c.classes > 0) {
+    auto cond = register_module("cond_stage_model", std::make_shared<torch::nn::Module>());
+    class_embedding = cond->register_module("embedding", std::make_shared<engine::Embedding>(c.classes, c.unet.context_dim));
+  }
+  scale_factor = register_buffer("scale_factor", at::scalar_tensor(c.scale_factor, at::kFloat));
+}
+
+std::vector<double> compvis_alphas_cumprod(const CompVisLdmConfig& c) {
+  std::vector<double> out;
+  double product = 1;
+  const double first = std::sqrt(c.linear_start), last = std::sqrt(c.linear_end);
+  for (std::int64_t t = 0; t < c.timesteps; ++t) {
+    const double root = first + (last - first) * static_cast<double>(t) / static_cast<double>(c.timesteps - 1);
+    product *= 1 - root * root;
+    out.push_back(product);
+  }
+  return out;
+}
+
+}  // namespace privdiff::sdk::diffusion
