@@ -14,6 +14,7 @@
 #include "sample/sample_set.hpp"
 #include "weights/safetensors_weights.hpp"
 
+#include <privdiff/diffusion/pretrained_weights.hpp>
 #include <chrono>
 #include <iostream>
 #include <limits>
@@ -67,7 +68,7 @@ fs::path load_recipe_weights(const Recipe& recipe, const fs::path& recipe_file, 
                      "sampled directly: privdiff sample " + from.string() + ")");
   }
   try {
-    load_safetensors_weights(*file, model.module());
+    sdk::load_pretrained_weights(*file, model.module());
     const InitSource weights = read_init_source(*file);
     if (weights.imported.rfind("init_from: a privdiff export", 0) == 0) {
       std::cerr << "note: a privdiff export: its guarantee is in its metadata (privdiff weights inspect " << file->string() << ")\n";

@@ -6,6 +6,7 @@
 #include "data/near_duplicates.hpp"
 #include "weights/safetensors_weights.hpp"
 #include "sample/sample_set.hpp"
+#include <privdiff/diffusion/pretrained_weights.hpp>
 #include <privdiff/config/key_value_error.hpp>
 #include <privdiff/engine/parameter_selection.hpp>
 #include <privdiff/privacy/gaussian_steps.hpp>
@@ -129,7 +130,7 @@ void RunOrchestrator::prepare_init_from(RunSession& s) {
     const std::string& mine_type = recipe_.model->id;
     const bool safetensors = src.checkpoint.extension() == ".safetensors";
     auto load = [&](torch::nn::Module& module) {
-      if (safetensors) load_safetensors_weights(src.checkpoint, module);
+      if (safetensors) sdk::load_pretrained_weights(src.checkpoint, module);
       else load_initial_weights(src.checkpoint, module);
     };
     if (src.model_type.empty() || src.model_type == mine_type) {

@@ -1,17 +1,8 @@
 #pragma once
-// A tensor shape as messages print it: "[2, 1, 3, 3]".
+// The SDK's shape text (privdiff/io/shape_text.hpp), under the host's namespace.
 
-#include <c10/util/ArrayRef.h>
-
-#include <cstdint>
-#include <string>
+#include <privdiff/io/shape_text.hpp>
 
 namespace privdiff::core {
-
-inline std::string shape_text(c10::IntArrayRef sizes) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < sizes.size(); ++i) out += (i ? ", " : "") + std::to_string(sizes[i]);
-  return out + "]";
-}
-
+using sdk::shape_text;
 }  // namespace privdiff::core

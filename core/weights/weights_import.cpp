@@ -3,7 +3,9 @@
 #include "util/content_hash.hpp"
 #include "weights/safetensors_weights.hpp"
 
+#include <privdiff/diffusion/pretrained_weights.hpp>
 #include <privdiff/diffusion/compvis_ldm.hpp>
+#include <privdiff/diffusion/diffusers_autoencoder.hpp>
 #include <privdiff/diffusion/diffusers_unet.hpp>
 #include <privdiff/diffusion/ncsnpp.hpp>
 #include <privdiff/diffusion/preconditioning.hpp>
@@ -66,8 +68,51 @@ WeightsImport import_dpdm(const fs::path& file, const sdk::SafetensorsFile& weig
   return out;
 }
 
-// A diffusers UNet2DModel folder: its config.json gives the architecture.
-WeightsImport import_diffusers(const fs::path& folder, std::optional<std::int64_t> image_size,
+// The sampler table of a discrete objective: its noise levels' range.
+std::string discrete_sampler(const sdk::diffusion::Preconditioning& objective, const std::string& guidance_note) {
+  std::ostringstream out;
+  out << std::setprecision(6) << "[sampler]\ntype = \"ddim\"   # within the model's discrete noise levels\nsteps = 50\n"
+      << "sigma_min = " << objective.discrete_sigmas().front() << "\nsigma_max = " << objective.discrete_sigmas().back()
+      << "\nguidance = 0   # " << guidance_note << "\n";
+  return out.str();
+}
+
+// A diffusers scheduler_config.json beside the UNet (its folder's scheduler/, or the pipeline's):
+// the [model] keys of the discrete objective. DDPMScheduler's defaults without one.
+std::string scheduler_keys(const fs::path& unet_folder, sdk::diffusion::Preconditioning& objective) {
+  nlohmann::json s = nlohmann::json::object();
+  for (const fs::path& candidate : {unet_folder / "scheduler" / "scheduler_config.json",
+                                    unet_folder.parent_path() / "scheduler" / "scheduler_config.json"}) {
+    if (!fs::is_regular_file(candidate)) continue;
+    try {
+      s = nlohmann::json::parse(sdk::read_file(candidate));
+    } catch (const nlohmann::json::exception& e) {
+      throw std::runtime_error(candidate.string() + " is not valid JSON (" + e.what() + ")");
+    }
+    if (s.value("prediction_type", "epsilon") != "epsilon") {
+      throw std::runtime_error(candidate.string() + ": prediction_type \"" + s.value("prediction_type", "") +
+                               "\" is not supported (privdiff's discrete objective is epsilon-prediction)");
+    }
+    break;
+  }
+  const std::string schedule = s.value("beta_schedule", "linear");
+  const double start = s.value("beta_start", 1e-4), end = s.value("beta_end", 0.02);
+  const std::int64_t steps = s.value("num_train_timesteps", 1000);
+  try {
+    objective = sdk::diffusion::Preconditioning::discrete(sdk::diffusion::ddpm_alphas_cumprod(schedule, start, end, steps));
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(unet_folder.string() + "'s scheduler: " + e.what());
+  }
+  std::ostringstream out;
+  out << std::setprecision(10) << "preconditioning = \"discrete\"   # diffusers' DDPM epsilon-prediction, its scheduler's "
+      << "betas\nbeta_schedule = \"" << schedule << "\"\nbeta_start = " << start << "\nbeta_end = " << end
+      << "\nnum_train_timesteps = " << steps << "\n";
+  return out.str();
+}
+
+// A diffusers UNet2DModel folder (its config.json gives the architecture), with the AutoencoderKL
+// folder of its pipeline when it works in a latent space.
+WeightsImport import_diffusers(const fs::path& folder, const fs::path& vae, std::optional<std::int64_t> image_size,
                                std::unique_ptr<torch::nn::Module>& port) {
   const fs::path config_file = folder / "config.json";
   const std::string text = sdk::read_file(config_file);
@@ -82,19 +127,29 @@ WeightsImport import_diffusers(const fs::path& folder, std::optional<std::int64_
                              "(diffusers_unet runs UNet2DModel)");
   }
   sdk::diffusion::DiffusersUNet2DConfig c;
+  std::int64_t factor = 1;
   try {
     c = sdk::diffusion::diffusers_unet2d_config(text, config_file.string());
+    if (!vae.empty()) {  // the latent space's autoencoder must load too
+      sdk::diffusion::DiffusersAutoencoderKL ae(
+          sdk::diffusion::diffusers_autoencoder_kl_config(sdk::read_file(vae / "config.json"), (vae / "config.json").string()));
+      sdk::load_pretrained_weights(vae / "diffusion_pytorch_model.safetensors", ae);
+      factor = std::int64_t{1} << (ae.config().block_out_channels.size() - 1);
+    }
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(e.what());
   }
   port = std::make_unique<sdk::diffusion::DiffusersUNet2D>(c);
-  const std::int64_t size = image_size.value_or(c.sample_size > 0 ? c.sample_size : 28);
+  sdk::diffusion::Preconditioning objective(sdk::diffusion::Parameterization::vp);
+  const std::string scheduler = scheduler_keys(folder, objective);
+  const std::int64_t size = image_size.value_or(c.sample_size > 0 ? c.sample_size * factor : 28);
   WeightsImport out;
-  out.architecture = "diffusers UNet2DModel (config.json), which privdiff's diffusers_unet model runs";
+  out.architecture = std::string("diffusers UNet2DModel (config.json)") + (vae.empty() ? "" : " in an AutoencoderKL's latent space") +
+                     ", which privdiff's diffusers_unet model runs";
   out.recipe = "[model]\ntype = \"diffusers_unet\"\nconfig = \"" + fs::absolute(folder).string() + "\"\nnum_classes = " +
-               std::to_string(c.num_class_embeds) + "\nimage_size = " + std::to_string(size) +
-               "\npreconditioning = \"vp\"   # diffusers' DDPM epsilon-prediction on timesteps 0..999\n"
-               "[sampler]\ntype = \"ddim\"\nsteps = 50\nguidance = 0   # a diffusers class embedding has no null class\n";
+               std::to_string(c.num_class_embeds) + "\nimage_size = " + std::to_string(size) + "\n" +
+               (vae.empty() ? "" : "autoencoder = \"" + fs::absolute(vae).string() + "\"\n") + scheduler +
+               discrete_sampler(objective, "a diffusers class embedding has no null class");
   return out;
 }
 
@@ -109,9 +164,7 @@ WeightsImport import_compvis(const fs::path& file, const sdk::SafetensorsFile& w
     throw std::runtime_error(e.what());
   }
   port = std::make_unique<sdk::diffusion::CompVisLatentDiffusion>(c);
-  const auto sigmas = sdk::diffusion::Preconditioning::discrete(sdk::diffusion::compvis_alphas_cumprod(c)).discrete_sigmas();
-  std::ostringstream range;
-  range << std::setprecision(6) << "sigma_min = " << sigmas.front() << "\nsigma_max = " << sigmas.back();
+  const auto objective = sdk::diffusion::Preconditioning::discrete(sdk::diffusion::compvis_alphas_cumprod(c));
   const fs::path config = out ? fs::absolute(*out / "config.json") : fs::absolute(file);
   if (out) {
     fs::create_directories(*out);
@@ -125,8 +178,7 @@ WeightsImport import_compvis(const fs::path& file, const sdk::SafetensorsFile& w
                         "), which privdiff's compvis_ldm model runs";
   result.recipe = "[model]\ntype = \"compvis_ldm\"\nconfig = \"" + config.string() + "\"\nimage_size = " +
                   std::to_string(image_size.value_or(c.autoencoder.resolution)) + "\nnum_classes = " + std::to_string(c.classes) +
-                  "\n[sampler]\ntype = \"ddim\"   # within the LDM's discrete noise levels\nsteps = 50\n" + range.str() +
-                  "\nguidance = 0   # LDM's class embedder has no null class\n";
+                  "\n" + discrete_sampler(objective, "LDM's class embedder has no null class");
   return result;
 }
 
@@ -144,7 +196,11 @@ WeightsImport import_weights(const fs::path& source, std::optional<std::int64_t>
   std::error_code ec;
   if (!fs::exists(source, ec)) throw std::runtime_error(source.string() + " does not exist");
   const bool folder = fs::is_directory(source, ec);
-  const fs::path file = folder ? source / "diffusion_pytorch_model.safetensors" : source;
+  // A diffusers pipeline folder (model_index.json): its unet/, with its vae/ when there is one.
+  const bool pipeline = folder && fs::is_regular_file(source / "model_index.json", ec);
+  const fs::path model_folder = pipeline ? source / "unet" : source;
+  const fs::path vae = pipeline && fs::is_regular_file(source / "vae" / "config.json", ec) ? source / "vae" : fs::path();
+  const fs::path file = folder ? model_folder / "diffusion_pytorch_model.safetensors" : source;
   if (folder && !fs::is_regular_file(file, ec)) {
     throw std::runtime_error(source.string() + " is not a diffusers model folder (no diffusion_pytorch_model.safetensors)");
   }
@@ -157,8 +213,8 @@ WeightsImport import_weights(const fs::path& source, std::optional<std::int64_t>
   WeightsImport result;
   std::vector<std::string> names;
   for (const auto& e : weights.entries()) names.push_back(e.name);
-  if (folder && fs::is_regular_file(source / "config.json", ec)) {
-    result = import_diffusers(source, image_size, port);
+  if (folder && fs::is_regular_file(model_folder / "config.json", ec)) {
+    result = import_diffusers(model_folder, vae, image_size, port);
   } else if (weights.metadata().count("ldm.config")) {
     result = import_compvis(file, weights, image_size, port, out);
   } else if (sdk::diffusion::looks_like_dpdm_ncsnpp(names)) {
@@ -171,8 +227,8 @@ WeightsImport import_weights(const fs::path& source, std::optional<std::int64_t>
     throw std::runtime_error(file.string() + ": not recognised (privdiff imports diffusers UNet2DModel folders and "
                              "DPDM's network; privdiff weights inspect lists what it holds)");
   }
-  load_safetensors_weights(file, *port);  // every tensor by name and shape, or the first mismatch named
-  fs::path init_from = folder ? source : file;
+  sdk::load_pretrained_weights(file, *port);  // every tensor by name and shape, or the first mismatch named
+  fs::path init_from = folder ? model_folder : file;
   if (out) {
     fs::create_directories(*out);
     result.written = *out / "model.safetensors";

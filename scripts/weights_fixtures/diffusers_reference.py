@@ -1,14 +1,20 @@
 """Writes tests/fixtures/weights/diffusers/<name>/: tiny random diffusers models saved as diffusers
 saves them (config.json + diffusion_pytorch_model.safetensors) and reference.safetensors with inputs
 and diffusers' own forward output, which privdiff's port must reproduce (within 1e-5 relative).
+Each UNet also has a DDPMScheduler (scheduler/scheduler_config.json) and, in ddpm_*, the denoised
+estimate x0 = (x_t - sqrt(1 - abar_t) eps) / sqrt(abar_t) at noise the scheduler added: what
+privdiff's "discrete" objective must give.
 Every parameter is drawn at random (diffusers zero-initialises none of these, but the draw makes
 every path carry signal)."""
 import sys
 from pathlib import Path
 
 import torch
-from diffusers import AutoencoderKL, UNet2DModel
+from diffusers import AutoencoderKL, DDPMScheduler, UNet2DModel
 from safetensors.torch import save_file
+
+SCHEDULERS = {"unet2d_classes": dict(),  # DDPMScheduler's defaults: linear betas 1e-4 .. 0.02, 1000 steps
+              "unet2d_two_attention": dict(beta_schedule="scaled_linear", beta_start=0.00085, beta_end=0.012)}
 
 UNETS = {
     # attention at the second resolution and in the middle, class-conditional
@@ -82,9 +88,18 @@ def main(out: Path) -> None:
         if config.get("num_class_embeds"):
             labels = torch.tensor([0, 2, 1])
             inputs["class_labels"] = labels
+        scheduler = DDPMScheduler(**SCHEDULERS[name])
+        scheduler.save_config(folder / "scheduler")
+        x0, noise, steps = torch.randn_like(sample), torch.randn_like(sample), torch.tensor([3, 250, 999])
+        noisy = scheduler.add_noise(x0, noise, steps)
+        abar = scheduler.alphas_cumprod[steps].reshape(-1, 1, 1, 1)
         with torch.no_grad():
             output = model(sample, timestep, class_labels=labels).sample
-        save_file({**inputs, "output": output.contiguous()}, str(folder / "reference.safetensors"))
+            eps = model(noisy, steps, class_labels=labels).sample
+        x0_pred = (noisy - (1 - abar).sqrt() * eps) / abar.sqrt()
+        save_file({**inputs, "output": output.contiguous(), "ddpm_x0": x0, "ddpm_noise": noise, "ddpm_t": steps,
+                   "ddpm_x0_pred": x0_pred.contiguous(), "alphas_cumprod": scheduler.alphas_cumprod.contiguous()},
+                  str(folder / "reference.safetensors"))
         print(f"wrote {folder}: {sum(p.numel() for p in model.parameters())} parameters")
 
 

@@ -3,6 +3,7 @@
 #include "../fixtures/models/tiny_checkpoint_model.hpp"
 #include "weights/safetensors_weights.hpp"
 
+#include <privdiff/diffusion/pretrained_weights.hpp>
 #include <privdiff/io/safetensors.hpp>
 
 #include <ATen/ATen.h>
@@ -47,7 +48,7 @@ TEST(SafetensorsWeights, ExportImportExportIsBitIdentical) {
   const fs::path first = scratch.dir / "first.safetensors";
   sdk::write_safetensors(first, state_of(source.module()), metadata);
   test::TinyCheckpointModel target;  // other random weights
-  load_safetensors_weights(first, target.module());
+  sdk::load_pretrained_weights(first, target.module());
   EXPECT_EQ(sdk::safetensors_bytes(state_of(target.module()), metadata), sdk::safetensors_bytes(state_of(source.module()), metadata));
   sdk::write_safetensors(scratch.dir / "second.safetensors", state_of(target.module()), metadata);
   EXPECT_EQ(sdk::SafetensorsFile(scratch.dir / "second.safetensors").tensors().size(), 4U);
@@ -55,7 +56,7 @@ TEST(SafetensorsWeights, ExportImportExportIsBitIdentical) {
   Tensors half = state_of(source.module());
   for (auto& [name, t] : half) t = t.to(at::kHalf);
   sdk::write_safetensors(scratch.dir / "half.safetensors", half);
-  load_safetensors_weights(scratch.dir / "half.safetensors", target.module());
+  sdk::load_pretrained_weights(scratch.dir / "half.safetensors", target.module());
   EXPECT_EQ(target.net->scale.scalar_type(), at::kFloat);
   EXPECT_TRUE(at::allclose(target.net->scale, source.net->scale, 1e-3, 1e-3));
 }
@@ -68,7 +69,7 @@ TEST(SafetensorsWeights, AMismatchIsRefusedByNameAndLeavesTheModelAsItWas) {
     const fs::path file = scratch.dir / "w.safetensors";
     sdk::write_safetensors(file, tensors);
     try {
-      load_safetensors_weights(file, model.module());
+      sdk::load_pretrained_weights(file, model.module());
     } catch (const std::runtime_error& e) {
       return std::string(e.what());
     }

@@ -125,4 +125,31 @@ if python3 -c "import diffusers" 2> /dev/null; then
 else
   echo "skipped: the diffusers load check (python3 has no diffusers; scripts/weights_fixtures/check_diffusers_export.py runs it)"
 fi
+
+# A diffusers UNet in the latent space of a diffusers AutoencoderKL (frozen, read from its folder): trained
+# under DP, exported to diffusers, and imported back as a pipeline folder (model_index.json, unet/, vae/,
+# scheduler/) whose recipe tables name the autoencoder and the scheduler's betas.
+python3 - "$unet/config.json" "$tmp/latent-unet/config.json" <<'PY' || fail "could not write the latent UNet's config"
+import json, os, sys
+config = json.load(open(sys.argv[1]))
+config.update(in_channels=2, out_channels=2, sample_size=14)  # autoencoder_kl_small: 2 latent channels, 2x down
+os.makedirs(os.path.dirname(sys.argv[2]), exist_ok=True)
+json.dump(config, open(sys.argv[2], "w"), indent=2)
+PY
+sed -e "s|^config = .*|config = \"$tmp/latent-unet\"\nautoencoder = \"$fixtures/weights/diffusers/autoencoder_kl_small\"|" \
+  "$tmp/diffusers.toml" > "$tmp/latent-diffusers.toml"
+out=$("$privdiff" run "$tmp/latent-diffusers.toml" --out "$tmp/latent-diffusers" 2>&1) || fail "the latent diffusers model failed: $out"
+out=$("$privdiff" sample "$tmp/latent-diffusers" -n 3 2>&1) || fail "sampling the latent diffusers model failed: $out"
+python3 - "$tmp/latent-diffusers/samples/ddim-3-images-idx3-ubyte.gz" <<'PY' || fail "latent samples are not 28x28 images"
+import gzip, struct, sys
+magic, n, h, w = struct.unpack(">IIII", gzip.open(sys.argv[1]).read(16))
+assert (n, h, w) == (3, 28, 28), (n, h, w)
+PY
+"$privdiff" weights export "$tmp/latent-diffusers" --format diffusers -o "$tmp/pipeline/unet" > /dev/null 2>&1 || fail "latent export failed"
+cp -r "$fixtures/weights/diffusers/autoencoder_kl_small" "$tmp/pipeline/vae"
+cp -r "$unet/scheduler" "$tmp/pipeline/scheduler"
+echo '{"_class_name": "DiffusionPipeline"}' > "$tmp/pipeline/model_index.json"
+out=$("$privdiff" weights import "$tmp/pipeline" 2>&1) || fail "import of the pipeline folder failed: $out"
+grep -q "in an AutoencoderKL's latent space" <<<"$out" && grep -q "^autoencoder = \"$tmp/pipeline/vae\"" <<<"$out" \
+  && grep -q "^image_size = 28" <<<"$out" && grep -q '^beta_schedule = "linear"' <<<"$out" || fail "pipeline tables: $out"
 echo "weights init_from: all checks passed"

@@ -2,10 +2,14 @@
 // as a privdiff model, its architecture read from the model's config.json, so that a published
 // diffusers UNet is fine-tuned under DP with its own weights ([run] init_from its
 // diffusion_pytorch_model.safetensors). diffusers trains these as DDPM epsilon-predictors on
-// timesteps 0..999: the "vp" preconditioning is that objective (c_noise = 1000 t, the timestep).
+// discrete timesteps: the "discrete" objective with its scheduler's betas is exactly that. With
+// `autoencoder`, the UNet works in the latent space of a diffusers AutoencoderKL (frozen, read from
+// its folder, not part of the model's weights), as diffusers' latent pipelines do.
 #include <privdiff/components/model.hpp>
 #include <privdiff/diffusion/denoising_loss.hpp>
+#include <privdiff/diffusion/diffusers_autoencoder.hpp>
 #include <privdiff/diffusion/diffusers_unet.hpp>
+#include <privdiff/diffusion/pretrained_weights.hpp>
 #include <privdiff/io/atomic_file.hpp>
 #include <privdiff/plugin/export.hpp>
 
@@ -28,24 +32,60 @@ dm::DiffusersUNet2DConfig read_config(const std::string& path) {
   return dm::diffusers_unet2d_config(read_file(file), file.string());
 }
 
+dm::Preconditioning preconditioning_of(const Config& c) {
+  if (c.get_string("preconditioning") != "discrete") return dm::Preconditioning(dm::parameterization_from_string(c.get_string("preconditioning")));
+  try {
+    return dm::Preconditioning::discrete(dm::ddpm_alphas_cumprod(c.get_string("beta_schedule"), c.get_double("beta_start"),
+                                                                 c.get_double("beta_end"), c.get_int("num_train_timesteps")));
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("beta_start: ") + e.what());
+  }
+}
+
+// A diffusers AutoencoderKL folder, its weights loaded and frozen.
+std::shared_ptr<dm::DiffusersAutoencoderKL> autoencoder_of(const std::string& folder) {
+  if (folder.empty()) return nullptr;
+  const std::filesystem::path dir(folder);
+  if (!std::filesystem::is_regular_file(dir / "config.json") || !std::filesystem::is_regular_file(dir / "diffusion_pytorch_model.safetensors")) {
+    throw std::invalid_argument("autoencoder: " + folder + " is not a diffusers model folder (config.json and "
+                                "diffusion_pytorch_model.safetensors)");
+  }
+  auto ae = std::make_shared<dm::DiffusersAutoencoderKL>(
+      dm::diffusers_autoencoder_kl_config(read_file(dir / "config.json"), (dir / "config.json").string()));
+  try {
+    load_pretrained_weights(dir / "diffusion_pytorch_model.safetensors", *ae);
+  } catch (const std::runtime_error& e) {
+    throw std::invalid_argument("autoencoder: " + std::string(e.what()));
+  }
+  for (auto& p : ae->parameters()) p.set_requires_grad(false);
+  ae->eval();
+  return ae;
+}
+
 }  // namespace
 
 class DiffusersUnet : public Model {
  public:
   explicit DiffusersUnet(const Config& c)
       : unet_(std::make_shared<dm::DiffusersUNet2D>(read_config(c.get_string("config")))),
-        preconditioning_(dm::parameterization_from_string(c.get_string("preconditioning"))),
+        preconditioning_(preconditioning_of(c)),
+        autoencoder_(autoencoder_of(c.get_string("autoencoder"))),
         image_size_(c.get_int("image_size")),
         classes_(c.get_int("num_classes")) {
     const auto& config = unet_->config();
+    if (autoencoder_ && autoencoder_->config().latent_channels != config.in_channels) {
+      throw std::invalid_argument("autoencoder: its latent_channels (" + std::to_string(autoencoder_->config().latent_channels) +
+                                  ") differ from the UNet's in_channels (" + std::to_string(config.in_channels) + ")");
+    }
     if (classes_ != config.num_class_embeds) {
       throw std::invalid_argument("num_classes: " + std::to_string(classes_) + ", but the config.json has num_class_embeds " +
                                   std::to_string(config.num_class_embeds) + " (set num_classes = " +
                                   std::to_string(config.num_class_embeds) + ")");
     }
-    if (image_size_ % (std::int64_t{1} << (config.block_out_channels.size() - 1)) != 0) {
-      throw std::invalid_argument("image_size: " + std::to_string(image_size_) + " is not divisible by the UNet's " +
-                                  std::to_string(std::int64_t{1} << (config.block_out_channels.size() - 1)) + "x downsampling");
+    const std::int64_t factor = (std::int64_t{1} << (config.block_out_channels.size() - 1)) * latent_factor();
+    if (image_size_ % factor != 0) {
+      throw std::invalid_argument("image_size: " + std::to_string(image_size_) + " is not divisible by the model's " +
+                                  std::to_string(factor) + "x downsampling");
     }
   }
 
@@ -58,7 +98,7 @@ class DiffusersUnet : public Model {
   at::Tensor training_loss(const at::Tensor& images, const Conditioning& cond, std::int64_t k,
                            at::Generator& generator) override {
     // No label dropout: a diffusers class embedding has no null class for guidance.
-    return dm::denoising_loss(network(), preconditioning_, images, cond.labels, {k, 0.0, classes_}, generator);
+    return dm::denoising_loss(network(), preconditioning_, encode(images), cond.labels, {k, 0.0, classes_}, generator);
   }
 
   // Roles by diffusers' names: attention blocks, residual blocks (with their time projections), the
@@ -83,7 +123,22 @@ class DiffusersUnet : public Model {
   }
 
   std::vector<std::int64_t> sample_shape() const override {
-    return {unet_->config().in_channels, image_size_, image_size_};
+    const std::int64_t side = image_size_ / latent_factor();
+    return {unet_->config().in_channels, side, side};
+  }
+  std::vector<std::int64_t> image_shape() const override {
+    if (!autoencoder_) return sample_shape();
+    return {autoencoder_->config().in_channels, image_size_, image_size_};
+  }
+  at::Tensor encode(const at::Tensor& images) override {  // the posterior mean, scaled (no gradient)
+    if (!autoencoder_) return images;
+    torch::NoGradGuard no_grad;
+    return autoencoder_->encode(images.to(device())).first * autoencoder_->config().scaling_factor;
+  }
+  at::Tensor decode(const at::Tensor& latents) override {
+    if (!autoencoder_) return latents;
+    torch::NoGradGuard no_grad;
+    return autoencoder_->decode(latents.to(device()) / autoencoder_->config().scaling_factor).clamp(-1, 1);
   }
 
  private:
@@ -98,8 +153,19 @@ class DiffusersUnet : public Model {
     };
   }
 
+  // The autoencoder's downsampling (1 in pixel space); it follows the UNet to its device.
+  std::int64_t latent_factor() const {
+    return autoencoder_ ? std::int64_t{1} << (autoencoder_->config().block_out_channels.size() - 1) : 1;
+  }
+  c10::Device device() {
+    const c10::Device d = unet_->parameters().front().device();
+    if (autoencoder_ && autoencoder_->parameters().front().device() != d) autoencoder_->to(d);
+    return d;
+  }
+
   std::shared_ptr<dm::DiffusersUNet2D> unet_;
   dm::Preconditioning preconditioning_;
+  std::shared_ptr<dm::DiffusersAutoencoderKL> autoencoder_;
   std::int64_t image_size_, classes_;
 };
 
@@ -107,9 +173,18 @@ namespace {
 void register_components(Registrar* registrar) {
   Schema schema;
   schema.add(Key::string("config").doc("the diffusers model's folder (or its config.json): the UNet2DModel architecture"))
-      .add(Key::string("preconditioning").one_of({"edm", "vp", "ve", "v"}).defaults("vp")
-               .doc("diffusion parameterisation; diffusers' DDPM epsilon-prediction is vp (c_noise = the timestep)"))
-      .add(Key::integer("image_size").at_least(4).defaults(28).doc("image height and width"))
+      .add(Key::string("preconditioning").one_of({"discrete", "edm", "vp", "ve", "v"}).defaults("discrete")
+               .doc("diffusion parameterisation; diffusers' DDPM epsilon-prediction on its discrete timesteps is "
+                    "discrete (with the scheduler's beta keys)"))
+      .add(Key::string("beta_schedule").one_of({"linear", "scaled_linear"}).defaults("linear")
+               .doc("discrete: the scheduler_config.json's beta_schedule"))
+      .add(Key::number("beta_start").greater_than(0).less_than(1).defaults(1e-4).doc("discrete: its beta_start"))
+      .add(Key::number("beta_end").greater_than(0).less_than(1).defaults(0.02).doc("discrete: its beta_end"))
+      .add(Key::integer("num_train_timesteps").at_least(2).defaults(1000).doc("discrete: its num_train_timesteps"))
+      .add(Key::string("autoencoder").defaults("")
+               .doc("a diffusers AutoencoderKL folder: the UNet works in its latent space (frozen, scaled by its "
+                    "scaling_factor); empty: pixel space"))
+      .add(Key::integer("image_size").at_least(4).defaults(28).doc("image height and width (pixels, also with an autoencoder)"))
       .add(Key::integer("num_classes").at_least(0).defaults(0)
                .doc("classes for conditioning: must equal the config.json's num_class_embeds (0: unconditional)"));
   registrar->add<DiffusersUnet>("diffusers_unet",

@@ -1,11 +1,11 @@
 // LatentDiffusion's module tree and noise schedule (diffusion/compvis_ldm.hpp).
 #include <privdiff/diffusion/compvis_ldm.hpp>
 
+#include <privdiff/diffusion/preconditioning.hpp>
 #include <privdiff/engine/per_example_layers.hpp>
 
 #include <ATen/ATen.h>
 
-#include <cmath>
 
 namespace privdiff::sdk::diffusion {
 
@@ -21,15 +21,7 @@ CompVisLatentDiffusion::CompVisLatentDiffusion(const CompVisLdmConfig& c) {
 }
 
 std::vector<double> compvis_alphas_cumprod(const CompVisLdmConfig& c) {
-  std::vector<double> out;
-  double product = 1;
-  const double first = std::sqrt(c.linear_start), last = std::sqrt(c.linear_end);
-  for (std::int64_t t = 0; t < c.timesteps; ++t) {
-    const double root = first + (last - first) * static_cast<double>(t) / static_cast<double>(c.timesteps - 1);
-    product *= 1 - root * root;
-    out.push_back(product);
-  }
-  return out;
+  return ddpm_alphas_cumprod("scaled_linear", c.linear_start, c.linear_end, c.timesteps);  // LDM's "linear"
 }
 
 }  // namespace privdiff::sdk::diffusion

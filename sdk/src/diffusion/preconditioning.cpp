@@ -118,4 +118,24 @@ at::Tensor Preconditioning::sample_training_sigma(std::int64_t n, at::Generator&
   throw std::logic_error("unknown parameterization");
 }
 
+std::vector<double> ddpm_alphas_cumprod(const std::string& beta_schedule, double beta_start, double beta_end,
+                                        std::int64_t timesteps) {
+  if (beta_schedule != "linear" && beta_schedule != "scaled_linear") {
+    throw std::invalid_argument("beta_schedule \"" + beta_schedule + "\" is not supported (linear, scaled_linear)");
+  }
+  if (timesteps < 2 || !(beta_start > 0) || !(beta_end < 1) || !(beta_start <= beta_end)) {
+    throw std::invalid_argument("DDPM schedule: need 0 < beta_start <= beta_end < 1 and at least two timesteps");
+  }
+  const bool scaled = beta_schedule == "scaled_linear";
+  const double first = scaled ? std::sqrt(beta_start) : beta_start, last = scaled ? std::sqrt(beta_end) : beta_end;
+  std::vector<double> out;
+  double product = 1;
+  for (std::int64_t t = 0; t < timesteps; ++t) {
+    const double x = first + (last - first) * static_cast<double>(t) / static_cast<double>(timesteps - 1);
+    product *= 1 - (scaled ? x * x : x);
+    out.push_back(product);
+  }
+  return out;
+}
+
 }  // namespace privdiff::sdk::diffusion

@@ -1,5 +1,6 @@
 #include <privdiff/evaluation/inception_v3.hpp>
 #include <privdiff/io/content_hash.hpp>
+#include <privdiff/io/shape_text.hpp>
 
 #include <ATen/ATen.h>
 #include <torch/nn/modules/batchnorm.h>
@@ -239,14 +240,6 @@ UnverifiedInceptionWeights::~UnverifiedInceptionWeights() = default;
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string shape_text(at::IntArrayRef shape) {
-  std::ostringstream out;
-  out << '[';
-  for (std::size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
-  out << ']';
-  return out.str();
-}
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;

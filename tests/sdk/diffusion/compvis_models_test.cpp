@@ -5,6 +5,7 @@
 // read from the metadata, every tensor of each network loads by name, and the outputs are
 // CompVis's within 1e-5 relative.
 #include <privdiff/diffusion/compvis_ldm.hpp>
+#include <privdiff/diffusion/preconditioning.hpp>
 #include <privdiff/io/safetensors.hpp>
 
 #include <ATen/ATen.h>
@@ -82,6 +83,11 @@ TEST(CompVisLdmConfig, ReadsTheClassEmbedderAndSchedule) {
   EXPECT_DOUBLE_EQ(c.linear_start, 0.0015);
   EXPECT_DOUBLE_EQ(c.scale_factor, 0.7);
   EXPECT_EQ(c.autoencoder.attn_resolutions, (std::vector<std::int64_t>{8}));
+  // The schedule LDM registers (its make_beta_schedule, in the checkpoint as a float32 buffer).
+  const at::Tensor stored = weights.tensor("alphas_cumprod").to(at::kDouble);
+  const at::Tensor ours = at::tensor(compvis_alphas_cumprod(c), at::TensorOptions(at::kDouble));
+  ASSERT_EQ(stored.numel(), ours.numel());
+  EXPECT_LT(((ours - stored).abs() / stored).max().item<double>(), 1e-5);
 }
 
 TEST(CompVisLdmConfig, RefusesWhatThePortsLackByPath) {

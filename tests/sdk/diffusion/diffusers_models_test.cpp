@@ -2,12 +2,15 @@
 // models saved by diffusers 0.42.1 (scripts/make_weights_fixtures.sh) load by name, every tensor used,
 // and give diffusers' outputs within 1e-5 relative; config.json options the ports lack are refused by name.
 #include <privdiff/diffusion/diffusers_autoencoder.hpp>
+#include <privdiff/diffusion/denoising_loss.hpp>
 #include <privdiff/diffusion/diffusers_unet.hpp>
+#include <privdiff/diffusion/preconditioning.hpp>
 #include <privdiff/io/atomic_file.hpp>
 #include <privdiff/io/safetensors.hpp>
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <map>
@@ -53,6 +56,34 @@ TEST_P(DiffusersUNet2DFixture, GivesDiffusersOutput) {
   const at::Tensor expected = reference.tensor("output");
   ASSERT_EQ(output.sizes(), expected.sizes());
   EXPECT_LT(relative_error(output, expected), 1e-5) << GetParam();
+}
+
+// The "discrete" objective is diffusers' DDPM training: the scheduler's noise levels, and at
+// x_t = scheduler.add_noise(x0, noise, t) the denoiser D(x_t / sqrt(abar_t); sigma_t) is the x0
+// estimate diffusers' epsilon-prediction gives.
+TEST_P(DiffusersUNet2DFixture, DiscreteObjectiveIsDiffusersDdpm) {
+  const fs::path folder = fixtures / GetParam();
+  const auto scheduler = nlohmann::json::parse(read_file(folder / "scheduler" / "scheduler_config.json"));
+  const std::vector<double> ours = ddpm_alphas_cumprod(scheduler["beta_schedule"], scheduler["beta_start"],
+                                                       scheduler["beta_end"], scheduler["num_train_timesteps"]);
+  const SafetensorsFile reference(folder / "reference.safetensors");
+  const at::Tensor theirs = reference.tensor("alphas_cumprod").to(at::kDouble);  // float32, as diffusers computes it
+  ASSERT_EQ(theirs.numel(), static_cast<std::int64_t>(ours.size()));
+  EXPECT_LT(((at::tensor(ours, at::TensorOptions(at::kDouble)) - theirs).abs() / theirs).max().item<double>(), 1e-4);
+  // The mapping itself, on diffusers' own levels.
+  std::vector<double> levels(theirs.data_ptr<double>(), theirs.data_ptr<double>() + theirs.numel());
+  const Preconditioning objective = Preconditioning::discrete(levels);
+  DiffusersUNet2D model(diffusers_unet2d_config(read_file(folder / "config.json"), "config.json"));
+  load_by_name(model, SafetensorsFile(folder / "diffusion_pytorch_model.safetensors"));
+  const at::Tensor labels = reference.find("class_labels") ? reference.tensor("class_labels") : at::Tensor();
+  const Network network = [&](const at::Tensor& x, const at::Tensor& t, const at::Tensor& y) { return model.forward(x, t, y); };
+  const at::Tensor sigma = at::tensor(objective.discrete_sigmas(), at::TensorOptions(at::kDouble))
+                               .index_select(0, reference.tensor("ddpm_t"))
+                               .to(at::kFloat);
+  const at::Tensor x = reference.tensor("ddpm_x0") + sigma.reshape({-1, 1, 1, 1}) * reference.tensor("ddpm_noise");
+  at::NoGradGuard no_grad;
+  const at::Tensor denoised = denoise(network, objective, x, sigma, labels);
+  EXPECT_LT(relative_error(denoised, reference.tensor("ddpm_x0_pred")), 1e-5) << GetParam();
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DiffusersUNet2DFixture, ::testing::Values("unet2d_classes", "unet2d_two_attention"));

@@ -29,6 +29,8 @@ struct Case {
   NcsnppConfig expected;
 };
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }  // ctest's test names
+
 class NcsnppFixture : public ::testing::TestWithParam<Case> {};
 
 TEST_P(NcsnppFixture, ReadsTheArchitectureAndGivesDpdmsOutput) {

@@ -18,6 +18,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -55,5 +56,12 @@ class PRIVDIFF_SDK_API Preconditioning {
   double sigma_data_;
   std::vector<double> discrete_sigmas_;
 };
+
+/// abar_0 .. abar_{T-1} of DDPM's beta schedules as diffusers' DDPMScheduler and CompVis's
+/// make_beta_schedule compute them (double precision): "linear" (betas evenly from beta_start to
+/// beta_end) or "scaled_linear" (evenly in their square roots; CompVis calls it "linear"). Throws
+/// std::invalid_argument for another schedule or betas outside (0, 1).
+PRIVDIFF_SDK_API std::vector<double> ddpm_alphas_cumprod(const std::string& beta_schedule, double beta_start,
+                                                         double beta_end, std::int64_t timesteps);
 
 }  // namespace privdiff::sdk::diffusion
