@@ -120,32 +120,26 @@ struct DiffusersFolder {
 
 DiffusersFolder diffusers_folder(const fs::path& dir) {
   const fs::path file = dir / "config.json";
-  const std::string text = sdk::read_file(file);
   std::string name;
   try {
-    name = nlohmann::json::parse(text).value("_class_name", "");
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError("weights inspect: " + file.string() + " is not valid JSON (" + e.what() + ")");
+    name = diffusers_class_name(file);
+  } catch (const std::runtime_error& e) {
+    throw UsageError(std::string("weights inspect: ") + e.what());
   }
   if (name == "AutoencoderKL") {
     try {
-      sdk::diffusion::diffusers_autoencoder_kl_config(text, file.string());
-      return {"diffusers AutoencoderKL (config.json): the SDK's DiffusersAutoencoderKL reproduces it; no model plugin "
-              "uses it yet", ""};
+      sdk::diffusion::diffusers_autoencoder_kl_config(sdk::read_file(file), file.string());
+      return {"diffusers AutoencoderKL (config.json), which privdiff's diffusers_unet model uses as its autoencoder "
+              "(autoencoder = \"" + dir.string() + "\")", ""};
     } catch (const std::invalid_argument& e) {
       return {"diffusers AutoencoderKL (config.json), which privdiff's port cannot run: " + std::string(e.what()), ""};
     }
   }
   if (name != "UNet2DModel") return {"diffusers " + name + " (config.json); privdiff has no model plugin for it yet", ""};
   try {
-    const auto c = sdk::diffusion::diffusers_unet2d_config(text, file.string());
-    const std::string where = dir.string();
-    return {"diffusers UNet2DModel (config.json), which privdiff's diffusers_unet model runs",
-            "[run]\ninit_from = \"" + where + "\"\ninit_from_disjoint = true   # your statement: its training data share no one "
-            "with your private data (docs/weights.md)\n[model]\ntype = \"diffusers_unet\"\nconfig = \"" + where +
-            "\"\nnum_classes = " + std::to_string(c.num_class_embeds) + "\nimage_size = " +
-            std::to_string(c.sample_size > 0 ? c.sample_size : 28) + "\n"};
-  } catch (const std::invalid_argument& e) {
+    const WeightsImport runnable = import_weights(dir, std::nullopt, std::nullopt);
+    return {runnable.architecture, runnable.recipe};
+  } catch (const std::runtime_error& e) {
     return {"diffusers UNet2DModel (config.json), which privdiff's diffusers_unet model cannot run: " + std::string(e.what()), ""};
   }
 }

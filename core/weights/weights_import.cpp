@@ -116,12 +116,7 @@ WeightsImport import_diffusers(const fs::path& folder, const fs::path& vae, std:
                                std::unique_ptr<torch::nn::Module>& port) {
   const fs::path config_file = folder / "config.json";
   const std::string text = sdk::read_file(config_file);
-  std::string name;
-  try {
-    name = nlohmann::json::parse(text).value("_class_name", "");
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(config_file.string() + " is not valid JSON (" + e.what() + ")");
-  }
+  const std::string name = diffusers_class_name(config_file);
   if (name != "UNet2DModel") {
     throw std::runtime_error(config_file.string() + ": a diffusers " + name + ", which no privdiff model plugin runs yet "
                              "(diffusers_unet runs UNet2DModel)");
@@ -190,6 +185,14 @@ bool is_compvis(const sdk::SafetensorsFile& weights) {
 }
 
 }  // namespace
+
+std::string diffusers_class_name(const fs::path& config_json) {
+  try {
+    return nlohmann::json::parse(sdk::read_file(config_json)).value("_class_name", "");
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(config_json.string() + " is not valid JSON (" + e.what() + ")");
+  }
+}
 
 WeightsImport import_weights(const fs::path& source, std::optional<std::int64_t> image_size,
                              const std::optional<fs::path>& out) {

@@ -16,6 +16,10 @@ struct WeightsImport {
   std::filesystem::path written;  ///< the weights file written (empty without an output folder)
 };
 
+/// The "_class_name" of a diffusers config.json. Throws std::runtime_error naming the file when it is
+/// not valid JSON.
+std::string diffusers_class_name(const std::filesystem::path& config_json);
+
 /// Imports a diffusers UNet2DModel folder or DPDM's network (safetensors converted by
 /// scripts/convert_to_safetensors.py --dpdm). image_size: the images the model makes (DPDM's weights
 /// do not record it). With `out`, writes out/model.safetensors under the port's names, with the

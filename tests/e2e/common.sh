@@ -22,6 +22,14 @@ tiny_dp_recipe() {
   printf '%s\n' "$@"
   printf '[sampler]\ntype = "ddim"\nsteps = 2\n'
 }
+# attention_finetune_tables DATA_LINE...: [privacy] (epsilon 5, RDP), [data] of those lines, and a two-step
+# DP-SGD stage of batch 4 that trains the attention blocks (reproducible noise): what a recipe of an
+# imported model needs to fine-tune it.
+attention_finetune_tables() {
+  printf '[privacy]\nepsilon = 5.0\ndelta = 1e-5\naccountant = "rdp"\n[data]\n'
+  printf '%s\n' "$@"
+  printf '[[stage]]\nmechanism = "dpsgd"\ntrain = "attention"\nbatch_size = 4\nsteps = 2\nsecure_noise = false\n'
+}
 # tiny_glyph_pretraining CACHE_DIR: a two-step non-private run of the tiny model on rendered glyphs.
 tiny_glyph_pretraining() {
   printf '[data]\ndataset = "glyphs"\ncharacters = "ABCDEFGHIJ"\nper_class = 3\ncache = "%s"\n%s\n' "$1" "$tiny_model"

@@ -42,21 +42,7 @@ out=$("$privdiff" sample "$tmp/no-weights.toml" -n 6 2>&1); code=$?
 [ "$code" = 2 ] && grep -q "has no \[run\] init_from naming the weights" <<<"$out" || fail "sample of a recipe without weights: exit $code: $out"
 # Completed with data and a stage, the recipe fine-tunes it under DP.
 sed -i 's/^steps = 50$/steps = 2/' "$tmp/import.toml"
-cat >> "$tmp/import.toml" <<TOML
-[privacy]
-epsilon = 5.0
-delta = 1e-5
-accountant = "rdp"
-[data]
-path = "$fixtures/data/tiny-fashion-mnist"
-classes = [0, 1, 2]
-[[stage]]
-mechanism = "dpsgd"
-train = "attention"
-batch_size = 4
-steps = 2
-secure_noise = false
-TOML
+attention_finetune_tables "path = \"$fixtures/data/tiny-fashion-mnist\"" "classes = [0, 1, 2]" >> "$tmp/import.toml"
 out=$("$privdiff" run "$tmp/import.toml" --out "$tmp/from-import" 2>&1) || fail "the printed recipe did not run: $out"
 grep -q "CAVEAT      init_from: weights from outside privdiff" <<<"$out" || fail "no imported-weights caveat: $out"
 out=$("$privdiff" run "$tmp/import.toml" --out "$tmp/from-dpdm-file" --set "run.init_from=\"$dpdm\"" 2>&1) \
@@ -84,22 +70,8 @@ grep -q "CompVis latent diffusion (UNet 32 channels, SpatialTransformers; KL aut
 out=$(cd "$tmp" && "$privdiff" sample "$tmp/ldm.toml" -n 4 --set sampler.steps=2 2>&1) || fail "sampling the LDM failed: $out"
 [ -s "$tmp/samples/ldm/ddim-4-images-idx3-ubyte.gz" ] || fail "no LDM samples: $out"
 sed -i 's/^steps = 50$/steps = 2/' "$tmp/ldm.toml"
-cat >> "$tmp/ldm.toml" <<TOML
-[privacy]
-epsilon = 5.0
-delta = 1e-5
-accountant = "rdp"
-[data]
-dataset = "cifar10"
-path = "$fixtures/cifar10/cifar-10-batches-bin"
-classes = [0, 1, 2, 3]
-[[stage]]
-mechanism = "dpsgd"
-train = "attention"
-batch_size = 4
-steps = 2
-secure_noise = false
-TOML
+attention_finetune_tables 'dataset = "cifar10"' "path = \"$fixtures/cifar10/cifar-10-batches-bin\"" \
+  "classes = [0, 1, 2, 3]" >> "$tmp/ldm.toml"
 out=$("$privdiff" run "$tmp/ldm.toml" --out "$tmp/ldm-run" 2>&1) || fail "fine-tuning the LDM failed: $out"
 grep -q "CAVEAT      init_from: weights from outside privdiff" <<<"$out" || fail "no caveat for the LDM: $out"
 out=$("$privdiff" run "$tmp/ldm.toml" --out "$tmp/ldm-run-raw" --set "run.init_from=\"$ldm\"" 2>&1) \

@@ -63,24 +63,12 @@ out=$("$privdiff" weights inspect "$unet" 2>&1) || fail "inspect of the diffuser
 grep -q "architecture: diffusers UNet2DModel (config.json), which privdiff's diffusers_unet model runs" <<<"$out" \
   || fail "the diffusers UNet is not recognised as runnable: $out"
 grep -q '^type = "diffusers_unet"' <<<"$out" && grep -q "^num_classes = 3" <<<"$out" || fail "no recipe tables: $out"
-cat > "$tmp/diffusers.toml" <<TOML
-[privacy]
-epsilon = 5.0
-delta = 1e-5
-accountant = "rdp"
-[data]
-path = "$fixtures/data/tiny-fashion-mnist"
-classes = [0, 1, 2]
+attention_finetune_tables "path = \"$fixtures/data/tiny-fashion-mnist\"" "classes = [0, 1, 2]" > "$tmp/diffusers.toml"
+cat >> "$tmp/diffusers.toml" <<TOML
 [model]
 type = "diffusers_unet"
 config = "$unet"
 num_classes = 3
-[[stage]]
-mechanism = "dpsgd"
-train = "attention"
-batch_size = 4
-steps = 2
-secure_noise = false
 [sampler]
 type = "ddim"
 steps = 2
