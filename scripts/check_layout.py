@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 
 # Core folders from the top layer (index 0) down; includes may not go up.
-LAYERS = [["cli"], ["run"], ["compare", "evaluate", "sample", "parallel", "weights"], ["recipe", "data"], ["loader"],
+LAYERS = [["cli"], ["run"], ["compare", "evaluate", "sample", "parallel", "weights", "sweep"], ["recipe", "data"], ["loader"],
           ["util"]]
 # The only privdiff/ headers outside privdiff/components/ that the components may include.
 LEAF_HEADERS = ["privdiff/sdk_api.hpp"]

@@ -9,6 +9,7 @@
 #include "cli/command_setup.hpp"
 #include "cli/commands.hpp"
 #include "recipe/recipe_document.hpp"
+#include "sweep/sweep_state.hpp"
 #include "recipe/suggest.hpp"
 #include "util/atomic_file.hpp"
 #include "run/run_ledger.hpp"
@@ -185,6 +186,31 @@ nlohmann::json evaluate(const Target& t, const AccountArgs& args, const PrivacyE
   return result_json(t.id, t.accountant->epsilon(event, args.delta), args.delta);
 }
 
+// A sweep directory: its guarantee recomputed from what sweep.json records (the candidates' budget,
+// the count's distribution, delta) by the selection theorem, beside what it recorded.
+bool account_sweep(const std::filesystem::path& dir, bool as_json) {
+  if (!std::filesystem::is_regular_file(dir / "sweep.json")) return false;
+  SweepState s;
+  try {
+    s = read_sweep_state(dir);
+  } catch (const std::runtime_error& e) {
+    throw UsageError(e.what());
+  }
+  const double epsilon = sdk::selection::selection_epsilon(s.count, s.budget, s.delta, sdk::rdp::Conversion::improved);
+  const nlohmann::json j{{"sweep", dir.string()},       {"epsilon", epsilon},  {"delta", s.delta},
+                         {"recorded_epsilon", s.epsilon}, {"target_epsilon", s.target_epsilon},
+                         {"candidates", describe_count(s.count)}, {"order", s.budget.order}};
+  if (as_json) {
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << "sweep " << dir.string() << ": epsilon " << epsilon << " at delta " << s.delta
+              << " (the best of K candidate runs, K ~ " << describe_count(s.count) << "; Papernot & Steinke's bound at "
+              << "order " << s.budget.order << "; recorded " << s.epsilon << ", target "
+              << s.target_epsilon << ")\n";
+  }
+  return true;
+}
+
 void run_account(const GlobalOptions& global, AccountArgs& args) {
   const bool from_run = !args.run_dir.empty();
   const bool single = args.o_sigma->count() || args.o_rate->count() || args.o_steps->count();
@@ -331,7 +357,7 @@ CLI::App* add_account_command(CLI::App& app, const GlobalOptions& global, int& e
                                           "relative tolerance of --calibrate (default 1e-10; 1e-4 for prv)");
   account->add_flag("--json", args->json, "print one JSON object");
   account->callback([&global, &exit_code, args] {
-    run_account(global, *args);
+    if (args->run_dir.empty() || !account_sweep(args->run_dir, args->json)) run_account(global, *args);
     exit_code = exit_ok;
   });
   return account;

@@ -40,5 +40,6 @@ CLI::App* add_compare_command(CLI::App& app, const GlobalOptions& global, int& e
 CLI::App* add_account_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 CLI::App* add_audit_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 CLI::App* add_weights_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
+CLI::App* add_sweep_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 
 }  // namespace privdiff::core::cli

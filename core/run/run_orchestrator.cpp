@@ -99,6 +99,37 @@ void RunOrchestrator::check(std::ostream& log) {
   }
 }
 
+std::function<sdk::PrivacyEvent(double)> RunOrchestrator::planned_spending(std::ostream& log) {
+  std::vector<std::size_t> calibrated;
+  for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {
+    if (components_.mechanisms[i]->needs_calibration()) calibrated.push_back(i);
+  }
+  if (calibrated.size() != 1) {
+    throw RunRefused("privdiff sweep calibrates the noise of one stage: the recipe has " +
+                     std::to_string(calibrated.size()) + " stages with noise_multiplier = \"auto\" (it needs exactly one)");
+  }
+  const RunOptions options;
+  RunSession s({}, log, options);
+  try {
+    preflight(s);
+  } catch (const std::exception& e) {
+    refuse(e);
+  }
+  const std::size_t stage = calibrated.front();
+  const sdk::PrivacyEvent carried = s.carry ? s.init->ledger.total() : sdk::PrivacyEvent::no_op();
+  std::vector<sdk::PrivacyEvent> others{carried};
+  for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {
+    if (i != stage) others.push_back(components_.mechanisms[i]->planned_events(s.stage_size(i)));
+  }
+  sdk::Mechanism* mechanism = components_.mechanisms[stage].get();
+  const std::int64_t size = s.stage_size(stage);
+  return [others, mechanism, size](double sigma) {
+    std::vector<sdk::PrivacyEvent> events = others;
+    events.push_back(mechanism->planned_events_with(sigma, size));
+    return sdk::PrivacyEvent::composed(std::move(events));
+  };
+}
+
 void RunOrchestrator::refuse(const std::exception& e) const {
   if (const auto* bad = dynamic_cast<const sdk::KeyValueError*>(&e)) {
     throw RecipeError({recipe_.diagnostic(bad->key_path(), bad->problem())});

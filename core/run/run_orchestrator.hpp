@@ -106,6 +106,11 @@ class RunOrchestrator {
   /// (a component's sdk::KeyValueError, e.g. a class the data do not have).
   void check(std::ostream& log);
 
+  /// What the recipe spends as a function of the noise multiplier of its one stage with
+  /// noise_multiplier = "auto" (with every other stage's and the initial model's spending): check()'s
+  /// pre-flight, writing nothing. `privdiff sweep` calibrates each candidate with it. Throws RunRefused
+  /// (or RecipeError) as check() does, and when no stage or more than one is "auto".
+  std::function<sdk::PrivacyEvent(double)> planned_spending(std::ostream& log);
   /// How to open the data of the runs this one starts from (init_from); without it the statement
   /// [run] init_from_disjoint is not checked for near-duplicates (and its caveat says so).
   void open_earlier_runs_with(RunDataOpener opener) { open_run_data_ = std::move(opener); }

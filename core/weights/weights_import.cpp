@@ -28,7 +28,10 @@ namespace {
 
 std::string list_text(const std::vector<std::int64_t>& values) {
   std::string out = "[";
-  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(values[i]);
+  }
   return out + "]";
 }
 

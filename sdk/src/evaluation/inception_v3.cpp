@@ -358,7 +358,10 @@ std::string inception_tensors_sha256(const std::map<std::string, at::Tensor>& te
   for (const auto& [name, tensor] : tensors) {
     if (is_record(name) || ends_with(name, "num_batches_tracked")) continue;
     std::string shape;
-    for (std::size_t i = 0; i < tensor.sizes().size(); ++i) shape += (i ? "," : "") + std::to_string(tensor.size(i));
+    for (std::size_t i = 0; i < tensor.sizes().size(); ++i) {
+      if (i) shape += ',';  // appended piece by piece: GCC 12 warns (-Wrestrict) on a chained +
+      shape += std::to_string(tensor.size(i));
+    }
     hash.update(name + "\n" + shape + "\n");
     // float32 as the host stores it: little-endian on every machine LibTorch supports.
     const at::Tensor values = tensor.detach().to(at::kCPU, at::kFloat).contiguous();

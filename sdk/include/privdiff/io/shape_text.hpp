@@ -11,7 +11,10 @@ namespace privdiff::sdk {
 
 inline std::string shape_text(c10::IntArrayRef sizes) {
   std::string out = "[";
-  for (std::size_t i = 0; i < sizes.size(); ++i) out += (i ? ", " : "") + std::to_string(sizes[i]);
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (i) out += ", ";  // appended piece by piece: GCC 12 warns (-Wrestrict) on a chained +
+    out += std::to_string(sizes[i]);
+  }
   return out + "]";
 }
 

@@ -1,0 +1,169 @@
+// privdiff sweep RECIPE --param KEY=SPEC... --score METRIC [--candidates DIST ...] [--out DIR]
+// privdiff sweep --resume DIR
+// Hyperparameter search whose privacy is accounted (Papernot & Steinke 2022): K candidates, K drawn
+// at random, each a full run of the recipe with drawn hyperparameters and its noise calibrated so that
+// the selection of the best meets the recipe's [privacy] target; only the best is released.
+#include "cli/command_setup.hpp"
+#include "cli/commands.hpp"
+#include "cli/sweep_planning.hpp"
+#include "cli/sweep_release.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+#include <sstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace privdiff::core::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Runs privdiff itself with `arguments` and waits; its exit code (1 for a signal).
+int run_privdiff(const GlobalOptions& global, const std::vector<std::string>& arguments) {
+  std::vector<std::string> argv{"privdiff"};
+  for (const auto& path : global.plugin_paths) argv.insert(argv.end(), {"--plugin-path", path});
+  argv.insert(argv.end(), arguments.begin(), arguments.end());
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  std::cout.flush();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("sweep: cannot start a candidate run: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::execv("/proc/self/exe", args.data());
+    std::_Exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+// Runs (or resumes) candidate i; false when it stopped on request.
+bool run_candidate(SweepState& s, std::size_t i, const fs::path& dir, const GlobalOptions& global) {
+  const fs::path run_dir = dir / "candidates" / std::to_string(i);
+  std::vector<std::string> arguments;
+  if (fs::is_regular_file(run_dir / "summary.json")) {
+    arguments.clear();  // finished before the sweep was stopped: only its score is missing
+  } else if (fs::is_regular_file(run_dir / "recipe.toml")) {
+    arguments = {"run", "--resume", run_dir.string()};
+  } else {
+    arguments = {"run", s.recipe.string(), "--out", run_dir.string()};
+    for (const auto& o : s.overrides) arguments.insert(arguments.end(), {"--set", o});
+    for (const auto& [key, value] : s.candidates[i].values) arguments.insert(arguments.end(), {"--set", key + "=" + value});
+    std::ostringstream sigma;
+    sigma.precision(17);
+    sigma << s.candidates[i].noise_multiplier;
+    arguments.insert(arguments.end(), {"--set", s.noise_key + "=" + sigma.str()});
+  }
+  if (!arguments.empty()) {
+    std::cout << "sweep: candidate " << i + 1 << " of " << s.candidates.size() << ": " << nlohmann::json(s.candidates[i].values).dump()
+              << ", noise multiplier " << s.candidates[i].noise_multiplier << "\n";
+    const int code = run_privdiff(global, arguments);
+    if (code == exit_stopped) return false;
+    if (code != exit_ok) {
+      throw std::runtime_error("sweep: candidate " + std::to_string(i) + " failed (exit " + std::to_string(code) + "); fix "
+                               "the cause and continue with privdiff sweep --resume " + dir.string());
+    }
+  }
+  s.candidates[i].score = candidate_score(run_dir, s.score);
+  s.candidates[i].done = true;
+  return true;
+}
+
+struct SweepArgs {
+  std::string recipe, out, resume, score, candidates = "truncated_negative_binomial";
+  std::vector<std::string> params, overrides;
+  double eta = 1, gamma = 0.25, mu = 4;
+  std::int64_t count = 4, seed = 0, stop_after = 0;
+  bool minimize = false;
+};
+
+SweepState new_sweep(const SweepArgs& a, const GlobalOptions& global, fs::path& dir) {
+  if (a.score.empty() || a.params.empty()) throw UsageError("sweep: give --param (at least one) and --score METRIC");
+  SweepState s;
+  s.recipe = fs::absolute(a.recipe);
+  s.overrides = a.overrides;
+  s.space = a.params;
+  s.score = a.score;
+  s.maximize = !a.minimize;
+  s.seed = static_cast<std::uint64_t>(a.seed);
+  try {
+    s.count.kind = sdk::selection::count_kind(a.candidates);
+    s.count.eta = a.eta, s.count.gamma = a.gamma, s.count.mu = a.mu, s.count.count = a.count;
+    sdk::selection::check(s.count);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("sweep --candidates: ") + e.what());
+  }
+  dir = a.out.empty() ? fs::path("sweeps") / fs::path(a.recipe).stem() : fs::path(a.out);
+  if (fs::exists(dir) && !fs::is_empty(dir)) {
+    throw UsageError("sweep: " + dir.string() + " exists and is not empty (continue a sweep with --resume " + dir.string() + ")");
+  }
+  if (s.count.kind == sdk::selection::CandidateCount::Kind::fixed) {
+    std::cout << "warning: a fixed number of candidates is everyone's habit and costs the composition of all "
+              << s.count.count << " runs; a random count (truncated_negative_binomial, poisson) costs far less\n";
+  }
+  plan_sweep(s, global, std::cout);
+  fs::create_directories(dir);
+  write_sweep_state(dir, s);  // before any candidate runs: resuming never draws again
+  return s;
+}
+
+}  // namespace
+
+CLI::App* add_sweep_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand(
+      "sweep", "Tune hyperparameters with the privacy of the search accounted: the best of a random number of DP runs");
+  auto a = std::make_shared<SweepArgs>();
+  cmd->add_option("RECIPE", a->recipe, "the recipe to tune (its [privacy] epsilon is the whole sweep's target)");
+  cmd->add_option("--param", a->params, "a searched key: KEY=V1,V2,... or KEY=log:LOW:HIGH[:int] (repeatable)");
+  cmd->add_option("--score", a->score, "the [[eval]] metric that selects the best candidate");
+  cmd->add_flag("--minimize", a->minimize, "the lowest score is the best (default: the highest)");
+  cmd->add_option("--candidates", a->candidates, "how many candidates: truncated_negative_binomial (default), poisson, fixed")
+      ->check(CLI::IsMember({"truncated_negative_binomial", "poisson", "fixed"}));
+  cmd->add_option("--eta", a->eta, "truncated negative binomial: eta (default 1: geometric)");
+  cmd->add_option("--gamma", a->gamma, "truncated negative binomial: gamma (default 0.25: E[K] = 4 at eta 1)");
+  cmd->add_option("--mu", a->mu, "poisson: the mean number of candidates (default 4)");
+  cmd->add_option("--count", a->count, "fixed: the number of candidates (default 4)");
+  cmd->add_option("--seed", a->seed, "seed of K and of the hyperparameter draws (default 0)");
+  cmd->add_option("--set", a->overrides, "override a key for every candidate (repeatable)");
+  cmd->add_option("--out", a->out, "sweep directory (default sweeps/<recipe name>)");
+  cmd->add_option("--resume", a->resume, "continue the sweep in this directory (nothing is drawn again)");
+  cmd->add_option("--stop-after-candidates", a->stop_after, "stop (exit 3) after running N candidates; continue with --resume");
+  cmd->callback([a, &global, &exit_code] {
+    if (a->resume.empty() == a->recipe.empty()) throw UsageError("sweep: give a RECIPE to start a sweep, or --resume DIR");
+    fs::path dir = a->resume;
+    SweepState s = a->resume.empty() ? new_sweep(*a, global, dir) : read_sweep_state(dir);
+    std::int64_t ran = 0;
+    for (std::size_t i = 0; i < s.candidates.size() && !s.released; ++i) {
+      if (s.candidates[i].done) continue;
+      if (a->stop_after > 0 && ran == a->stop_after) {
+        std::cout << "sweep stopped after " << ran << " candidates; continue with: privdiff sweep --resume " << dir.string() << "\n";
+        exit_code = exit_stopped;
+        return;
+      }
+      if (!run_candidate(s, i, dir, global)) {
+        std::cout << "continue with: privdiff sweep --resume " << dir.string() << "\n";
+        exit_code = exit_stopped;
+        return;
+      }
+      write_sweep_state(dir, s);
+      ++ran;
+    }
+    if (!s.released) {
+      release_sweep(s, dir, global, std::cout);
+      write_sweep_state(dir, s);
+    }
+    fs::remove_all(dir / "candidates");  // after the release is recorded: never a model left unreleased and undeleted
+    std::cout << "sweep: epsilon " << s.epsilon << " at delta " << s.delta << " for the whole search (target "
+              << s.target_epsilon << "); released: " << (dir / "privacy.json").string()
+              << (s.selected ? " and " + (dir / "selected").string() : std::string()) << "\n";
+    exit_code = exit_ok;
+  });
+  return cmd;
+}
+
+}  // namespace privdiff::core::cli

@@ -1,0 +1,129 @@
+#include "cli/sweep_planning.hpp"
+
+#include "cli/command_setup.hpp"
+#include "data/open_dataset.hpp"
+#include "run/run_orchestrator.hpp"
+#include "sweep/sweep_space.hpp"
+
+#include <privdiff/privacy/rdp.hpp>
+
+#include <random>
+#include <sstream>
+
+namespace privdiff::core::cli {
+
+namespace {
+
+using sdk::selection::CandidateCount;
+const auto conversion = sdk::rdp::Conversion::improved;
+
+// A recipe's spending as a function of its "auto" stage's noise multiplier (and the stage's index).
+struct Spending {
+  ComponentRegistry registry;
+  std::unique_ptr<RunOrchestrator> orchestrator;
+  std::function<sdk::PrivacyEvent(double)> events;
+  std::size_t stage = 0;
+  double epsilon_target = 0, delta = 0;
+  std::vector<std::string> evaluators;  ///< of the recipe's [[eval]] entries
+};
+
+std::unique_ptr<Spending> spending_of(const SweepState& s, const std::vector<std::string>& overrides,
+                                      const GlobalOptions& global) {
+  auto out = std::make_unique<Spending>();
+  const Recipe recipe = load_recipe(s.recipe.string(), overrides, global, out->registry);
+  if (!recipe.privacy.has("epsilon") || !recipe.privacy.has("delta")) {
+    throw UsageError("sweep: " + s.recipe.string() + " needs [privacy] epsilon (the sweep's target) and delta");
+  }
+  out->epsilon_target = recipe.privacy.get_double("epsilon");
+  out->delta = recipe.privacy.get_double("delta");
+  for (const auto& entry : recipe.evals) {
+    for (const auto& id : entry.settings.get_string_list("evaluators")) out->evaluators.push_back(id);
+  }
+  ComposedRun components = compose_for_command(recipe, out->registry, s.recipe.string());
+  for (std::size_t i = 0; i < components.mechanisms.size(); ++i) {
+    if (components.mechanisms[i]->needs_calibration()) out->stage = i;
+  }
+  auto& registry = out->registry;
+  out->orchestrator = std::make_unique<RunOrchestrator>(
+      recipe, std::move(components), [&registry](const DataSection& data) { return open_dataset(data, registry); });
+  std::ostringstream quiet;  // the pre-flight's own log: the sweep says what matters
+  try {
+    out->events = out->orchestrator->planned_spending(quiet);
+  } catch (const std::exception& e) {
+    throw UsageError("sweep: " + std::string(e.what()));
+  }
+  return out;
+}
+
+// The smallest noise multiplier of the reference candidate whose best budget meets the target.
+sdk::selection::BestBudget reference_budget(const CandidateCount& count, const Spending& reference) {
+  const auto& orders = sdk::rdp::default_orders();
+  auto best_at = [&](double sigma) {
+    return sdk::selection::best_budget(count, sdk::selection::candidate_curve(reference.events(sigma), orders),
+                                       reference.delta, conversion);
+  };
+  double low = 0, high = 1;
+  while (best_at(high).epsilon > reference.epsilon_target) {
+    low = high, high *= 2;
+    if (high > 1e4) throw UsageError("sweep: no noise multiplier up to 1e4 meets the target epsilon for the selection");
+  }
+  while (high - low > 1e-4 * high) {
+    const double mid = 0.5 * (low + high);
+    (best_at(mid).epsilon <= reference.epsilon_target ? high : low) = mid;
+  }
+  return best_at(high);
+}
+
+std::vector<std::string> with_values(std::vector<std::string> overrides, const std::map<std::string, std::string>& values) {
+  for (const auto& [key, value] : values) overrides.push_back(key + "=" + value);
+  return overrides;
+}
+
+}  // namespace
+
+void plan_sweep(SweepState& state, const GlobalOptions& global, std::ostream& log) {
+  std::vector<SweepParameter> space;
+  for (const auto& spec : state.space) {
+    try {
+      space.push_back(parse_sweep_parameter(spec));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("sweep --param: ") + e.what());
+    }
+  }
+  const auto reference = spending_of(state, state.overrides, global);
+  // The score is fixed before any candidate runs (choosing it after seeing the results would be a
+  // selection the theorem does not cover): it must name a metric of one of the recipe's evaluators.
+  bool known = false;
+  for (const auto& id : reference->evaluators) known = known || state.score.rfind(id + ".", 0) == 0;
+  if (!known) {
+    std::string ids;
+    for (const auto& id : reference->evaluators) ids += (ids.empty() ? "" : ", ") + id;
+    throw UsageError("sweep --score " + state.score + ": name it EVALUATOR.METRIC, the evaluator one of the recipe's "
+                     "[[eval]] evaluators (" + (ids.empty() ? std::string("it has no [[eval]]") : ids) +
+                     "), e.g. dpdm_classifiers.accuracy.cnn");
+  }
+  state.target_epsilon = reference->epsilon_target;
+  state.delta = reference->delta;
+  state.noise_key = "stage." + std::to_string(reference->stage) + ".noise_multiplier";
+  const auto best = reference_budget(state.count, *reference);
+  state.budget = best.budget;
+  state.epsilon = best.epsilon;
+  log << "sweep: " << describe_count(state.count) << ", target epsilon " << state.target_epsilon << " at delta "
+      << state.delta << ": each candidate within RDP " << state.budget.rdp << " at order " << state.budget.order
+      << " (the recipe as given: noise multiplier within it)\n";
+  std::mt19937_64 rng(state.seed);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  const std::int64_t k = sdk::selection::count_for_uniform(state.count, unit(rng));
+  const auto& orders = sdk::rdp::default_orders();
+  for (std::int64_t i = 0; i < k; ++i) {
+    SweepCandidate c;
+    for (const auto& p : space) c.values[p.key] = draw_sweep_value(p, rng);
+    const auto spending = spending_of(state, with_values(state.overrides, c.values), global);
+    c.noise_multiplier = sdk::selection::calibrate_candidate(state.count, state.budget, spending->events, orders, conversion);
+    c.single_run_epsilon = sdk::rdp::epsilon(orders, sdk::rdp::event_rdp(spending->events(c.noise_multiplier), orders),
+                                             state.delta, conversion).epsilon;
+    state.candidates.push_back(std::move(c));
+  }
+}
+
+}  // namespace privdiff::core::cli

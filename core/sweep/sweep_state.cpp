@@ -1,0 +1,110 @@
+#include "sweep/sweep_state.hpp"
+
+#include <privdiff/io/atomic_file.hpp>
+
+#include <iomanip>
+#include <sstream>
+#include <stdexcept>
+
+namespace privdiff::core {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using sdk::selection::CandidateCount;
+
+namespace {
+
+const char* kind_name(CandidateCount::Kind k) {
+  switch (k) {
+    case CandidateCount::Kind::truncated_negative_binomial: return "truncated_negative_binomial";
+    case CandidateCount::Kind::poisson: return "poisson";
+    case CandidateCount::Kind::fixed: return "fixed";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string describe_count(const CandidateCount& c) {
+  std::ostringstream out;
+  out << std::setprecision(6) << kind_name(c.kind) << " (";
+  if (c.kind == CandidateCount::Kind::truncated_negative_binomial) out << "eta " << c.eta << ", gamma " << c.gamma;
+  if (c.kind == CandidateCount::Kind::poisson) out << "mu " << c.mu;
+  if (c.kind == CandidateCount::Kind::fixed) out << "K " << c.count;
+  out << "; E[K] " << sdk::selection::expected_count(c) << ")";
+  return out.str();
+}
+
+json to_json(const SweepState& s) {
+  json candidates = json::array();
+  for (const auto& c : s.candidates) {
+    candidates.push_back({{"values", c.values}, {"noise_multiplier", c.noise_multiplier},
+                          {"single_run_epsilon", c.single_run_epsilon}, {"done", c.done},
+                          {"score", c.score ? json(*c.score) : json(nullptr)}});
+  }
+  const auto& b = s.budget;
+  return {{"format", "privdiff-sweep-1"},
+          {"note", "private: K and the candidates' scores are not covered by the selection theorem; do not publish"},
+          {"recipe", s.recipe.string()}, {"overrides", s.overrides}, {"space", s.space}, {"score", s.score},
+          {"maximize", s.maximize}, {"seed", s.seed},
+          {"count", {{"kind", kind_name(s.count.kind)}, {"eta", s.count.eta}, {"gamma", s.count.gamma}, {"mu", s.count.mu},
+                     {"K", s.count.count}}},
+          {"target_epsilon", s.target_epsilon}, {"delta", s.delta}, {"noise_key", s.noise_key},
+          {"budget", {{"order", b.order}, {"rdp", b.rdp}, {"order_hat", b.order_hat}, {"rdp_hat", b.rdp_hat},
+                      {"delta_hat", b.delta_hat}}},
+          {"epsilon", s.epsilon}, {"candidates", candidates},
+          {"selected", s.selected ? json(*s.selected) : json(nullptr)}, {"released", s.released}};
+}
+
+SweepState sweep_state_from_json(const json& j, const fs::path& file) {
+  try {
+    if (j.at("format") != "privdiff-sweep-1") throw std::runtime_error("unknown format " + j.at("format").dump());
+    SweepState s;
+    s.recipe = j.at("recipe").get<std::string>();
+    s.overrides = j.at("overrides").get<std::vector<std::string>>();
+    s.space = j.at("space").get<std::vector<std::string>>();
+    s.score = j.at("score");
+    s.maximize = j.at("maximize");
+    s.seed = j.at("seed");
+    const json& c = j.at("count");
+    s.count.kind = sdk::selection::count_kind(c.at("kind"));
+    s.count.eta = c.at("eta"), s.count.gamma = c.at("gamma"), s.count.mu = c.at("mu"), s.count.count = c.at("K");
+    s.target_epsilon = j.at("target_epsilon");
+    s.delta = j.at("delta");
+    s.noise_key = j.at("noise_key");
+    const json& b = j.at("budget");
+    s.budget = {b.at("order"), b.at("rdp"), b.at("order_hat"), b.at("rdp_hat"), b.at("delta_hat")};
+    s.epsilon = j.at("epsilon");
+    for (const auto& cj : j.at("candidates")) {
+      SweepCandidate candidate;
+      candidate.values = cj.at("values").get<std::map<std::string, std::string>>();
+      candidate.noise_multiplier = cj.at("noise_multiplier");
+      candidate.single_run_epsilon = cj.at("single_run_epsilon");
+      candidate.done = cj.at("done");
+      if (!cj.at("score").is_null()) candidate.score = cj.at("score").get<double>();
+      s.candidates.push_back(std::move(candidate));
+    }
+    if (!j.at("selected").is_null()) s.selected = j.at("selected").get<std::size_t>();
+    s.released = j.at("released");
+    return s;
+  } catch (const std::exception& e) {
+    throw std::runtime_error(file.string() + " is not a privdiff sweep's state (" + e.what() + ")");
+  }
+}
+
+SweepState read_sweep_state(const fs::path& dir) {
+  const fs::path file = dir / "sweep.json";
+  json j;
+  try {
+    j = json::parse(sdk::read_file(file));
+  } catch (const json::exception& e) {
+    throw std::runtime_error(file.string() + " is damaged (" + e.what() + ")");
+  }
+  return sweep_state_from_json(j, file);
+}
+
+void write_sweep_state(const fs::path& dir, const SweepState& s) {
+  sdk::write_file_atomically(dir / "sweep.json", to_json(s).dump(2) + "\n");
+}
+
+}  // namespace privdiff::core

@@ -1,0 +1,55 @@
+#pragma once
+// A sweep's state (sweep.json, written atomically before any candidate runs and after each one):
+// what it searches, how many candidates it drew and their hyperparameters and noise, the per-
+// candidate privacy budget and the sweep's guarantee, the candidates' scores, and what it released.
+// Resuming reads it back: nothing is drawn again. It holds K and every candidate's score, which the
+// selection theorem does not let the sweep publish: it stays with the person who ran it.
+
+#include <privdiff/privacy/private_selection.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace privdiff::core {
+
+struct SweepCandidate {
+  std::map<std::string, std::string> values;  ///< the searched keys' values (--set KEY=VALUE)
+  double noise_multiplier = 0;                ///< calibrated to the sweep's per-candidate budget
+  double single_run_epsilon = 0;              ///< what this candidate alone would cost (RDP, at the sweep's delta)
+  bool done = false;
+  std::optional<double> score;
+};
+
+struct SweepState {
+  std::filesystem::path recipe;                 ///< absolute
+  std::vector<std::string> overrides;           ///< the user's --set, applied to every candidate
+  std::vector<std::string> space;               ///< the --param specs
+  std::string score;                            ///< the [[eval]] metric that selects
+  bool maximize = true;
+  std::uint64_t seed = 0;
+  sdk::selection::CandidateCount count;
+  double target_epsilon = 0, delta = 0;
+  std::string noise_key;                        ///< stage.N.noise_multiplier: the calibrated stage's key
+  sdk::selection::CandidateBudget budget;
+  double epsilon = 0;                           ///< the sweep's, <= target_epsilon
+  std::vector<SweepCandidate> candidates;       ///< K of them
+  std::optional<std::size_t> selected;
+  bool released = false;
+};
+
+nlohmann::json to_json(const SweepState& s);
+/// Throws std::runtime_error naming `file` when it is not a sweep's state.
+SweepState sweep_state_from_json(const nlohmann::json& j, const std::filesystem::path& file);
+
+SweepState read_sweep_state(const std::filesystem::path& dir);
+void write_sweep_state(const std::filesystem::path& dir, const SweepState& s);
+
+/// "truncated_negative_binomial(eta 1, gamma 0.25; E[K] 4)" and the like.
+std::string describe_count(const sdk::selection::CandidateCount& c);
+
+}  // namespace privdiff::core

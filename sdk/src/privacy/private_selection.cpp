@@ -1,0 +1,160 @@
+#include <privdiff/privacy/private_selection.hpp>
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace privdiff::sdk::selection {
+
+namespace {
+
+using Kind = CandidateCount::Kind;
+constexpr std::int64_t max_candidates = 1'000'000;  // a draw beyond it is treated as this (never reached in practice)
+
+// log of the truncated negative binomial's P[K = k] for k >= 1:
+// (1-gamma)^k / (gamma^-eta - 1) * prod_{l<k} (l + eta) / (l + 1), or (1-gamma)^k / (k log(1/gamma)) at eta = 0.
+double log_tnb_probability(double eta, double gamma, std::int64_t k) {
+  const double kk = static_cast<double>(k);
+  if (eta == 0) return kk * std::log1p(-gamma) - std::log(kk) - std::log(-std::log(gamma));
+  // prod_{l<k} (l + eta) / (l + 1) = Gamma(k + eta) / (Gamma(eta) Gamma(k + 1)); for eta in (-1, 0)
+  // Gamma(eta) and gamma^-eta - 1 are both negative, so the ratio of absolute values is the value.
+  const double log_product = std::lgamma(kk + eta) - std::lgamma(eta) - std::lgamma(kk + 1);
+  const double log_norm = std::log(std::abs(std::pow(gamma, -eta) - 1));
+  return kk * std::log1p(-gamma) + log_product - log_norm;
+}
+
+double poisson_log_probability(double mu, std::int64_t k) {
+  const double kk = static_cast<double>(k);
+  return kk * std::log(mu) - mu - std::lgamma(kk + 1);
+}
+
+}  // namespace
+
+CandidateCount::Kind count_kind(const std::string& name) {
+  if (name == "truncated_negative_binomial") return Kind::truncated_negative_binomial;
+  if (name == "poisson") return Kind::poisson;
+  if (name == "fixed") return Kind::fixed;
+  throw std::invalid_argument("candidates must be truncated_negative_binomial, poisson or fixed; got \"" + name + "\"");
+}
+
+void check(const CandidateCount& c) {
+  if (c.kind == Kind::truncated_negative_binomial) {
+    if (!(c.eta > -1)) throw std::invalid_argument("eta must be > -1");
+    if (!(c.gamma > 0 && c.gamma < 1)) throw std::invalid_argument("gamma must be in (0, 1)");
+  } else if (c.kind == Kind::poisson) {
+    if (!(c.mu > 0)) throw std::invalid_argument("mu must be > 0");
+  } else if (c.count < 1) {
+    throw std::invalid_argument("count must be >= 1");
+  }
+}
+
+double expected_count(const CandidateCount& c) {
+  check(c);
+  switch (c.kind) {
+    case Kind::truncated_negative_binomial:
+      if (c.eta == 0) return (1 / c.gamma - 1) / std::log(1 / c.gamma);
+      return c.eta * (1 - c.gamma) / (c.gamma * (1 - std::pow(c.gamma, c.eta)));
+    case Kind::poisson: return c.mu;
+    case Kind::fixed: return static_cast<double>(c.count);
+  }
+  throw std::logic_error("unknown candidate count");
+}
+
+double count_probability(const CandidateCount& c, std::int64_t k) {
+  check(c);
+  if (k < 0) return 0;
+  switch (c.kind) {
+    case Kind::truncated_negative_binomial: return k == 0 ? 0 : std::exp(log_tnb_probability(c.eta, c.gamma, k));
+    case Kind::poisson: return std::exp(poisson_log_probability(c.mu, k));
+    case Kind::fixed: return k == c.count ? 1 : 0;
+  }
+  throw std::logic_error("unknown candidate count");
+}
+
+std::int64_t count_for_uniform(const CandidateCount& c, double u) {
+  check(c);
+  if (!(u >= 0 && u < 1)) throw std::invalid_argument("count_for_uniform: u must be in [0, 1)");
+  if (c.kind == Kind::fixed) return c.count;
+  double cumulative = 0;
+  for (std::int64_t k = c.kind == Kind::poisson ? 0 : 1; k < max_candidates; ++k) {
+    cumulative += count_probability(c, k);
+    if (u < cumulative) return k;
+  }
+  return max_candidates;
+}
+
+double selection_rdp(const CandidateCount& c, const CandidateBudget& b) {
+  check(c);
+  if (!(b.order > 1)) throw std::invalid_argument("selection: the order must be > 1");
+  const double l = b.order;
+  switch (c.kind) {
+    case Kind::truncated_negative_binomial:
+      if (!(b.order_hat >= 1)) throw std::invalid_argument("selection: order_hat must be >= 1");
+      return b.rdp + (1 + c.eta) * (1 - 1 / b.order_hat) * b.rdp_hat + (1 + c.eta) * std::log(1 / c.gamma) / b.order_hat +
+             std::log(expected_count(c)) / (l - 1);
+    case Kind::poisson: return b.rdp + c.mu * b.delta_hat + std::log(c.mu) / (l - 1);
+    case Kind::fixed: return static_cast<double>(c.count) * b.rdp;
+  }
+  throw std::logic_error("unknown candidate count");
+}
+
+double selection_epsilon(const CandidateCount& c, const CandidateBudget& b, double delta, rdp::Conversion conversion) {
+  return rdp::epsilon({b.order}, {selection_rdp(c, b)}, delta, conversion).epsilon;
+}
+
+CandidateCurve candidate_curve(const PrivacyEvent& candidate, const std::vector<double>& orders) {
+  return {orders, rdp::event_rdp(candidate, orders)};
+}
+
+BestBudget best_budget(const CandidateCount& c, const CandidateCurve& curve, double delta, rdp::Conversion conversion) {
+  check(c);
+  BestBudget best{{}, std::numeric_limits<double>::infinity()};
+  const auto& o = curve.orders;
+  for (std::size_t i = 0; i < o.size(); ++i) {
+    if (!(o[i] > 1) || std::isinf(curve.rdp[i])) continue;
+    CandidateBudget b{o[i], curve.rdp[i]};
+    if (c.kind == Kind::poisson) b.delta_hat = rdp::delta(o, curve.rdp, std::log1p(1 / (o[i] - 1)), conversion);
+    const std::size_t hats = c.kind == Kind::truncated_negative_binomial ? o.size() : 1;
+    for (std::size_t j = 0; j < hats; ++j) {
+      if (c.kind == Kind::truncated_negative_binomial) {
+        if (std::isinf(curve.rdp[j])) continue;
+        b.order_hat = o[j];
+        b.rdp_hat = curve.rdp[j];
+      }
+      const double eps = selection_epsilon(c, b, delta, conversion);
+      if (eps < best.epsilon) best = {b, eps};
+    }
+  }
+  if (std::isinf(best.epsilon)) throw std::invalid_argument("selection: the candidate's RDP is unbounded at every order");
+  return best;
+}
+
+bool within_budget(const CandidateCount& c, const CandidateBudget& b, const PrivacyEvent& candidate,
+                   const std::vector<double>& orders, rdp::Conversion conversion) {
+  const auto at = rdp::event_rdp(candidate, {b.order});
+  if (!(at[0] <= b.rdp)) return false;
+  if (c.kind == Kind::truncated_negative_binomial && !(rdp::event_rdp(candidate, {b.order_hat})[0] <= b.rdp_hat)) return false;
+  if (c.kind == Kind::poisson) {
+    const auto curve = rdp::event_rdp(candidate, orders);
+    if (!(rdp::delta(orders, curve, std::log1p(1 / (b.order - 1)), conversion) <= b.delta_hat)) return false;
+  }
+  return true;
+}
+
+double calibrate_candidate(const CandidateCount& c, const CandidateBudget& b, const std::function<PrivacyEvent(double)>& events,
+                           const std::vector<double>& orders, rdp::Conversion conversion, double tolerance, double max_sigma) {
+  auto fits = [&](double sigma) { return within_budget(c, b, events(sigma), orders, conversion); };
+  if (!fits(max_sigma)) {
+    throw std::runtime_error("selection: even noise multiplier " + std::to_string(max_sigma) +
+                             " spends more than the sweep's per-candidate budget");
+  }
+  double low = 0, high = 1;
+  while (!fits(high)) low = high, high *= 2;
+  while (high - low > tolerance * high) {
+    const double mid = 0.5 * (low + high);
+    (fits(mid) ? high : low) = mid;
+  }
+  return high;  // fits: never a value over the budget
+}
+
+}  // namespace privdiff::sdk::selection

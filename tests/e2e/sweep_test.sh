@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# privdiff sweep: hyperparameter search with its privacy accounted. K is drawn once and recorded
+# before any candidate runs; a sweep stopped after one candidate resumes without drawing again; each
+# candidate's noise keeps it within the budget the selection theorem needs; only the best candidate
+# is released (its model with the sweep's guarantee, its samples and scores), the others deleted;
+# privdiff account reproduces the sweep's epsilon; the released model cannot be fine-tuned with a
+# cost init_from cannot carry. Tiny: the plumbing and the accounting, not the numbers.
+# Usage: sweep_test.sh PRIVDIFF FIXTURE_DIR
+set -u
+privdiff=$1 fixtures=$2
+source "$(dirname "$0")/common.sh"
+{ tiny_dp_recipe "$fixtures" 5.0 'steps = 3' 'lr = 1e-3'
+  printf '[[eval]]\nsamples = 20\nepochs = 1\n[eval.dpdm_classifiers]\nclassifiers = ["logreg"]\n'; } > "$tmp/tune.toml"
+sweep=(sweep "$tmp/tune.toml" --param stage.0.lr=1e-4,1e-3,1e-2 --param stage.0.steps=log:2:5:int
+       --score dpdm_classifiers.accuracy.logreg --gamma 0.3 --seed 4 --out "$tmp/sweep")
+out=$("$privdiff" "${sweep[@]:0:6}" --score accuracy --out "$tmp/bad" 2>&1); code=$?
+[ "$code" = 2 ] && grep -q "name it EVALUATOR.METRIC" <<<"$out" || fail "a bad --score: exit $code: $out"
+[ -e "$tmp/bad" ] && fail "a refused sweep wrote its directory"
+out=$("$privdiff" "${sweep[@]}" --stop-after-candidates 1 2>&1); code=$?
+[ "$code" = 3 ] || fail "--stop-after-candidates 1: exit $code, not 3: $out"
+drawn=$(python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(len(s['candidates']), [c['done'] for c in s['candidates']])" "$tmp/sweep/sweep.json")
+[ "${drawn%% *}" -ge 2 ] || fail "seed 4 should draw at least two candidates: $drawn"
+grep -q "candidate 1 of" <<<"$out" && ! grep -q "candidate 2 of" <<<"$out" || fail "more than one candidate ran: $out"
+out=$("$privdiff" sweep --resume "$tmp/sweep" 2>&1) || fail "resume failed: $out"
+after=$(python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(len(s['candidates']))" "$tmp/sweep/sweep.json")
+[ "$after" = "${drawn%% *}" ] || fail "K changed on resume: ${drawn%% *} -> $after"
+[ -d "$tmp/sweep/candidates" ] && fail "the candidates' run directories were not deleted"
+[ -s "$tmp/sweep/selected/model.safetensors" ] && [ -s "$tmp/sweep/selected/samples.png" ] && [ -s "$tmp/sweep/selected/eval-0.json" ] \
+  || fail "the release is incomplete: $(ls "$tmp/sweep/selected")"
+account=$("$privdiff" account "$tmp/sweep" --json 2>&1) || fail "account of the sweep failed: $account"
+python3 - "$tmp/sweep" "$account" <<'PY' || fail "the sweep's reports disagree"
+import json, struct, sys
+sweep, account = sys.argv[1], json.loads(sys.argv[2])
+state, privacy = json.load(open(sweep + "/sweep.json")), json.load(open(sweep + "/privacy.json"))
+assert abs(account["epsilon"] - state["epsilon"]) <= 1e-9 * state["epsilon"], (account, state["epsilon"])
+assert privacy["epsilon"] == state["epsilon"] <= 5.0, privacy
+# Theorem 2 by hand, from what the state records.
+import math
+b, c = state["budget"], state["count"]
+mean = c["eta"] * (1 - c["gamma"]) / (c["gamma"] * (1 - c["gamma"] ** c["eta"]))
+rdp = (b["rdp"] + (1 + c["eta"]) * (1 - 1 / b["order_hat"]) * b["rdp_hat"] + (1 + c["eta"]) * math.log(1 / c["gamma"]) / b["order_hat"]
+       + math.log(mean) / (b["order"] - 1))
+a = b["order"]
+eps = rdp + math.log1p(-1 / a) - (math.log(state["delta"]) + math.log(a)) / (a - 1)
+assert abs(eps - state["epsilon"]) <= 1e-9 * eps, (eps, state["epsilon"])
+for cand in state["candidates"]:
+    assert cand["done"] and cand["single_run_epsilon"] < state["epsilon"], cand
+raw = open(sweep + "/selected/model.safetensors", "rb").read()
+meta = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])["__metadata__"]
+guarantee = json.loads(meta["privdiff.privacy"])
+assert abs(float(meta["privdiff.epsilon"]) - state["epsilon"]) < 1e-5 and "ledger" not in guarantee, meta
+assert privacy["selected"]["hyperparameters"] == state["candidates"][state["selected"]]["values"]
+PY
+grep -q "A model selected by privdiff sweep" "$tmp/sweep/selected/README.md" || fail "the model card does not say it was selected"
+# Fine-tuning the released model: its cost is not on a ledger init_from can carry, so it is refused.
+tiny_dp_recipe "$fixtures" 9.0 'steps = 1' > "$tmp/again.toml"
+out=$("$privdiff" run "$tmp/again.toml" --out "$tmp/again" --set "run.init_from=\"$tmp/sweep/selected\"" \
+  --set run.init_from_disjoint=true 2>&1); code=$?
+[ "$code" = 2 ] && grep -q "without its ledger" <<<"$out" || fail "init_from the sweep's release: exit $code: $out"
+# A fixed K is offered with its honest cost and a warning.
+out=$("$privdiff" sweep "$tmp/tune.toml" --param stage.0.lr=1e-3 --score dpdm_classifiers.accuracy.logreg \
+  --candidates fixed --count 2 --out "$tmp/fixed" --stop-after-candidates 0 2>&1)
+grep -q "warning: a fixed number of candidates" <<<"$out" || fail "no warning for a fixed K: $out"
+echo "sweep: all checks passed"
