@@ -7,14 +7,17 @@
 
 namespace privdiff::sdk::diffusion {
 
-using namespace compvis;
+namespace cv = compvis;
+using engine::Conv2d;
+using engine::GroupNorm;
+using engine::Linear;
 
 // One level of the Encoder (down.i) or Decoder (up.i): its residual blocks ("block.j"), attention
 // after each where the level's resolution has it ("attn.j"), and its resampler ("downsample.conv"
 // padded right and bottom before a stride-2 convolution, or "upsample.conv" after nearest upsampling).
 struct CompVisAutoencoderKL::Level : torch::nn::Module {
-  std::vector<std::shared_ptr<AutoencoderResnet>> blocks;
-  std::vector<std::shared_ptr<AutoencoderAttention>> attention;
+  std::vector<std::shared_ptr<cv::AutoencoderResnet>> blocks;
+  std::vector<std::shared_ptr<cv::AutoencoderAttention>> attention;
   std::shared_ptr<Conv2d> resample;
   bool down = true;
 
@@ -22,16 +25,16 @@ struct CompVisAutoencoderKL::Level : torch::nn::Module {
     auto block_list = register_module("block", torch::nn::ModuleList());
     auto attn_list = register_module("attn", torch::nn::ModuleList());
     for (std::int64_t j = 0; j < count; ++j) {
-      blocks.push_back(std::make_shared<AutoencoderResnet>(j == 0 ? in : out, out));
+      blocks.push_back(std::make_shared<cv::AutoencoderResnet>(j == 0 ? in : out, out));
       block_list->push_back(blocks.back());
       if (attend) {
-        attention.push_back(std::make_shared<AutoencoderAttention>(out));
+        attention.push_back(std::make_shared<cv::AutoencoderAttention>(out));
         attn_list->push_back(attention.back());
       }
     }
     if (resample_kind != 0) {
       auto wrapper = register_module(down ? "downsample" : "upsample", std::make_shared<torch::nn::Module>());
-      resample = wrapper->register_module("conv", conv(out, out, 3, down ? 2 : 1, down ? 0 : 1));
+      resample = wrapper->register_module("conv", cv::conv(out, out, 3, down ? 2 : 1, down ? 0 : 1));
     }
   }
   at::Tensor forward(at::Tensor h) {
@@ -40,7 +43,7 @@ struct CompVisAutoencoderKL::Level : torch::nn::Module {
       if (!attention.empty()) h = attention[j]->forward(h);
     }
     if (!resample) return h;
-    return down ? resample->forward(at::constant_pad_nd(h, {0, 1, 0, 1})) : resample->forward(nearest_up(h));
+    return down ? resample->forward(at::constant_pad_nd(h, {0, 1, 0, 1})) : resample->forward(cv::nearest_up(h));
   }
 };
 
@@ -53,7 +56,7 @@ CompVisAutoencoderKL::CompVisAutoencoderKL(CompVisAutoencoderConfig config) : co
   };
   auto width = [&](std::int64_t level) { return c.ch * c.ch_mult[static_cast<std::size_t>(level)]; };
   auto encoder = register_module("encoder", std::make_shared<torch::nn::Module>());
-  enc_conv_in_ = encoder->register_module("conv_in", conv(c.in_channels, c.ch, 3));
+  enc_conv_in_ = encoder->register_module("conv_in", cv::conv(c.in_channels, c.ch, 3));
   auto down = encoder->register_module("down", torch::nn::ModuleList());
   for (std::int64_t l = 0; l < levels; ++l) {
     down_.push_back(std::make_shared<Level>(l == 0 ? c.ch : width(l - 1), width(l), c.num_res_blocks, attention_at(l),
@@ -61,18 +64,18 @@ CompVisAutoencoderKL::CompVisAutoencoderKL(CompVisAutoencoderConfig config) : co
     down->push_back(down_.back());
   }
   const std::int64_t top = width(levels - 1);
-  auto mid_of = [&](torch::nn::Module& parent, std::shared_ptr<AutoencoderResnet>& b1,
-                    std::shared_ptr<AutoencoderAttention>& attn, std::shared_ptr<AutoencoderResnet>& b2) {
+  auto mid_of = [&](torch::nn::Module& parent, std::shared_ptr<cv::AutoencoderResnet>& b1,
+                    std::shared_ptr<cv::AutoencoderAttention>& attn, std::shared_ptr<cv::AutoencoderResnet>& b2) {
     auto mid = parent.register_module("mid", std::make_shared<torch::nn::Module>());
-    b1 = mid->register_module("block_1", std::make_shared<AutoencoderResnet>(top, top));
-    attn = mid->register_module("attn_1", std::make_shared<AutoencoderAttention>(top));
-    b2 = mid->register_module("block_2", std::make_shared<AutoencoderResnet>(top, top));
+    b1 = mid->register_module("block_1", std::make_shared<cv::AutoencoderResnet>(top, top));
+    attn = mid->register_module("attn_1", std::make_shared<cv::AutoencoderAttention>(top));
+    b2 = mid->register_module("block_2", std::make_shared<cv::AutoencoderResnet>(top, top));
   };
   mid_of(*encoder, enc_mid_1_, enc_mid_attn_, enc_mid_2_);
   enc_norm_out_ = encoder->register_module("norm_out", std::make_shared<GroupNorm>(32, top, 1e-6));
-  enc_conv_out_ = encoder->register_module("conv_out", conv(top, 2 * c.z_channels, 3));
+  enc_conv_out_ = encoder->register_module("conv_out", cv::conv(top, 2 * c.z_channels, 3));
   auto decoder = register_module("decoder", std::make_shared<torch::nn::Module>());
-  dec_conv_in_ = decoder->register_module("conv_in", conv(c.z_channels, top, 3));
+  dec_conv_in_ = decoder->register_module("conv_in", cv::conv(c.z_channels, top, 3));
   mid_of(*decoder, dec_mid_1_, dec_mid_attn_, dec_mid_2_);
   // up.i is level i (the Decoder prepends as it builds from the top): its input is level i+1's width.
   auto up = decoder->register_module("up", torch::nn::ModuleList());
@@ -82,9 +85,9 @@ CompVisAutoencoderKL::CompVisAutoencoderKL(CompVisAutoencoderConfig config) : co
     up->push_back(up_.back());
   }
   dec_norm_out_ = decoder->register_module("norm_out", std::make_shared<GroupNorm>(32, width(0), 1e-6));
-  dec_conv_out_ = decoder->register_module("conv_out", conv(width(0), c.out_ch, 3));
-  quant_conv_ = register_module("quant_conv", conv(2 * c.z_channels, 2 * c.embed_dim, 1));
-  post_quant_conv_ = register_module("post_quant_conv", conv(c.embed_dim, c.z_channels, 1));
+  dec_conv_out_ = decoder->register_module("conv_out", cv::conv(width(0), c.out_ch, 3));
+  quant_conv_ = register_module("quant_conv", cv::conv(2 * c.z_channels, 2 * c.embed_dim, 1));
+  post_quant_conv_ = register_module("post_quant_conv", cv::conv(c.embed_dim, c.z_channels, 1));
 }
 
 CompVisAutoencoderKL::~CompVisAutoencoderKL() = default;

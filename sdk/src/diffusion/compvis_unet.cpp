@@ -9,34 +9,37 @@
 
 namespace privdiff::sdk::diffusion {
 
-using namespace compvis;
+namespace cv = compvis;
+using engine::Conv2d;
+using engine::GroupNorm;
+using engine::Linear;
 
 // A TimestepEmbedSequential: its layers under their indices, each run with the embedding and context.
 struct CompVisUNet::Block : torch::nn::Module {
   using Layer = std::function<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>;
   std::vector<Layer> layers;
 
-  void add_resblock(std::shared_ptr<ResBlock> block) {
+  void add_resblock(std::shared_ptr<cv::ResBlock> block) {
     register_module(next(), block);
     layers.push_back([block](const at::Tensor& h, const at::Tensor& emb, const at::Tensor&) { return block->forward(h, emb); });
   }
   void add_attention(const CompVisUNetConfig& c, std::int64_t channels) {
     const std::int64_t heads = c.heads_at(channels);
     if (c.use_spatial_transformer) {
-      auto t = register_module(next(), std::make_shared<SpatialTransformer>(channels, heads, channels / heads,
+      auto t = register_module(next(), std::make_shared<cv::SpatialTransformer>(channels, heads, channels / heads,
                                                                            c.transformer_depth, c.context_dim));
       layers.push_back([t](const at::Tensor& h, const at::Tensor&, const at::Tensor& context) { return t->forward(h, context); });
     } else {
-      auto a = register_module(next(), std::make_shared<LegacyAttention>(channels, heads));
+      auto a = register_module(next(), std::make_shared<cv::LegacyAttention>(channels, heads));
       layers.push_back([a](const at::Tensor& h, const at::Tensor&, const at::Tensor&) { return a->forward(h); });
     }
   }
   // Downsample (a stride-2 "op" convolution) or Upsample (nearest, then "conv").
   void add_resampler(std::int64_t channels, bool down) {
     auto wrapper = register_module(next(), std::make_shared<torch::nn::Module>());
-    auto c = wrapper->register_module(down ? "op" : "conv", conv(channels, channels, 3, down ? 2 : 1));
+    auto c = wrapper->register_module(down ? "op" : "conv", cv::conv(channels, channels, 3, down ? 2 : 1));
     layers.push_back([c, down](const at::Tensor& h, const at::Tensor&, const at::Tensor&) {
-      return c->forward(down ? h : nearest_up(h));
+      return c->forward(down ? h : cv::nearest_up(h));
     });
   }
   std::shared_ptr<Conv2d> add_conv(std::shared_ptr<Conv2d> c) {
@@ -79,9 +82,9 @@ CompVisUNet::CompVisUNet(CompVisUNetConfig config) : config_(std::move(config)) 
     return std::find(c.attention_resolutions.begin(), c.attention_resolutions.end(), ds) != c.attention_resolutions.end();
   };
   auto resblock = [&](std::int64_t in, std::int64_t out, int resample) {
-    return std::make_shared<ResBlock>(in, out, emb, c.use_scale_shift_norm, resample, c.dropout);
+    return std::make_shared<cv::ResBlock>(in, out, emb, c.use_scale_shift_norm, resample, c.dropout);
   };
-  conv_in_ = new_block(input_blocks_, inputs_, "input_blocks")->add_conv(conv(c.in_channels, c.model_channels, 3));
+  conv_in_ = new_block(input_blocks_, inputs_, "input_blocks")->add_conv(cv::conv(c.in_channels, c.model_channels, 3));
   std::vector<std::int64_t> skips{c.model_channels};
   std::int64_t ch = c.model_channels, ds = 1;
   const auto levels = c.channel_mult.size();
@@ -130,7 +133,7 @@ CompVisUNet::CompVisUNet(CompVisUNetConfig config) : config_(std::move(config)) 
   }
   auto out = register_module("out", std::make_shared<torch::nn::Module>());
   out_norm_ = out->register_module("0", std::make_shared<GroupNorm>(32, ch));
-  out_conv_ = out->register_module("2", conv(c.model_channels, c.out_channels, 3));
+  out_conv_ = out->register_module("2", cv::conv(c.model_channels, c.out_channels, 3));
 }
 
 CompVisUNet::~CompVisUNet() = default;

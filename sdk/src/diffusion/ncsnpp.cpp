@@ -17,15 +17,15 @@ using engine::Linear;
 
 namespace {
 
-const double inverse_sqrt2 = 1 / std::sqrt(2.0);
+const double ncsnpp_skip_scale = 1 / std::sqrt(2.0);
 
-std::shared_ptr<Conv2d> conv(std::int64_t in, std::int64_t out, std::int64_t kernel) {
+std::shared_ptr<Conv2d> ncsnpp_conv(std::int64_t in, std::int64_t out, std::int64_t kernel) {
   const std::int64_t pad = kernel / 2;
   return std::make_shared<Conv2d>(Conv2dOptions{in, out, {kernel, kernel}, {1, 1}, {pad, pad}});
 }
 
 // score_sde's GroupNorm: min(C / 4, 32) groups, eps 1e-6.
-std::shared_ptr<GroupNorm> group_norm(std::int64_t channels) {
+std::shared_ptr<GroupNorm> score_sde_group_norm(std::int64_t channels) {
   return std::make_shared<GroupNorm>(std::min<std::int64_t>(channels / 4, 32), channels, 1e-6);
 }
 
@@ -38,12 +38,12 @@ class NcsnppResnetBlock : public torch::nn::Module {
  public:
   NcsnppResnetBlock(std::int64_t in, std::int64_t out, std::int64_t temb, int resample, double dropout)
       : resample_(resample), dropout_(dropout) {
-    norm_0_ = register_module("GroupNorm_0", group_norm(in));
-    conv_0_ = register_module("Conv_0", conv(in, out, 3));
+    norm_0_ = register_module("GroupNorm_0", score_sde_group_norm(in));
+    conv_0_ = register_module("Conv_0", ncsnpp_conv(in, out, 3));
     dense_0_ = register_module("Dense_0", std::make_shared<Linear>(temb, out));
-    norm_1_ = register_module("GroupNorm_1", group_norm(out));
-    conv_1_ = register_module("Conv_1", conv(out, out, 3));
-    if (in != out || resample != 0) conv_2_ = register_module("Conv_2", conv(in, out, 1));
+    norm_1_ = register_module("GroupNorm_1", score_sde_group_norm(out));
+    conv_1_ = register_module("Conv_1", ncsnpp_conv(out, out, 3));
+    if (in != out || resample != 0) conv_2_ = register_module("Conv_2", ncsnpp_conv(in, out, 1));
   }
   at::Tensor forward(at::Tensor x, const at::Tensor& temb_act) {
     at::Tensor h = at::silu(norm_0_->forward(x));
@@ -55,7 +55,7 @@ class NcsnppResnetBlock : public torch::nn::Module {
     h = at::dropout(at::silu(norm_1_->forward(h)), dropout_, is_training() && dropout_ > 0);
     h = conv_1_->forward(h);
     if (conv_2_) x = conv_2_->forward(x);
-    return (x + h) * inverse_sqrt2;
+    return (x + h) * ncsnpp_skip_scale;
   }
 
  private:
@@ -75,7 +75,7 @@ class NcsnppResnetBlock : public torch::nn::Module {
 class NcsnppAttention : public torch::nn::Module {
  public:
   explicit NcsnppAttention(std::int64_t channels) {
-    norm_ = register_module("GroupNorm_0", group_norm(channels));
+    norm_ = register_module("GroupNorm_0", score_sde_group_norm(channels));
     for (int k = 0; k < 4; ++k) {
       nin_[k] = register_module("NIN_" + std::to_string(k), std::make_shared<Linear>(channels, channels));
     }
@@ -86,7 +86,7 @@ class NcsnppAttention : public torch::nn::Module {
     const at::Tensor q = nin_[0]->forward(tokens), k = nin_[1]->forward(tokens), v = nin_[2]->forward(tokens);
     const at::Tensor weights = at::softmax(at::matmul(q, k.transpose(1, 2)) / std::sqrt(static_cast<double>(c)), -1);
     const at::Tensor mixed = nin_[3]->forward(at::matmul(weights, v));
-    return (x + mixed.transpose(1, 2).reshape({b, c, h, w})) * inverse_sqrt2;
+    return (x + mixed.transpose(1, 2).reshape({b, c, h, w})) * ncsnpp_skip_scale;
   }
 
  private:
@@ -119,7 +119,7 @@ Ncsnpp::Ncsnpp(NcsnppConfig config) : config_(std::move(config)) {
   if (c.label_dim > 0) label_embedding_ = add(std::make_shared<engine::Embedding>(c.label_dim + 1, c.nf));
   dense_0_ = add(std::make_shared<Linear>(c.nf, temb));
   dense_1_ = add(std::make_shared<Linear>(temb, temb));
-  conv_in_ = add(conv(c.in_channels, c.nf, 3));
+  conv_in_ = add(ncsnpp_conv(c.in_channels, c.nf, 3));
   auto block = [&](std::int64_t in, std::int64_t out, int resample) {
     blocks_.push_back({static_cast<std::int64_t>(all_modules_->size()), false});
     return add(std::make_shared<NcsnppResnetBlock>(in, out, temb, resample, c.dropout));
@@ -160,8 +160,8 @@ Ncsnpp::Ncsnpp(NcsnppConfig config) : config_(std::move(config)) {
     if (l != 0) level.resample = block(width, width, 1);
     up_.push_back(std::move(level));
   }
-  norm_out_ = add(group_norm(width));
-  conv_out_ = add(conv(width, c.out_channels, 3));
+  norm_out_ = add(score_sde_group_norm(width));
+  conv_out_ = add(ncsnpp_conv(width, c.out_channels, 3));
 }
 
 Ncsnpp::~Ncsnpp() = default;
