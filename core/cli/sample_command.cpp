@@ -6,15 +6,18 @@
 #include "cli/commands.hpp"
 #include "cli/device_option.hpp"
 #include "run/composed_run.hpp"
-#include "run/init_from.hpp"
 #include "util/cpu_threads.hpp"
 #include "recipe/suggest.hpp"
 #include "run/run_checkpoint.hpp"
 #include "run/run_ledger.hpp"
 #include "sample/sample_set.hpp"
+#include "util/content_hash.hpp"
+#include "weights/model_export.hpp"
 #include "weights/safetensors_weights.hpp"
 
 #include <privdiff/diffusion/pretrained_weights.hpp>
+#include <privdiff/io/atomic_file.hpp>
+#include <privdiff/io/safetensors.hpp>
 #include <chrono>
 #include <iostream>
 #include <limits>
@@ -69,11 +72,11 @@ fs::path load_recipe_weights(const Recipe& recipe, const fs::path& recipe_file, 
   }
   try {
     sdk::load_pretrained_weights(*file, model.module());
-    const InitSource weights = read_init_source(*file);
-    if (weights.imported.rfind("init_from: a privdiff export", 0) == 0) {
+    // What the weights cost, from their metadata: a privdiff export (or sweep release) says it.
+    if (sdk::SafetensorsFile(*file).metadata().count(export_keys::privacy)) {
       std::cerr << "note: a privdiff export: its guarantee is in its metadata (privdiff weights inspect " << file->string() << ")\n";
     } else {
-      std::cerr << "note: weights from outside privdiff (" << file->string() << ", content hash " << weights.checkpoint_hash
+      std::cerr << "note: weights from outside privdiff (" << file->string() << ", content hash " << content_hash(sdk::read_file(*file))
                 << "): privdiff has no record of what they were trained on or of the privacy they cost; their guarantee "
                    "is what their publisher states\n";
     }

@@ -37,6 +37,12 @@ std::unique_ptr<Spending> spending_of(const SweepState& s, const std::vector<std
   out->epsilon_target = recipe.privacy.get_double("epsilon");
   out->delta = recipe.privacy.get_double("delta");
   for (const auto& entry : recipe.evals) {
+    // A score of the private training data would be a noise-free statistic of it: not covered.
+    if (entry.settings.get_string("reference") != "held_out") {
+      throw UsageError("sweep: [[eval]] reference = \"" + entry.settings.get_string("reference") + "\" scores against "
+                       "the private training data; a sweep selects by scores on held-out data only (reference = "
+                       "\"held_out\")");
+    }
     for (const auto& id : entry.settings.get_string_list("evaluators")) out->evaluators.push_back(id);
   }
   ComposedRun components = compose_for_command(recipe, out->registry, s.recipe.string());

@@ -60,13 +60,28 @@ InitSource read_safetensors_source(const fs::path& file) {
                       "run's private data is the user's responsibility; they do not change epsilon";
     return source;
   }
+  auto damaged = [&](const std::string& why) {
+    return std::runtime_error("run.init_from: " + source.checkpoint.string() + ": its " + export_keys::privacy +
+                              " metadata is damaged (" + why + "): the privacy its weights cost cannot be read");
+  };
+  nlohmann::json p;
   try {
-    const nlohmann::json p = nlohmann::json::parse(privacy->second);
-    if (p.at("private").get<bool>() && !p.contains("ledger")) throw std::runtime_error("a private model without its ledger");
+    p = nlohmann::json::parse(privacy->second);
+    p.at("private").get<bool>();
+  } catch (const std::exception& e) {
+    throw damaged(e.what());
+  }
+  if (p["private"].get<bool>() && !p.contains("ledger") && p.contains("theorem")) {
+    throw std::runtime_error("run.init_from: " + source.checkpoint.string() + " was released by privdiff sweep: its cost (" +
+                             p.value("mechanism", std::string("a private selection")) + ") is not a ledger init_from "
+                             "can carry into this run's accounting (a private model without its ledger), so a run "
+                             "cannot start from it");
+  }
+  try {
+    if (p["private"].get<bool>() && !p.contains("ledger")) throw std::runtime_error("a private model without its ledger");
     if (p.contains("ledger")) source.ledger = sdk::privacy_ledger_from_json(p["ledger"].dump());
   } catch (const std::exception& e) {
-    throw std::runtime_error("run.init_from: " + source.checkpoint.string() + ": its " + export_keys::privacy +
-                             " metadata is damaged (" + e.what() + "): the privacy its weights cost cannot be read");
+    throw damaged(e.what());
   }
   if (const auto model = metadata.find(export_keys::model); model != metadata.end()) source.model_type = model->second;
   source.records_note = "a privdiff export (" + source.checkpoint.string() + ") keeps no record of the data it trained on";

@@ -52,11 +52,21 @@ assert abs(float(meta["privdiff.epsilon"]) - state["epsilon"]) < 1e-5 and "ledge
 assert privacy["selected"]["hyperparameters"] == state["candidates"][state["selected"]]["values"]
 PY
 grep -q "A model selected by privdiff sweep" "$tmp/sweep/selected/README.md" || fail "the model card does not say it was selected"
+# Sampling it through a recipe works (post-processing); the note points at its metadata.
+sed -n '/^\[model\]/,/^\[\[stage\]\]/p' "$tmp/tune.toml" | sed '$d' > "$tmp/sample.toml"
+printf '[run]\ninit_from = "%s"\n[sampler]\ntype = "ddim"\nsteps = 2\n' "$tmp/sweep/selected" >> "$tmp/sample.toml"
+out=$(cd "$tmp" && "$privdiff" sample "$tmp/sample.toml" -n 4 2>&1) || fail "sampling the sweep's release failed: $out"
+grep -q "note: a privdiff export" <<<"$out" || fail "no note on the release's guarantee: $out"
 # Fine-tuning the released model: its cost is not on a ledger init_from can carry, so it is refused.
 tiny_dp_recipe "$fixtures" 9.0 'steps = 1' > "$tmp/again.toml"
 out=$("$privdiff" run "$tmp/again.toml" --out "$tmp/again" --set "run.init_from=\"$tmp/sweep/selected\"" \
   --set run.init_from_disjoint=true 2>&1); code=$?
-[ "$code" = 2 ] && grep -q "without its ledger" <<<"$out" || fail "init_from the sweep's release: exit $code: $out"
+[ "$code" = 2 ] && grep -q "was released by privdiff sweep" <<<"$out" || fail "init_from the sweep's release: exit $code: $out"
+# A score of the private training data is refused.
+sed 's/^\[\[eval\]\]$/[[eval]]\nreference = "training"/' "$tmp/tune.toml" > "$tmp/train-score.toml"
+out=$("$privdiff" sweep "$tmp/train-score.toml" --param stage.0.lr=1e-3 --score dpdm_classifiers.accuracy.logreg \
+  --out "$tmp/train-score" 2>&1); code=$?
+[ "$code" = 2 ] && grep -q "selects by scores on held-out data only" <<<"$out" || fail "a training-data score: exit $code: $out"
 # A fixed K is offered with its honest cost and a warning.
 out=$("$privdiff" sweep "$tmp/tune.toml" --param stage.0.lr=1e-3 --score dpdm_classifiers.accuracy.logreg \
   --candidates fixed --count 2 --out "$tmp/fixed" --stop-after-candidates 0 2>&1)
