@@ -5,6 +5,7 @@
 #include "cli/commands.hpp"
 #include "compare/comparison_report.hpp"
 #include "recipe/suggest.hpp"
+#include "sweep/sweep_report.hpp"
 #include "util/atomic_file.hpp"
 
 #include <privdiff/components/accountant.hpp>
@@ -120,7 +121,7 @@ void add_loss_curves(const RunRecord& r, const std::string& label, int color,
 }  // namespace
 
 CLI::App* add_compare_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
-  CLI::App* cmd = app.add_subcommand("compare", "Compare finished runs: one table (markdown, CSV) and report.html");
+  CLI::App* cmd = app.add_subcommand("compare", "Compare finished runs (one table, markdown and CSV, and report.html) and sweeps (their candidates)");
   struct Args {
     std::vector<std::string> runs;
     std::string out = "comparison";
@@ -128,14 +129,39 @@ CLI::App* add_compare_command(CLI::App& app, const GlobalOptions& global, int& e
     bool force = false;
   };
   auto args = std::make_shared<Args>();
-  cmd->add_option("RUN_DIR", args->runs, "run directories (after privdiff run, and privdiff eval for the metrics)")
+  cmd->add_option("RUN_DIR", args->runs, "run directories (after privdiff run, and privdiff eval for the metrics), or sweep directories "
+                  "(privdiff sweep: their candidates and choice, in a section of their own)")
       ->required();
   cmd->add_option("--out", args->out, "report directory (default: comparison): compare.csv, compare.md, report.html");
   cmd->add_flag("--force", args->force, "replace an earlier report in --out");
   cmd->add_option("--points", args->points, "steps at which each epsilon curve is evaluated")->check(CLI::Range(2, 1000));
   cmd->callback([&global, &exit_code, args] {
-    std::vector<RunRecord> runs;
+    // Sweeps get their own section (sweep_report.hpp); the runs, a table together.
+    std::string sweeps;
+    std::vector<std::string> run_dirs;
     for (const auto& dir : args->runs) {
+      if (!is_sweep_directory(dir)) {
+        run_dirs.push_back(dir);
+        continue;
+      }
+      try {
+        sweeps += sweep_markdown(read_sweep_state(dir), dir);
+      } catch (const std::runtime_error& e) {
+        throw UsageError(std::string("compare: ") + e.what());
+      }
+    }
+    if (run_dirs.empty()) {
+      const fs::path out(args->out);
+      prepare_report_directory(out, args->force);
+      fs::create_directories(out);
+      std::cout << sweeps;
+      write_file_atomically(out / "compare.md", sweeps);
+      std::cout << "wrote " << (out / "compare.md").string() << "\n";
+      exit_code = exit_ok;
+      return;
+    }
+    std::vector<RunRecord> runs;
+    for (const auto& dir : run_dirs) {
       try {
         runs.push_back(load_run_record(dir));
       } catch (const std::runtime_error& e) {  // a missing or unfinished run: bad input (exit 2)
@@ -150,10 +176,10 @@ CLI::App* add_compare_command(CLI::App& app, const GlobalOptions& global, int& e
 
     ReportInputs report;
     report.command = "privdiff compare";
-    for (const auto& r : args->runs) report.command += " " + r;
+    for (const auto& r : args->runs) report.command += " " + r;  // the sweeps' section is in compare.md
     report.command += " --out " + args->out;
     report.table = make_comparison_table(runs, labels);
-    const std::string markdown = to_markdown(report.table);
+    const std::string markdown = to_markdown(report.table) + (sweeps.empty() ? "" : "\n" + sweeps);
     std::cout << markdown;
     write_file_atomically(out / "compare.md", markdown);
     write_file_atomically(out / "compare.csv", to_csv(report.table));

@@ -52,6 +52,10 @@ assert abs(float(meta["privdiff.epsilon"]) - state["epsilon"]) < 1e-5 and "ledge
 assert privacy["selected"]["hyperparameters"] == state["candidates"][state["selected"]]["values"]
 PY
 grep -q "A model selected by privdiff sweep" "$tmp/sweep/selected/README.md" || fail "the model card does not say it was selected"
+# compare shows the candidates, the choice and the sweep's epsilon, marked private.
+out=$("$privdiff" compare "$tmp/sweep" --out "$tmp/report" 2>&1) || fail "compare of the sweep failed: $out"
+grep -q '\*\*selected\*\*' <<<"$out" && grep -q "^\*\*Private:\*\*" <<<"$out" && grep -q "The whole search: epsilon" <<<"$out" \
+  && [ -s "$tmp/report/compare.md" ] || fail "compare's sweep section: $out"
 # Sampling it through a recipe works (post-processing); the note points at its metadata.
 sed -n '/^\[model\]/,/^\[\[stage\]\]/p' "$tmp/tune.toml" | sed '$d' > "$tmp/sample.toml"
 printf '[run]\ninit_from = "%s"\n[sampler]\ntype = "ddim"\nsteps = 2\n' "$tmp/sweep/selected" >> "$tmp/sample.toml"
