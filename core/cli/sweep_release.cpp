@@ -32,8 +32,7 @@ json guarantee(const SweepState& s) {
           {"accountant", "rdp"},
           {"mechanism", "the best of K candidate runs, K ~ " + describe_count(s.count)},
           {"theorem", theorem_of(s.count)},
-          {"budget", {{"order", s.budget.order}, {"rdp", s.budget.rdp}, {"order_hat", s.budget.order_hat},
-                      {"rdp_hat", s.budget.rdp_hat}, {"delta_hat", s.budget.delta_hat}}},
+          {"budget", to_json(s.budget)},
           {"caveats",
            {"selected by privdiff sweep: the guarantee is the sweep's; K, the other candidates and their scores are not "
             "released (the theorem does not cover them)"}}};

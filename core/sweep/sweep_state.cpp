@@ -35,6 +35,10 @@ std::string describe_count(const CandidateCount& c) {
   return out.str();
 }
 
+json to_json(const sdk::selection::CandidateBudget& b) {
+  return {{"order", b.order}, {"rdp", b.rdp}, {"order_hat", b.order_hat}, {"rdp_hat", b.rdp_hat}, {"delta_hat", b.delta_hat}};
+}
+
 json to_json(const SweepState& s) {
   json candidates = json::array();
   for (const auto& c : s.candidates) {
@@ -42,7 +46,6 @@ json to_json(const SweepState& s) {
                           {"single_run_epsilon", c.single_run_epsilon}, {"done", c.done},
                           {"score", c.score ? json(*c.score) : json(nullptr)}});
   }
-  const auto& b = s.budget;
   return {{"format", "privdiff-sweep-1"},
           {"note", "private: K and the candidates' scores are not covered by the selection theorem; do not publish"},
           {"recipe", s.recipe.string()}, {"overrides", s.overrides}, {"space", s.space}, {"score", s.score},
@@ -50,8 +53,7 @@ json to_json(const SweepState& s) {
           {"count", {{"kind", kind_name(s.count.kind)}, {"eta", s.count.eta}, {"gamma", s.count.gamma}, {"mu", s.count.mu},
                      {"K", s.count.count}}},
           {"target_epsilon", s.target_epsilon}, {"delta", s.delta}, {"noise_key", s.noise_key},
-          {"budget", {{"order", b.order}, {"rdp", b.rdp}, {"order_hat", b.order_hat}, {"rdp_hat", b.rdp_hat},
-                      {"delta_hat", b.delta_hat}}},
+          {"budget", to_json(s.budget)},
           {"epsilon", s.epsilon}, {"candidates", candidates},
           {"selected", s.selected ? json(*s.selected) : json(nullptr)}, {"released", s.released}};
 }

@@ -43,6 +43,8 @@ struct SweepState {
 };
 
 nlohmann::json to_json(const SweepState& s);
+/// The per-candidate budget as sweep.json and privacy.json record it.
+nlohmann::json to_json(const sdk::selection::CandidateBudget& b);
 /// Throws std::runtime_error naming `file` when it is not a sweep's state.
 SweepState sweep_state_from_json(const nlohmann::json& j, const std::filesystem::path& file);
 

@@ -20,6 +20,21 @@ def tensors(path):
 sys.exit(0 if tensors(sys.argv[1]) == tensors(sys.argv[2]) else 1)
 PY
 }
+# trains_alike RECIPE SOURCE NAME: the recipe (its init_from the imported copy) and the same recipe
+# started from SOURCE itself both fine-tune under DP with the imported-weights caveat, and export the
+# same tensors, bit for bit.
+trains_alike() {
+  local recipe=$1 source=$2 name=$3 run out
+  out=$("$privdiff" run "$recipe" --out "$tmp/$name-from-copy" 2>&1) || fail "$name: the recipe did not run: $out"
+  grep -q "CAVEAT      init_from: weights from outside privdiff" <<<"$out" || fail "$name: no imported-weights caveat: $out"
+  out=$("$privdiff" run "$recipe" --out "$tmp/$name-from-source" --set "run.init_from=\"$source\"" 2>&1) \
+    || fail "$name: init_from $source failed: $out"
+  for run in from-copy from-source; do
+    "$privdiff" weights export "$tmp/$name-$run" -o "$tmp/$name-$run-export" > /dev/null 2>&1 || fail "export of $name-$run failed"
+  done
+  same_tensors "$tmp/$name-from-copy-export/model.safetensors" "$tmp/$name-from-source-export/model.safetensors" \
+    || fail "$name: the imported copy and $source trained to different models"
+}
 dpdm="$fixtures/weights/dpdm/ncsnpp_classes/model.safetensors"
 out=$("$privdiff" weights inspect "$dpdm" 2>&1) || fail "inspect failed: $out"
 grep -q "architecture: DPDM's NCSN++ network (all_modules.\*), which privdiff's dpdm_ncsnpp model runs" <<<"$out" \
@@ -43,15 +58,7 @@ out=$("$privdiff" sample "$tmp/no-weights.toml" -n 6 2>&1); code=$?
 # Completed with data and a stage, the recipe fine-tunes it under DP.
 sed -i 's/^steps = 50$/steps = 2/' "$tmp/import.toml"
 attention_finetune_tables "path = \"$fixtures/data/tiny-fashion-mnist\"" "classes = [0, 1, 2]" >> "$tmp/import.toml"
-out=$("$privdiff" run "$tmp/import.toml" --out "$tmp/from-import" 2>&1) || fail "the printed recipe did not run: $out"
-grep -q "CAVEAT      init_from: weights from outside privdiff" <<<"$out" || fail "no imported-weights caveat: $out"
-out=$("$privdiff" run "$tmp/import.toml" --out "$tmp/from-dpdm-file" --set "run.init_from=\"$dpdm\"" 2>&1) \
-  || fail "init_from the DPDM-layout file failed: $out"
-for run in from-import from-dpdm-file; do
-  "$privdiff" weights export "$tmp/$run" -o "$tmp/$run-export" > /dev/null 2>&1 || fail "export of $run failed"
-done
-same_tensors "$tmp/from-import-export/model.safetensors" "$tmp/from-dpdm-file-export/model.safetensors" \
-  || fail "the imported weights and the DPDM-layout file trained to different models"
+trains_alike "$tmp/import.toml" "$dpdm" dpdm
 out=$("$privdiff" weights import "$fixtures/weights/diffusers/autoencoder_kl_small" 2>&1); code=$?
 [ "$code" = 2 ] && grep -q "a diffusers AutoencoderKL, which no privdiff model plugin runs yet" <<<"$out" \
   || fail "an AutoencoderKL import: exit $code: $out"
@@ -72,13 +79,5 @@ out=$(cd "$tmp" && "$privdiff" sample "$tmp/ldm.toml" -n 4 --set sampler.steps=2
 sed -i 's/^steps = 50$/steps = 2/' "$tmp/ldm.toml"
 attention_finetune_tables 'dataset = "cifar10"' "path = \"$fixtures/cifar10/cifar-10-batches-bin\"" \
   "classes = [0, 1, 2, 3]" >> "$tmp/ldm.toml"
-out=$("$privdiff" run "$tmp/ldm.toml" --out "$tmp/ldm-run" 2>&1) || fail "fine-tuning the LDM failed: $out"
-grep -q "CAVEAT      init_from: weights from outside privdiff" <<<"$out" || fail "no caveat for the LDM: $out"
-out=$("$privdiff" run "$tmp/ldm.toml" --out "$tmp/ldm-run-raw" --set "run.init_from=\"$ldm\"" 2>&1) \
-  || fail "init_from the converted LDM checkpoint failed: $out"
-for run in ldm-run ldm-run-raw; do
-  "$privdiff" weights export "$tmp/$run" -o "$tmp/$run-export" > /dev/null 2>&1 || fail "export of $run failed"
-done
-same_tensors "$tmp/ldm-run-export/model.safetensors" "$tmp/ldm-run-raw-export/model.safetensors" \
-  || fail "the imported LDM and the converted checkpoint trained to different models"
+trains_alike "$tmp/ldm.toml" "$ldm" ldm
 echo "weights import: all checks passed"

@@ -1,6 +1,7 @@
 #include <privdiff/diffusion/autoencoder.hpp>
 
 #include "norm_groups.hpp"
+#include "padded_conv.hpp"
 
 #include <ATen/ATen.h>
 #include <torch/types.h>
@@ -13,24 +14,19 @@
 namespace privdiff::sdk::diffusion {
 
 using engine::Conv2d;
-using engine::Conv2dOptions;
 using engine::GroupNorm;
 
 namespace {
-
-std::shared_ptr<Conv2d> conv3(std::int64_t in, std::int64_t out, std::int64_t stride = 1) {
-  return std::make_shared<Conv2d>(Conv2dOptions{in, out, {3, 3}, {stride, stride}, {1, 1}});
-}
 
 // GroupNorm, SiLU, conv, twice, with a (1x1 conv) skip: LDM's ResnetBlock without a time embedding.
 class Block : public torch::nn::Module {
  public:
   Block(std::int64_t in, std::int64_t out) {
     norm1_ = register_module("norm1", std::make_shared<GroupNorm>(norm_groups(in), in, 1e-6));
-    conv1_ = register_module("conv1", conv3(in, out));
+    conv1_ = register_module("conv1", padded_conv(in, out, 3));
     norm2_ = register_module("norm2", std::make_shared<GroupNorm>(norm_groups(out), out, 1e-6));
-    conv2_ = register_module("conv2", conv3(out, out));
-    if (in != out) skip_ = register_module("skip", std::make_shared<Conv2d>(Conv2dOptions{in, out, {1, 1}, {1, 1}, {0, 0}}));
+    conv2_ = register_module("conv2", padded_conv(out, out, 3));
+    if (in != out) skip_ = register_module("skip", padded_conv(in, out, 1));
   }
   at::Tensor forward(const at::Tensor& x) {
     const at::Tensor h = conv2_->forward(at::silu(norm2_->forward(conv1_->forward(at::silu(norm1_->forward(x))))));
@@ -52,7 +48,7 @@ class AutoencoderStage : public torch::nn::Module {
     for (std::int64_t b = 0; b < blocks; ++b) {
       blocks_.push_back(register_module("block" + std::to_string(b), std::make_shared<Block>(b == 0 ? in : out, out)));
     }
-    if (resample != 0) resampler_ = register_module("resample", conv3(out, out, resample < 0 ? 2 : 1));
+    if (resample != 0) resampler_ = register_module("resample", padded_conv(out, out, 3, resample < 0 ? 2 : 1));
   }
   at::Tensor forward(at::Tensor x) {
     for (const auto& b : blocks_) x = b->forward(x);
@@ -78,7 +74,7 @@ Autoencoder::Autoencoder(AutoencoderConfig config) : config_(std::move(config)) 
     throw std::invalid_argument("autoencoder: reconstruction must be \"l1\" or \"l2\"");
   }
   const auto levels = static_cast<std::int64_t>(c.channel_mult.size());
-  encoder_in_ = register_module("encoder_in", conv3(c.image_channels, c.channels));
+  encoder_in_ = register_module("encoder_in", padded_conv(c.image_channels, c.channels, 3));
   std::int64_t width = c.channels;
   for (std::int64_t l = 0; l < levels; ++l) {
     const std::int64_t out = c.channels * c.channel_mult[static_cast<std::size_t>(l)];
@@ -88,8 +84,8 @@ Autoencoder::Autoencoder(AutoencoderConfig config) : config_(std::move(config)) 
     width = out;
   }
   encoder_norm_ = register_module("encoder_norm", std::make_shared<GroupNorm>(norm_groups(width), width, 1e-6));
-  encoder_out_ = register_module("encoder_out", conv3(width, 2 * c.latent_channels));  // mean, logvar
-  decoder_in_ = register_module("decoder_in", conv3(c.latent_channels, width));
+  encoder_out_ = register_module("encoder_out", padded_conv(width, 2 * c.latent_channels, 3));  // mean, logvar
+  decoder_in_ = register_module("decoder_in", padded_conv(c.latent_channels, width, 3));
   for (std::int64_t l = levels - 1; l >= 0; --l) {
     const std::int64_t out = c.channels * c.channel_mult[static_cast<std::size_t>(l)];
     decoder_.push_back(register_module("decoder" + std::to_string(levels - 1 - l),
@@ -97,7 +93,7 @@ Autoencoder::Autoencoder(AutoencoderConfig config) : config_(std::move(config)) 
     width = out;
   }
   decoder_norm_ = register_module("decoder_norm", std::make_shared<GroupNorm>(norm_groups(width), width, 1e-6));
-  decoder_out_ = register_module("decoder_out", conv3(width, c.image_channels));
+  decoder_out_ = register_module("decoder_out", padded_conv(width, c.image_channels, 3));
   latent_moments_ = register_buffer("latent_moments", at::zeros({3}, at::kDouble));
 }
 

@@ -34,7 +34,7 @@ struct CompVisAutoencoderKL::Level : torch::nn::Module {
     }
     if (resample_kind != 0) {
       auto wrapper = register_module(down ? "downsample" : "upsample", std::make_shared<torch::nn::Module>());
-      resample = wrapper->register_module("conv", cv::conv(out, out, 3, down ? 2 : 1, down ? 0 : 1));
+      resample = wrapper->register_module("conv", padded_conv(out, out, 3, down ? 2 : 1, down ? 0 : 1));
     }
   }
   at::Tensor forward(at::Tensor h) {
@@ -56,7 +56,7 @@ CompVisAutoencoderKL::CompVisAutoencoderKL(CompVisAutoencoderConfig config) : co
   };
   auto width = [&](std::int64_t level) { return c.ch * c.ch_mult[static_cast<std::size_t>(level)]; };
   auto encoder = register_module("encoder", std::make_shared<torch::nn::Module>());
-  enc_conv_in_ = encoder->register_module("conv_in", cv::conv(c.in_channels, c.ch, 3));
+  enc_conv_in_ = encoder->register_module("conv_in", padded_conv(c.in_channels, c.ch, 3));
   auto down = encoder->register_module("down", torch::nn::ModuleList());
   for (std::int64_t l = 0; l < levels; ++l) {
     down_.push_back(std::make_shared<Level>(l == 0 ? c.ch : width(l - 1), width(l), c.num_res_blocks, attention_at(l),
@@ -73,9 +73,9 @@ CompVisAutoencoderKL::CompVisAutoencoderKL(CompVisAutoencoderConfig config) : co
   };
   mid_of(*encoder, enc_mid_1_, enc_mid_attn_, enc_mid_2_);
   enc_norm_out_ = encoder->register_module("norm_out", std::make_shared<GroupNorm>(32, top, 1e-6));
-  enc_conv_out_ = encoder->register_module("conv_out", cv::conv(top, 2 * c.z_channels, 3));
+  enc_conv_out_ = encoder->register_module("conv_out", padded_conv(top, 2 * c.z_channels, 3));
   auto decoder = register_module("decoder", std::make_shared<torch::nn::Module>());
-  dec_conv_in_ = decoder->register_module("conv_in", cv::conv(c.z_channels, top, 3));
+  dec_conv_in_ = decoder->register_module("conv_in", padded_conv(c.z_channels, top, 3));
   mid_of(*decoder, dec_mid_1_, dec_mid_attn_, dec_mid_2_);
   // up.i is level i (the Decoder prepends as it builds from the top): its input is level i+1's width.
   auto up = decoder->register_module("up", torch::nn::ModuleList());
@@ -85,9 +85,9 @@ CompVisAutoencoderKL::CompVisAutoencoderKL(CompVisAutoencoderConfig config) : co
     up->push_back(up_.back());
   }
   dec_norm_out_ = decoder->register_module("norm_out", std::make_shared<GroupNorm>(32, width(0), 1e-6));
-  dec_conv_out_ = decoder->register_module("conv_out", cv::conv(width(0), c.out_ch, 3));
-  quant_conv_ = register_module("quant_conv", cv::conv(2 * c.z_channels, 2 * c.embed_dim, 1));
-  post_quant_conv_ = register_module("post_quant_conv", cv::conv(c.embed_dim, c.z_channels, 1));
+  dec_conv_out_ = decoder->register_module("conv_out", padded_conv(width(0), c.out_ch, 3));
+  quant_conv_ = register_module("quant_conv", padded_conv(2 * c.z_channels, 2 * c.embed_dim, 1));
+  post_quant_conv_ = register_module("post_quant_conv", padded_conv(c.embed_dim, c.z_channels, 1));
 }
 
 CompVisAutoencoderKL::~CompVisAutoencoderKL() = default;

@@ -4,6 +4,9 @@
 // legacy AttentionBlock for the UNet, and model.py's ResnetBlock and AttnBlock for the KL
 // autoencoder. Sequential children keep their indices as names (in_layers.0, in_layers.2, ...).
 
+#include "multi_head_attention.hpp"
+#include "padded_conv.hpp"
+
 #include <privdiff/engine/per_example_layers.hpp>
 
 #include <ATen/ATen.h>
@@ -19,16 +22,9 @@
 namespace privdiff::sdk::diffusion::compvis {
 
 using engine::Conv2d;
-using engine::Conv2dOptions;
 using engine::GroupNorm;
 using engine::LayerNorm;
 using engine::Linear;
-
-inline std::shared_ptr<Conv2d> conv(std::int64_t in, std::int64_t out, std::int64_t kernel, std::int64_t stride = 1,
-                                    std::int64_t padding = -1) {
-  const std::int64_t pad = padding < 0 ? kernel / 2 : padding;
-  return std::make_shared<Conv2d>(Conv2dOptions{in, out, {kernel, kernel}, {stride, stride}, {pad, pad}});
-}
 
 // A module holding children under the names given (a Sequential's indices).
 inline std::shared_ptr<torch::nn::Module> named(torch::nn::Module& parent, const std::string& name) {
@@ -46,12 +42,12 @@ class ResBlock : public torch::nn::Module {
       : scale_shift_(scale_shift), resample_(resample), dropout_(dropout) {
     auto in_layers = named(*this, "in_layers");
     in_norm_ = in_layers->register_module("0", std::make_shared<GroupNorm>(32, in));
-    in_conv_ = in_layers->register_module("2", conv(in, out, 3));
+    in_conv_ = in_layers->register_module("2", padded_conv(in, out, 3));
     emb_ = named(*this, "emb_layers")->register_module("1", std::make_shared<Linear>(emb, scale_shift ? 2 * out : out));
     auto out_layers = named(*this, "out_layers");
     out_norm_ = out_layers->register_module("0", std::make_shared<GroupNorm>(32, out));
-    out_conv_ = out_layers->register_module("3", conv(out, out, 3));
-    if (in != out) skip_ = register_module("skip_connection", conv(in, out, 1));
+    out_conv_ = out_layers->register_module("3", padded_conv(out, out, 3));
+    if (in != out) skip_ = register_module("skip_connection", padded_conv(in, out, 1));
   }
   at::Tensor forward(at::Tensor x, const at::Tensor& emb) {
     at::Tensor h = at::silu(in_norm_->forward(x));
@@ -86,7 +82,7 @@ class ResBlock : public torch::nn::Module {
 class CrossAttention : public torch::nn::Module {
  public:
   CrossAttention(std::int64_t dim, std::int64_t context_dim, std::int64_t heads, std::int64_t head_dim)
-      : heads_(heads), head_dim_(head_dim) {
+      : heads_(heads) {
     const std::int64_t inner = heads * head_dim;
     to_q_ = register_module("to_q", std::make_shared<Linear>(dim, inner, false));
     to_k_ = register_module("to_k", std::make_shared<Linear>(context_dim, inner, false));
@@ -95,15 +91,11 @@ class CrossAttention : public torch::nn::Module {
   }
   at::Tensor forward(const at::Tensor& x, const at::Tensor& context) {
     const at::Tensor& c = context.defined() ? context : x;
-    auto split = [&](const at::Tensor& t) { return t.reshape({t.size(0), t.size(1), heads_, head_dim_}).transpose(1, 2); };
-    const at::Tensor q = split(to_q_->forward(x)), k = split(to_k_->forward(c)), v = split(to_v_->forward(c));
-    const at::Tensor weights = at::softmax(at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_dim_)), -1);
-    const at::Tensor mixed = at::matmul(weights, v).transpose(1, 2).reshape({x.size(0), x.size(1), heads_ * head_dim_});
-    return out_->forward(mixed);
+    return out_->forward(multi_head_attention(to_q_->forward(x), to_k_->forward(c), to_v_->forward(c), heads_));
   }
 
  private:
-  std::int64_t heads_, head_dim_;
+  std::int64_t heads_;
   std::shared_ptr<Linear> to_q_, to_k_, to_v_, out_;
 };
 
@@ -142,13 +134,13 @@ class SpatialTransformer : public torch::nn::Module {
                      std::int64_t context_dim) {
     const std::int64_t inner = heads * head_dim;
     norm_ = register_module("norm", std::make_shared<GroupNorm>(32, channels, 1e-6));
-    proj_in_ = register_module("proj_in", conv(channels, inner, 1));
+    proj_in_ = register_module("proj_in", padded_conv(channels, inner, 1));
     auto list = register_module("transformer_blocks", torch::nn::ModuleList());
     for (std::int64_t d = 0; d < depth; ++d) {
       blocks_.push_back(std::make_shared<TransformerBlock>(inner, context_dim, heads, head_dim));
       list->push_back(blocks_.back());
     }
-    proj_out_ = register_module("proj_out", conv(inner, channels, 1));
+    proj_out_ = register_module("proj_out", padded_conv(inner, channels, 1));
   }
   at::Tensor forward(const at::Tensor& x, const at::Tensor& context) {
     const std::int64_t b = x.size(0), h = x.size(2), w = x.size(3);
@@ -177,11 +169,11 @@ class LegacyAttention : public torch::nn::Module {
     proj_out_ = register_module("proj_out", std::make_shared<Linear>(channels, channels));
   }
   at::Tensor forward(const at::Tensor& x) {
-    const std::int64_t b = x.size(0), c = x.size(1), t = x.size(2) * x.size(3), d = c / heads_;
+    const std::int64_t b = x.size(0), c = x.size(1), t = x.size(2) * x.size(3);
     const at::Tensor tokens = norm_->forward(x).reshape({b, c, t}).transpose(1, 2);  // [B, T, C]
-    const auto qkv = qkv_->forward(tokens).reshape({b, t, heads_, 3, d}).permute({3, 0, 2, 1, 4});  // [3, B, H, T, d]
-    const at::Tensor weights = at::softmax(at::matmul(qkv[0], qkv[1].transpose(-1, -2)) / std::sqrt(static_cast<double>(d)), -1);
-    const at::Tensor mixed = at::matmul(weights, qkv[2]).transpose(1, 2).reshape({b, t, c});
+    const at::Tensor qkv = qkv_->forward(tokens).reshape({b, t, heads_, 3, c / heads_});
+    auto part = [&](std::int64_t i) { return qkv.select(3, i).reshape({b, t, c}); };  // heads side by side
+    const at::Tensor mixed = multi_head_attention(part(0), part(1), part(2), heads_);
     return x + proj_out_->forward(mixed).transpose(1, 2).reshape(x.sizes());
   }
 
@@ -197,10 +189,10 @@ class AutoencoderResnet : public torch::nn::Module {
  public:
   AutoencoderResnet(std::int64_t in, std::int64_t out) {
     norm1_ = register_module("norm1", std::make_shared<GroupNorm>(32, in, 1e-6));
-    conv1_ = register_module("conv1", conv(in, out, 3));
+    conv1_ = register_module("conv1", padded_conv(in, out, 3));
     norm2_ = register_module("norm2", std::make_shared<GroupNorm>(32, out, 1e-6));
-    conv2_ = register_module("conv2", conv(out, out, 3));
-    if (in != out) shortcut_ = register_module("nin_shortcut", conv(in, out, 1));
+    conv2_ = register_module("conv2", padded_conv(out, out, 3));
+    if (in != out) shortcut_ = register_module("nin_shortcut", padded_conv(in, out, 1));
   }
   at::Tensor forward(const at::Tensor& x) {
     const at::Tensor h = conv2_->forward(at::silu(norm2_->forward(conv1_->forward(at::silu(norm1_->forward(x))))));
@@ -218,18 +210,17 @@ class AutoencoderAttention : public torch::nn::Module {
  public:
   explicit AutoencoderAttention(std::int64_t channels) {
     norm_ = register_module("norm", std::make_shared<GroupNorm>(32, channels, 1e-6));
-    q_ = register_module("q", conv(channels, channels, 1));
-    k_ = register_module("k", conv(channels, channels, 1));
-    v_ = register_module("v", conv(channels, channels, 1));
-    proj_out_ = register_module("proj_out", conv(channels, channels, 1));
+    q_ = register_module("q", padded_conv(channels, channels, 1));
+    k_ = register_module("k", padded_conv(channels, channels, 1));
+    v_ = register_module("v", padded_conv(channels, channels, 1));
+    proj_out_ = register_module("proj_out", padded_conv(channels, channels, 1));
   }
   at::Tensor forward(const at::Tensor& x) {
     const std::int64_t b = x.size(0), c = x.size(1), t = x.size(2) * x.size(3);
     const at::Tensor h = norm_->forward(x);
-    const at::Tensor q = q_->forward(h).reshape({b, c, t}).transpose(1, 2), k = k_->forward(h).reshape({b, c, t});
-    const at::Tensor weights = at::softmax(at::bmm(q, k) / std::sqrt(static_cast<double>(c)), 2);  // [B, Tq, Tk]
-    const at::Tensor mixed = at::bmm(v_->forward(h).reshape({b, c, t}), weights.transpose(1, 2)).reshape(x.sizes());
-    return x + proj_out_->forward(mixed);
+    auto tokens = [&](Conv2d& projection) { return projection.forward(h).reshape({b, c, t}).transpose(1, 2); };  // [B, T, C]
+    const at::Tensor mixed = multi_head_attention(tokens(*q_), tokens(*k_), tokens(*v_), 1);
+    return x + proj_out_->forward(mixed.transpose(1, 2).reshape(x.sizes()));
   }
 
  private:

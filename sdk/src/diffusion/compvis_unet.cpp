@@ -37,7 +37,7 @@ struct CompVisUNet::Block : torch::nn::Module {
   // Downsample (a stride-2 "op" convolution) or Upsample (nearest, then "conv").
   void add_resampler(std::int64_t channels, bool down) {
     auto wrapper = register_module(next(), std::make_shared<torch::nn::Module>());
-    auto c = wrapper->register_module(down ? "op" : "conv", cv::conv(channels, channels, 3, down ? 2 : 1));
+    auto c = wrapper->register_module(down ? "op" : "conv", padded_conv(channels, channels, 3, down ? 2 : 1));
     layers.push_back([c, down](const at::Tensor& h, const at::Tensor&, const at::Tensor&) {
       return c->forward(down ? h : cv::nearest_up(h));
     });
@@ -84,7 +84,7 @@ CompVisUNet::CompVisUNet(CompVisUNetConfig config) : config_(std::move(config)) 
   auto resblock = [&](std::int64_t in, std::int64_t out, int resample) {
     return std::make_shared<cv::ResBlock>(in, out, emb, c.use_scale_shift_norm, resample, c.dropout);
   };
-  conv_in_ = new_block(input_blocks_, inputs_, "input_blocks")->add_conv(cv::conv(c.in_channels, c.model_channels, 3));
+  conv_in_ = new_block(input_blocks_, inputs_, "input_blocks")->add_conv(padded_conv(c.in_channels, c.model_channels, 3));
   std::vector<std::int64_t> skips{c.model_channels};
   std::int64_t ch = c.model_channels, ds = 1;
   const auto levels = c.channel_mult.size();
@@ -133,7 +133,7 @@ CompVisUNet::CompVisUNet(CompVisUNetConfig config) : config_(std::move(config)) 
   }
   auto out = register_module("out", std::make_shared<torch::nn::Module>());
   out_norm_ = out->register_module("0", std::make_shared<GroupNorm>(32, ch));
-  out_conv_ = out->register_module("2", cv::conv(c.model_channels, c.out_channels, 3));
+  out_conv_ = out->register_module("2", padded_conv(c.model_channels, c.out_channels, 3));
 }
 
 CompVisUNet::~CompVisUNet() = default;

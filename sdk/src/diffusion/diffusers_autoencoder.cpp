@@ -20,7 +20,7 @@ class DiffusersCoder : public torch::nn::Module {
     const auto& widths = c.block_out_channels;
     const auto levels = widths.size();
     const std::int64_t last = widths.back(), groups = c.norm_num_groups;
-    conv_in_ = register_module("conv_in", diffusers_conv(encoder ? c.in_channels : c.latent_channels,
+    conv_in_ = register_module("conv_in", padded_conv(encoder ? c.in_channels : c.latent_channels,
                                                          encoder ? widths.front() : last, 3));
     auto blocks = register_module(encoder ? "down_blocks" : "up_blocks", torch::nn::ModuleList());
     std::int64_t width = encoder ? widths.front() : last;
@@ -56,7 +56,7 @@ class DiffusersCoder : public torch::nn::Module {
     }
     const std::int64_t end = encoder ? last : widths.front();
     conv_norm_out_ = register_module("conv_norm_out", std::make_shared<GroupNorm>(groups, end, eps));
-    conv_out_ = register_module("conv_out", diffusers_conv(end, encoder ? 2 * c.latent_channels : c.out_channels, 3));
+    conv_out_ = register_module("conv_out", padded_conv(end, encoder ? 2 * c.latent_channels : c.out_channels, 3));
   }
 
   at::Tensor forward(const at::Tensor& x) {
@@ -93,8 +93,8 @@ DiffusersAutoencoderKL::DiffusersAutoencoderKL(DiffusersAutoencoderKLConfig conf
   if (c.block_out_channels.empty()) throw std::invalid_argument("AutoencoderKL: block_out_channels is empty");
   encoder_ = register_module("encoder", std::make_shared<DiffusersCoder>(c, true));
   decoder_ = register_module("decoder", std::make_shared<DiffusersCoder>(c, false));
-  if (c.quant_conv) quant_conv_ = register_module("quant_conv", diffusers_conv(2 * c.latent_channels, 2 * c.latent_channels, 1));
-  if (c.post_quant_conv) post_quant_conv_ = register_module("post_quant_conv", diffusers_conv(c.latent_channels, c.latent_channels, 1));
+  if (c.quant_conv) quant_conv_ = register_module("quant_conv", padded_conv(2 * c.latent_channels, 2 * c.latent_channels, 1));
+  if (c.post_quant_conv) post_quant_conv_ = register_module("post_quant_conv", padded_conv(c.latent_channels, c.latent_channels, 1));
 }
 
 DiffusersAutoencoderKL::~DiffusersAutoencoderKL() = default;

@@ -3,6 +3,9 @@
 // privdiff's per-example layers under diffusers' own names: ResnetBlock2D, the self-attention of
 // their mid and attention blocks, and Downsample2D / Upsample2D with a convolution.
 
+#include "multi_head_attention.hpp"
+#include "padded_conv.hpp"
+
 #include <privdiff/engine/per_example_layers.hpp>
 
 #include <ATen/ATen.h>
@@ -17,14 +20,8 @@
 namespace privdiff::sdk::diffusion {
 
 using engine::Conv2d;
-using engine::Conv2dOptions;
 using engine::GroupNorm;
 using engine::Linear;
-
-inline std::shared_ptr<Conv2d> diffusers_conv(std::int64_t in, std::int64_t out, std::int64_t kernel, std::int64_t stride = 1) {
-  const std::int64_t pad = kernel / 2;
-  return std::make_shared<Conv2d>(Conv2dOptions{in, out, {kernel, kernel}, {stride, stride}, {pad, pad}});
-}
 
 // ResnetBlock2D (time_embedding_norm "default"): GroupNorm, SiLU, conv, + the projected time
 // embedding, GroupNorm, SiLU, conv, plus the input (through a 1x1 conv when the width changes).
@@ -33,11 +30,11 @@ class DiffusersResnet : public torch::nn::Module {
   /// temb = 0: no time embedding (an autoencoder's blocks).
   DiffusersResnet(std::int64_t in, std::int64_t out, std::int64_t temb, std::int64_t groups, double eps) {
     norm1_ = register_module("norm1", std::make_shared<GroupNorm>(groups, in, eps));
-    conv1_ = register_module("conv1", diffusers_conv(in, out, 3));
+    conv1_ = register_module("conv1", padded_conv(in, out, 3));
     if (temb > 0) time_emb_proj_ = register_module("time_emb_proj", std::make_shared<Linear>(temb, out));
     norm2_ = register_module("norm2", std::make_shared<GroupNorm>(groups, out, eps));
-    conv2_ = register_module("conv2", diffusers_conv(out, out, 3));
-    if (in != out) conv_shortcut_ = register_module("conv_shortcut", diffusers_conv(in, out, 1));
+    conv2_ = register_module("conv2", padded_conv(out, out, 3));
+    if (in != out) conv_shortcut_ = register_module("conv_shortcut", padded_conv(in, out, 1));
   }
   /// `temb_act`: SiLU of the time embedding (diffusers applies it in every block; once is enough).
   at::Tensor forward(const at::Tensor& x, const at::Tensor& temb_act = {}) {
@@ -68,12 +65,10 @@ class DiffusersAttention : public torch::nn::Module {
     to_out_->push_back(out_);
   }
   at::Tensor forward(const at::Tensor& x) {
-    const std::int64_t b = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3), d = c / heads_;
+    const std::int64_t b = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
     const at::Tensor tokens = group_norm_->forward(x).reshape({b, c, h * w}).transpose(1, 2);  // [B, HW, C]
-    auto split = [&](const at::Tensor& t) { return t.reshape({b, h * w, heads_, d}).transpose(1, 2); };
-    const at::Tensor q = split(to_q_->forward(tokens)), k = split(to_k_->forward(tokens)), v = split(to_v_->forward(tokens));
-    const at::Tensor attention = at::softmax(at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(d)), -1);
-    const at::Tensor mixed = at::matmul(attention, v).transpose(1, 2).reshape({b, h * w, c});
+    const at::Tensor mixed =
+        multi_head_attention(to_q_->forward(tokens), to_k_->forward(tokens), to_v_->forward(tokens), heads_);
     return out_->forward(mixed).transpose(1, 2).reshape({b, c, h, w}) + x;
   }
 
@@ -91,9 +86,7 @@ class DiffusersResampler : public torch::nn::Module {
  public:
   DiffusersResampler(std::int64_t channels, bool down, bool asymmetric_padding = false)
       : down_(down), asymmetric_(asymmetric_padding) {
-    conv_ = register_module("conv", std::make_shared<Conv2d>(Conv2dOptions{
-                                        channels, channels, {3, 3}, {down ? 2 : 1, down ? 2 : 1},
-                                        {asymmetric_padding ? 0 : 1, asymmetric_padding ? 0 : 1}}));
+    conv_ = register_module("conv", padded_conv(channels, channels, 3, down ? 2 : 1, asymmetric_padding ? 0 : 1));
   }
   at::Tensor forward(const at::Tensor& x) {
     if (!down_) return conv_->forward(at::upsample_nearest2d(x, {2 * x.size(2), 2 * x.size(3)}));

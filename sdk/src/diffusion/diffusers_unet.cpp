@@ -62,7 +62,7 @@ DiffusersUNet2D::DiffusersUNet2D(DiffusersUNet2DConfig config) : config_(std::mo
   if (levels == 0) throw std::invalid_argument("UNet2DModel: block_out_channels is empty");
   if (c.attention.size() != widths.size()) config_.attention.resize(widths.size(), false);
   const std::int64_t temb = 4 * widths[0];
-  conv_in_ = register_module("conv_in", diffusers_conv(c.in_channels, widths[0], 3));
+  conv_in_ = register_module("conv_in", padded_conv(c.in_channels, widths[0], 3));
   auto time_embedding = register_module("time_embedding", std::make_shared<torch::nn::Module>());
   time_linear_1_ = time_embedding->register_module("linear_1", std::make_shared<Linear>(widths[0], temb));
   time_linear_2_ = time_embedding->register_module("linear_2", std::make_shared<Linear>(temb, temb));
@@ -104,7 +104,7 @@ DiffusersUNet2D::DiffusersUNet2D(DiffusersUNet2DConfig config) : config_(std::mo
     previous = out;
   }
   conv_norm_out_ = register_module("conv_norm_out", std::make_shared<GroupNorm>(c.norm_num_groups, widths[0], c.norm_eps));
-  conv_out_ = register_module("conv_out", diffusers_conv(widths[0], c.out_channels, 3));
+  conv_out_ = register_module("conv_out", padded_conv(widths[0], c.out_channels, 3));
 }
 
 DiffusersUNet2D::~DiffusersUNet2D() = default;

@@ -1,5 +1,8 @@
 #include <privdiff/diffusion/ncsnpp.hpp>
 
+#include "multi_head_attention.hpp"
+#include "padded_conv.hpp"
+
 #include <privdiff/engine/per_example_layers.hpp>
 
 #include <ATen/ATen.h>
@@ -11,18 +14,12 @@
 namespace privdiff::sdk::diffusion {
 
 using engine::Conv2d;
-using engine::Conv2dOptions;
 using engine::GroupNorm;
 using engine::Linear;
 
 namespace {
 
 const double ncsnpp_skip_scale = 1 / std::sqrt(2.0);
-
-std::shared_ptr<Conv2d> ncsnpp_conv(std::int64_t in, std::int64_t out, std::int64_t kernel) {
-  const std::int64_t pad = kernel / 2;
-  return std::make_shared<Conv2d>(Conv2dOptions{in, out, {kernel, kernel}, {1, 1}, {pad, pad}});
-}
 
 // score_sde's GroupNorm: min(C / 4, 32) groups, eps 1e-6.
 std::shared_ptr<GroupNorm> score_sde_group_norm(std::int64_t channels) {
@@ -39,11 +36,11 @@ class NcsnppResnetBlock : public torch::nn::Module {
   NcsnppResnetBlock(std::int64_t in, std::int64_t out, std::int64_t temb, int resample, double dropout)
       : resample_(resample), dropout_(dropout) {
     norm_0_ = register_module("GroupNorm_0", score_sde_group_norm(in));
-    conv_0_ = register_module("Conv_0", ncsnpp_conv(in, out, 3));
+    conv_0_ = register_module("Conv_0", padded_conv(in, out, 3));
     dense_0_ = register_module("Dense_0", std::make_shared<Linear>(temb, out));
     norm_1_ = register_module("GroupNorm_1", score_sde_group_norm(out));
-    conv_1_ = register_module("Conv_1", ncsnpp_conv(out, out, 3));
-    if (in != out || resample != 0) conv_2_ = register_module("Conv_2", ncsnpp_conv(in, out, 1));
+    conv_1_ = register_module("Conv_1", padded_conv(out, out, 3));
+    if (in != out || resample != 0) conv_2_ = register_module("Conv_2", padded_conv(in, out, 1));
   }
   at::Tensor forward(at::Tensor x, const at::Tensor& temb_act) {
     at::Tensor h = at::silu(norm_0_->forward(x));
@@ -83,9 +80,8 @@ class NcsnppAttention : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x) {
     const std::int64_t b = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
     const at::Tensor tokens = norm_->forward(x).reshape({b, c, h * w}).transpose(1, 2);  // [B, HW, C]
-    const at::Tensor q = nin_[0]->forward(tokens), k = nin_[1]->forward(tokens), v = nin_[2]->forward(tokens);
-    const at::Tensor weights = at::softmax(at::matmul(q, k.transpose(1, 2)) / std::sqrt(static_cast<double>(c)), -1);
-    const at::Tensor mixed = nin_[3]->forward(at::matmul(weights, v));
+    const at::Tensor mixed = nin_[3]->forward(
+        multi_head_attention(nin_[0]->forward(tokens), nin_[1]->forward(tokens), nin_[2]->forward(tokens), 1));
     return (x + mixed.transpose(1, 2).reshape({b, c, h, w})) * ncsnpp_skip_scale;
   }
 
@@ -119,7 +115,7 @@ Ncsnpp::Ncsnpp(NcsnppConfig config) : config_(std::move(config)) {
   if (c.label_dim > 0) label_embedding_ = add(std::make_shared<engine::Embedding>(c.label_dim + 1, c.nf));
   dense_0_ = add(std::make_shared<Linear>(c.nf, temb));
   dense_1_ = add(std::make_shared<Linear>(temb, temb));
-  conv_in_ = add(ncsnpp_conv(c.in_channels, c.nf, 3));
+  conv_in_ = add(padded_conv(c.in_channels, c.nf, 3));
   auto block = [&](std::int64_t in, std::int64_t out, int resample) {
     blocks_.push_back({static_cast<std::int64_t>(all_modules_->size()), false});
     return add(std::make_shared<NcsnppResnetBlock>(in, out, temb, resample, c.dropout));
@@ -161,7 +157,7 @@ Ncsnpp::Ncsnpp(NcsnppConfig config) : config_(std::move(config)) {
     up_.push_back(std::move(level));
   }
   norm_out_ = add(score_sde_group_norm(width));
-  conv_out_ = add(ncsnpp_conv(width, c.out_channels, 3));
+  conv_out_ = add(padded_conv(width, c.out_channels, 3));
 }
 
 Ncsnpp::~Ncsnpp() = default;

@@ -47,6 +47,8 @@ Preconditioning Preconditioning::discrete(const std::vector<double>& alphas_cump
     p.discrete_sigmas_.push_back(std::sqrt((1 - a) / a));
   }
   if (p.discrete_sigmas_.size() < 2) throw std::invalid_argument("discrete schedule: fewer than two timesteps");
+  p.discrete_levels_ = at::tensor(p.discrete_sigmas_, at::TensorOptions(at::kDouble));
+  p.discrete_log_levels_ = p.discrete_levels_.log();
   return p;
 }
 
@@ -54,7 +56,7 @@ Preconditioning Preconditioning::discrete(const std::vector<double>& alphas_cump
 // around it, clamped to [0, T - 1].
 at::Tensor Preconditioning::timestep(const at::Tensor& sigma) const {
   const auto options = at::TensorOptions(at::kDouble).device(sigma.device());
-  const at::Tensor levels = at::tensor(discrete_sigmas_, at::TensorOptions(at::kDouble)).to(sigma.device()).log();
+  const at::Tensor levels = discrete_log_levels_.to(sigma.device());
   const auto last = static_cast<std::int64_t>(discrete_sigmas_.size()) - 1;
   const at::Tensor log_sigma = sigma.to(options).log().reshape({-1});
   const at::Tensor high = at::searchsorted(levels, log_sigma).clamp(1, last);
@@ -112,7 +114,7 @@ at::Tensor Preconditioning::sample_training_sigma(std::int64_t n, at::Generator&
     }
     case Parameterization::discrete: {  // t uniform on {0, ..., T - 1}, as DDPM trains
       const at::Tensor t = at::randint(static_cast<std::int64_t>(discrete_sigmas_.size()), {n}, gen, at::TensorOptions(at::kLong));
-      return at::tensor(discrete_sigmas_, opts).index_select(0, t);
+      return discrete_levels_.index_select(0, t);
     }
   }
   throw std::logic_error("unknown parameterization");

@@ -1,5 +1,6 @@
 #include <privdiff/diffusion/spatial_transformer.hpp>
 
+#include "multi_head_attention.hpp"
 #include "norm_groups.hpp"
 
 #include <ATen/ATen.h>
@@ -18,7 +19,7 @@ using engine::Linear;
 
 CrossAttention::CrossAttention(std::int64_t query_dim, std::int64_t context_dim, std::int64_t heads,
                                std::int64_t head_dim)
-    : heads_(heads), head_dim_(head_dim) {
+    : heads_(heads) {
   if (heads < 1 || head_dim < 1) throw std::invalid_argument("attention: heads and head_dim must be >= 1");
   const std::int64_t inner = heads * head_dim;
   // As in LDM: no bias on the projections that form q, k and v.
@@ -29,15 +30,7 @@ CrossAttention::CrossAttention(std::int64_t query_dim, std::int64_t context_dim,
 }
 
 at::Tensor CrossAttention::forward(const at::Tensor& x, const at::Tensor& context) {
-  const auto n = x.size(0), l = x.size(1), m = context.size(1);
-  auto split_heads = [&](const at::Tensor& t, std::int64_t len) {  // [N, len, h d] -> [N, h, len, d]
-    return t.reshape({n, len, heads_, head_dim_}).transpose(1, 2);
-  };
-  const at::Tensor q = split_heads(to_q_->forward(x), l);
-  const at::Tensor k = split_heads(to_k_->forward(context), m);
-  const at::Tensor v = split_heads(to_v_->forward(context), m);
-  const at::Tensor weights = at::softmax(at::matmul(q, k.transpose(-1, -2)) / std::sqrt(double(head_dim_)), -1);
-  return to_out_->forward(at::matmul(weights, v).transpose(1, 2).reshape({n, l, heads_ * head_dim_}));
+  return to_out_->forward(multi_head_attention(to_q_->forward(x), to_k_->forward(context), to_v_->forward(context), heads_));
 }
 
 GegluFeedForward::GegluFeedForward(std::int64_t dim, std::int64_t mult) {

@@ -2,6 +2,9 @@
 
 #include <privdiff/diffusion/spatial_transformer.hpp>
 
+#include "multi_head_attention.hpp"
+#include "padded_conv.hpp"
+
 #include <ATen/ATen.h>
 #include <torch/types.h>
 
@@ -12,29 +15,22 @@
 namespace privdiff::sdk::diffusion {
 
 using engine::Conv2d;
-using engine::Conv2dOptions;
 using engine::GroupNorm;
 using engine::Linear;
 
 namespace {
 std::int64_t groups_for(std::int64_t channels) { return std::max<std::int64_t>(1, std::min<std::int64_t>(32, channels / 4)); }
-std::shared_ptr<Conv2d> conv3(std::int64_t in, std::int64_t out, std::int64_t stride = 1) {
-  return std::make_shared<Conv2d>(Conv2dOptions{in, out, {3, 3}, {stride, stride}, {1, 1}});
-}
-std::shared_ptr<Conv2d> conv1(std::int64_t in, std::int64_t out) {
-  return std::make_shared<Conv2d>(Conv2dOptions{in, out, {1, 1}, {1, 1}, {0, 0}});
-}
 }  // namespace
 
 class ResidualBlock : public torch::nn::Module {
  public:
   ResidualBlock(std::int64_t in, std::int64_t out, std::int64_t emb_dim, double dropout) : dropout_(dropout) {
     norm1_ = register_module("norm1", std::make_shared<GroupNorm>(groups_for(in), in));
-    conv1_ = register_module("conv1", conv3(in, out));
+    conv1_ = register_module("conv1", padded_conv(in, out, 3));
     emb_ = register_module("emb", std::make_shared<Linear>(emb_dim, out));
     norm2_ = register_module("norm2", std::make_shared<GroupNorm>(groups_for(out), out));
-    conv2_ = register_module("conv2", conv3(out, out));
-    if (in != out) skip_ = register_module("skip", conv1(in, out));
+    conv2_ = register_module("conv2", padded_conv(out, out, 3));
+    if (in != out) skip_ = register_module("skip", padded_conv(in, out, 1));
   }
   at::Tensor forward(const at::Tensor& x, const at::Tensor& emb) {
     at::Tensor h = conv1_->forward(at::silu(norm1_->forward(x)));
@@ -63,8 +59,7 @@ class AttentionBlock : public torch::nn::Module {
     const auto n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
     const at::Tensor tokens = norm_->forward(x).flatten(2).transpose(1, 2);  // [N, HW, C]
     const auto qkv = qkv_->forward(tokens).chunk(3, -1);
-    const at::Tensor attention = at::softmax(at::matmul(qkv[0], qkv[1].transpose(1, 2)) / std::sqrt(double(c)), -1);
-    const at::Tensor out = proj_->forward(at::matmul(attention, qkv[2])).transpose(1, 2).reshape({n, c, h, w});
+    const at::Tensor out = proj_->forward(multi_head_attention(qkv[0], qkv[1], qkv[2], 1)).transpose(1, 2).reshape({n, c, h, w});
     return (x + out) / std::sqrt(2.0);
   }
 
@@ -96,7 +91,7 @@ Unet::Unet(UnetConfig config) : config_(std::move(config)) {
     return std::make_shared<SpatialTransformer>(
         SpatialTransformerConfig{channels, c.transformer_heads, head_dim, c.transformer_depth, context_dim});
   };
-  conv_in_ = register_module("conv_in", conv3(c.image_channels, nf));
+  conv_in_ = register_module("conv_in", padded_conv(c.image_channels, nf, 3));
   roles_ = {{"sigma_mlp", {"embedding", -1}}, {"class_embedding", {"conditioning", -1}}, {"conv_in", {"io", -1}}};
 
   auto has_attention = [&](std::int64_t resolution) {
@@ -140,7 +135,7 @@ Unet::Unet(UnetConfig config) : config_(std::move(config)) {
     }
     if (level + 1 < c.channel_mult.size()) {
       const std::string name = "down" + std::to_string(level) + "_downsample";
-      stage.resample = register_module(name, conv3(ch, ch, 2));
+      stage.resample = register_module(name, padded_conv(ch, ch, 3, 2));
       name_block(name, false);
       skip_channels.push_back(ch);
       resolution = (resolution + 1) / 2;
@@ -169,13 +164,13 @@ Unet::Unet(UnetConfig config) : config_(std::move(config)) {
     }
     if (level > 0) {
       const std::string name = "up" + std::to_string(level) + "_upsample";
-      stage.resample = register_module(name, conv3(ch, ch));
+      stage.resample = register_module(name, padded_conv(ch, ch, 3));
       name_block(name, false);
     }
     up_.push_back(std::move(stage));
   }
   norm_out_ = register_module("norm_out", std::make_shared<GroupNorm>(groups_for(ch), ch));
-  conv_out_ = register_module("conv_out", conv3(ch, c.image_channels));
+  conv_out_ = register_module("conv_out", padded_conv(ch, c.image_channels, 3));
   roles_.push_back({"norm_out", {"io", -1}});
   roles_.push_back({"conv_out", {"io", -1}});
 }

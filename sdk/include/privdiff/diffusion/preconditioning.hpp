@@ -55,6 +55,7 @@ class PRIVDIFF_SDK_API Preconditioning {
   Parameterization kind_;
   double sigma_data_;
   std::vector<double> discrete_sigmas_;
+  at::Tensor discrete_levels_, discrete_log_levels_;  ///< the same, as float64 CPU tensors (made once)
 };
 
 /// abar_0 .. abar_{T-1} of DDPM's beta schedules as diffusers' DDPMScheduler and CompVis's

@@ -26,7 +26,7 @@ class PRIVDIFF_SDK_API CrossAttention : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x, const at::Tensor& context);
 
  private:
-  std::int64_t heads_, head_dim_;
+  std::int64_t heads_;
   std::shared_ptr<engine::Linear> to_q_, to_k_, to_v_, to_out_;
 };
 
