@@ -1,32 +1,68 @@
 #!/usr/bin/env bash
-# GPU table of the engine (issues #14 and #28's shapes): rows/s and peak GPU memory per step of one
-# physical batch of B examples x K noised rows — non-private, the DP step as a stage runs it (`auto`:
-# path, chunk and norm strategies measured first), privdiff 0.10's DP step (materialised norms), and
-# the DP step with a bf16 forward — then one logical step's secure noise for every parameter.
-# Build with CUDA first (PRIVDIFF_TORCH=python scripts/build.sh -DPRIVDIFF_BUILD_BENCH=ON).
-# Opacus's numbers beside them: python3 bench/pytorch_unet_step.py opacus B K REPEATS (pip opacus).
-# Usage: bench/run_gpu_bench.sh [build/bin/engine_bench] [REPEATS]
-set -euo pipefail
+# The engine's GPU table beside PyTorch and Opacus 1.6 on the same GPU (issue #39): rows/s and peak GPU
+# memory for one physical batch of B examples x K noised rows of DPDM's 1.62M UNet, median of REPEATS
+# steps after a warm-up, each configuration in its own process:
+#   PyTorch non-private; Opacus standard (hooks + clip_and_accumulate); Opacus fast gradient clipping
+#   (ghost; K = 1 only); privdiff non-private; privdiff's whole DP step (`dp_step`: path, chunk and norm
+#   strategies measured on the warm-up, then the clipped sum, the step's noise and Adam); the same with
+#   a bf16 forward. Then one logical step's secure noise for every parameter.
+# Build with CUDA first (PRIVDIFF_TORCH=python scripts/build.sh -DPRIVDIFF_BUILD_BENCH=ON); Opacus is
+# pip's opacus==1.6.0 (bench/reference-python.txt). A configuration that fails or outlasts
+# GPU_BENCH_TIMEOUT seconds (default 120) shows as "—"; its reason is in the raw file.
+# Usage: bench/run_gpu_bench.sh [build/bin/engine_bench] [REPEATS] [RAW.jsonl]
+#   GPU_BENCH_SHAPES="256x1 1024x1 64x8 32x32" (the default) picks the shapes.
+set -uo pipefail
+here=$(dirname "$0")
 bench=${1:-build/bin/engine_bench}
 repeats=${2:-5}
-echo "| B x K | PyTorch non-private rows/s | non-private rows/s | DP rows/s | DP 0.10 rows/s | DP bf16 rows/s | DP / non-private time | peak GiB (PyTorch / non-private / DP / DP 0.10) |"
-echo "|---|---|---|---|---|---|---|---|"
-for shape in "256 1" "1024 1" "64 8" "32 32" "64 32"; do
-  set -- $shape
-  p=$(python3 "$(dirname "$0")/pytorch_unet_step.py" nonprivate "$1" "$2" "$repeats" 0 cuda 2>/dev/null || echo '{"rows_per_second": 0, "peak_rss_mib": 0}')
-  a=$("$bench" nonprivate "$1" "$2" "$repeats" cuda)
-  b=$("$bench" auto "$1" "$2" "$repeats" cuda 2>/tmp/engine_plan_$1_$2.txt)
-  c=$("$bench" materialised_norms "$1" "$2" "$repeats" cuda)
-  d=$("$bench" auto "$1" "$2" "$repeats" cuda bf16 2>/dev/null)
-  python3 - "$a" "$b" "$c" "$d" "$p" <<'PY'
+raw=${3:-/tmp/gpu_bench.jsonl}
+limit=${GPU_BENCH_TIMEOUT:-120}
+device=${GPU_BENCH_DEVICE:-cuda}  # cpu: a dry run of the script itself
+: > "$raw"
+measure() {  # measure NAME COMMAND...: one JSON line (or {} with the error) into $raw, echoed
+  local name=$1 out
+  shift
+  out=$(timeout "$limit" "$@" 2> /tmp/gpu_bench_err.txt | tail -1)
+  if ! python3 -c 'import json,sys; json.loads(sys.argv[1])' "$out" 2> /dev/null; then
+    out=$(python3 -c 'import json,sys; print(json.dumps({"error": sys.argv[1][-400:]}))' \
+      "$(cat /tmp/gpu_bench_err.txt) (exit or timeout after ${limit} s)")
+  fi
+  python3 -c 'import json,sys; d=json.loads(sys.argv[1]); d["name"]=sys.argv[2]; print(json.dumps(d))' "$out" "$name" \
+    | tee -a "$raw"
+}
+echo "| B x K | PyTorch non-private | Opacus | Opacus ghost | privdiff non-private | privdiff DP | DP bf16 |" \
+  "DP / PyTorch non-private | DP / Opacus (best) | peak GiB (PyTorch / Opacus / privdiff DP) |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
+for shape in ${GPU_BENCH_SHAPES:-256x1 1024x1 64x8 32x32}; do
+  b=${shape%x*} k=${shape#*x}
+  p=$(measure pytorch python3 "$here/pytorch_unet_step.py" nonprivate "$b" "$k" "$repeats" 0 "$device")
+  o=$(measure opacus python3 "$here/pytorch_unet_step.py" opacus "$b" "$k" "$repeats" 0 "$device")
+  g='{}'
+  [ "$k" = 1 ] && g=$(measure opacus_ghost python3 "$here/pytorch_unet_step.py" opacus_ghost "$b" "$k" "$repeats" 0 "$device")
+  n=$(measure nonprivate "$bench" nonprivate "$b" "$k" "$repeats" "$device")
+  d=$(measure dp_step "$bench" dp_step "$b" "$k" "$repeats" "$device")
+  h=$(measure dp_step_bf16 "$bench" dp_step "$b" "$k" "$repeats" "$device" bf16)
+  python3 - "$b" "$k" "$p" "$o" "$g" "$n" "$d" "$h" <<'PY'
 import json, sys
-a, b, c, d, p = (json.loads(x) for x in sys.argv[1:6])
-print(f"| {a['batch']} x {a['k']} | {p['rows_per_second']:,.0f} | {a['rows_per_second']:,.0f} | {b['rows_per_second']:,.0f} | {c['rows_per_second']:,.0f} | "
-      f"{d['rows_per_second']:,.0f} | {b['seconds_per_step'] / a['seconds_per_step']:.2f} | "
-      f"{p['peak_rss_mib'] / 1024:.1f} / {a['peak_rss_mib'] / 1024:.1f} / {b['peak_rss_mib'] / 1024:.1f} / "
-      f"{c['peak_rss_mib'] / 1024:.1f} |")
+b, k = sys.argv[1:3]
+p, o, g, n, d, h = (json.loads(x) for x in sys.argv[3:9])
+rate = lambda r: f"{r['rows_per_second']:,.0f}" if "rows_per_second" in r else "—"
+time = lambda r: r.get("seconds_per_step")
+ratio = lambda x, y: f"{x / y:.2f}" if x and y else "—"
+best_opacus = min((t for t in (time(o), time(g)) if t), default=None)
+gib = lambda r: f"{r['peak_rss_mib'] / 1024:.1f}" if "peak_rss_mib" in r else "—"
+print(f"| {b} x {k} | {rate(p)} | {rate(o)} | {rate(g)} | {rate(n)} | {rate(d)} | {rate(h)} | "
+      f"{ratio(time(d), time(p))} | {ratio(time(d), best_opacus)} | {gib(p)} / {gib(o)} / {gib(d)} |")
+if d.get("parts"):
+    print("    privdiff DP step's parts (s): " + ", ".join(f"{key} {value:.4f}" for key, value in d["parts"].items()))
 PY
-  sed 's/^/    plan: /' "/tmp/engine_plan_$1_$2.txt"
 done
-n=$("$bench" noise 1 1 "$repeats" cuda)
-python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(f"\nsecure noise for all {d[\"parameters\"]:,} parameters: {d[\"seconds_per_step\"]*1000:.1f} ms per logical step")' "$n"
+noise=$(measure noise "$bench" noise 1 1 "$repeats" "$device")
+python3 - "$noise" <<'PY'
+import json, sys
+d = json.loads(sys.argv[1])
+if "parameters" in d:
+    print(f"\nsecure noise for all {d['parameters']:,} parameters: {d['seconds_per_step'] * 1000:.1f} ms per logical step")
+else:
+    print(f"\nnoise: {d}")
+PY

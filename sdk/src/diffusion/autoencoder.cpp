@@ -16,12 +16,11 @@ namespace privdiff::sdk::diffusion {
 using engine::Conv2d;
 using engine::GroupNorm;
 
-namespace {
-
 // GroupNorm, SiLU, conv, twice, with a (1x1 conv) skip: LDM's ResnetBlock without a time embedding.
-class Block : public torch::nn::Module {
+// Not in an anonymous namespace: AutoencoderStage (declared in the header) holds these.
+class AutoencoderBlock : public torch::nn::Module {
  public:
-  Block(std::int64_t in, std::int64_t out) {
+  AutoencoderBlock(std::int64_t in, std::int64_t out) {
     norm1_ = register_module("norm1", std::make_shared<GroupNorm>(norm_groups(in), in, 1e-6));
     conv1_ = register_module("conv1", padded_conv(in, out, 3));
     norm2_ = register_module("norm2", std::make_shared<GroupNorm>(norm_groups(out), out, 1e-6));
@@ -38,15 +37,13 @@ class Block : public torch::nn::Module {
   std::shared_ptr<Conv2d> conv1_, conv2_, skip_;
 };
 
-}  // namespace
-
 // One resolution level: residual blocks, then a resampling (stride-2 conv down, or nearest x2 and
 // a conv up) unless it is the last level.
 class AutoencoderStage : public torch::nn::Module {
  public:
   AutoencoderStage(std::int64_t in, std::int64_t out, std::int64_t blocks, int resample) : resample_(resample) {
     for (std::int64_t b = 0; b < blocks; ++b) {
-      blocks_.push_back(register_module("block" + std::to_string(b), std::make_shared<Block>(b == 0 ? in : out, out)));
+      blocks_.push_back(register_module("block" + std::to_string(b), std::make_shared<AutoencoderBlock>(b == 0 ? in : out, out)));
     }
     if (resample != 0) resampler_ = register_module("resample", padded_conv(out, out, 3, resample < 0 ? 2 : 1));
   }
@@ -59,7 +56,7 @@ class AutoencoderStage : public torch::nn::Module {
 
  private:
   int resample_;  ///< -1 down, +1 up, 0 none
-  std::vector<std::shared_ptr<Block>> blocks_;
+  std::vector<std::shared_ptr<AutoencoderBlock>> blocks_;
   std::shared_ptr<Conv2d> resampler_;
 };
 
