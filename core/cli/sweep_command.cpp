@@ -79,7 +79,7 @@ struct SweepArgs {
   std::vector<std::string> params, overrides;
   double eta = 1, gamma = 0.25, mu = 4;
   std::int64_t count = 4, seed = 0, stop_after = 0;
-  bool minimize = false;
+  bool minimize = false, seeded = false;
 };
 
 SweepState new_sweep(const SweepArgs& a, const GlobalOptions& global, fs::path& dir) {
@@ -90,7 +90,11 @@ SweepState new_sweep(const SweepArgs& a, const GlobalOptions& global, fs::path& 
   s.space = a.params;
   s.score = a.score;
   s.maximize = !a.minimize;
-  s.seed = static_cast<std::uint64_t>(a.seed);
+  if (a.seeded) {
+    s.seed = static_cast<std::uint64_t>(a.seed);
+    std::cout << "warning: --seed " << a.seed << " lets anyone who knows it redraw K and the candidates; the selection "
+                 "theorem holds only while K is secret. Use it for tests; leave it out for a sweep you release\n";
+  }
   try {
     s.count.kind = sdk::selection::count_kind(a.candidates);
     s.count.eta = a.eta, s.count.gamma = a.gamma, s.count.mu = a.mu, s.count.count = a.count;
@@ -128,12 +132,15 @@ CLI::App* add_sweep_command(CLI::App& app, const GlobalOptions& global, int& exi
   cmd->add_option("--gamma", a->gamma, "truncated negative binomial: gamma (default 0.25: E[K] = 4 at eta 1)");
   cmd->add_option("--mu", a->mu, "poisson: the mean number of candidates (default 4)");
   cmd->add_option("--count", a->count, "fixed: the number of candidates (default 4)");
-  cmd->add_option("--seed", a->seed, "seed of K and of the hyperparameter draws (default 0)");
+  auto* seed = cmd->add_option("--seed", a->seed,
+                               "seed of K and of the hyperparameter draws, for tests (default: the OS's secure "
+                               "randomness, never kept: the theorem needs K secret)");
   cmd->add_option("--set", a->overrides, "override a key for every candidate (repeatable)");
   cmd->add_option("--out", a->out, "sweep directory (default sweeps/<recipe name>)");
   cmd->add_option("--resume", a->resume, "continue the sweep in this directory (nothing is drawn again)");
   cmd->add_option("--stop-after-candidates", a->stop_after, "stop (exit 3) after running N candidates; continue with --resume");
-  cmd->callback([a, &global, &exit_code] {
+  cmd->callback([a, seed, &global, &exit_code] {
+    a->seeded = seed->count() > 0;
     if (a->resume.empty() == a->recipe.empty()) throw UsageError("sweep: give a RECIPE to start a sweep, or --resume DIR");
     fs::path dir = a->resume;
     SweepState s = a->resume.empty() ? new_sweep(*a, global, dir) : read_sweep_state(dir);

@@ -5,6 +5,7 @@
 #include "run/run_orchestrator.hpp"
 #include "sweep/sweep_space.hpp"
 
+#include <privdiff/engine/random_stream.hpp>
 #include <privdiff/privacy/rdp.hpp>
 
 #include <random>
@@ -117,7 +118,13 @@ void plan_sweep(SweepState& state, const GlobalOptions& global, std::ostream& lo
   log << "sweep: " << describe_count(state.count) << ", target epsilon " << state.target_epsilon << " at delta "
       << state.delta << ": each candidate within RDP " << state.budget.rdp << " at order " << state.budget.order
       << " (the recipe as given: noise multiplier within it)\n";
-  std::mt19937_64 rng(state.seed);
+  std::uint64_t seed = 0;
+  if (state.seed) {
+    seed = *state.seed;
+  } else {
+    sdk::engine::os_random_bytes(&seed, sizeof seed);  // secret: K and the draws are kept in the state alone
+  }
+  std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   const std::int64_t k = sdk::selection::count_for_uniform(state.count, unit(rng));
   const auto& orders = sdk::rdp::default_orders();

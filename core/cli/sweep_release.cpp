@@ -26,6 +26,12 @@ std::string theorem_of(const sdk::selection::CandidateCount& c) {
 }
 
 json guarantee(const SweepState& s) {
+  json caveats = {"selected by privdiff sweep: the guarantee is the sweep's; K, the other candidates and their scores are not "
+                  "released (the theorem does not cover them)"};
+  if (s.seed) {
+    caveats.push_back("K and the candidates were drawn from --seed " + std::to_string(*s.seed) +
+                      ": whoever knows the seed knows K, and the theorem's bound does not hold against them");
+  }
   return {{"private", true},
           {"epsilon", s.epsilon},
           {"delta", s.delta},
@@ -33,9 +39,8 @@ json guarantee(const SweepState& s) {
           {"mechanism", "the best of K candidate runs, K ~ " + describe_count(s.count)},
           {"theorem", theorem_of(s.count)},
           {"budget", to_json(s.budget)},
-          {"caveats",
-           {"selected by privdiff sweep: the guarantee is the sweep's; K, the other candidates and their scores are not "
-            "released (the theorem does not cover them)"}}};
+          {"candidate_draws", s.seed ? "seeded (--seed)" : "secure (the OS's randomness, not kept)"},
+          {"caveats", caveats}};
 }
 
 // The selected run's model exported with the sweep's guarantee in place of the run's own.

@@ -49,7 +49,7 @@ json to_json(const SweepState& s) {
   return {{"format", "privdiff-sweep-1"},
           {"note", "private: K and the candidates' scores are not covered by the selection theorem; do not publish"},
           {"recipe", s.recipe.string()}, {"overrides", s.overrides}, {"space", s.space}, {"score", s.score},
-          {"maximize", s.maximize}, {"seed", s.seed},
+          {"maximize", s.maximize}, {"seed", s.seed ? json(*s.seed) : json(nullptr)},
           {"count", {{"kind", kind_name(s.count.kind)}, {"eta", s.count.eta}, {"gamma", s.count.gamma}, {"mu", s.count.mu},
                      {"K", s.count.count}}},
           {"target_epsilon", s.target_epsilon}, {"delta", s.delta}, {"noise_key", s.noise_key},
@@ -67,7 +67,7 @@ SweepState sweep_state_from_json(const json& j, const fs::path& file) {
     s.space = j.at("space").get<std::vector<std::string>>();
     s.score = j.at("score");
     s.maximize = j.at("maximize");
-    s.seed = j.at("seed");
+    if (!j.at("seed").is_null()) s.seed = j.at("seed").get<std::uint64_t>();
     const json& c = j.at("count");
     s.count.kind = sdk::selection::count_kind(c.at("kind"));
     s.count.eta = c.at("eta"), s.count.gamma = c.at("gamma"), s.count.mu = c.at("mu"), s.count.count = c.at("K");

@@ -31,7 +31,9 @@ struct SweepState {
   std::vector<std::string> space;               ///< the --param specs
   std::string score;                            ///< the [[eval]] metric that selects
   bool maximize = true;
-  std::uint64_t seed = 0;
+  /// --seed: K and the draws reproducible (tests). Absent: drawn from the OS CSPRNG and never kept, for the
+  /// theorem holds only while K is secret (a published seed publishes K).
+  std::optional<std::uint64_t> seed;
   sdk::selection::CandidateCount count;
   double target_epsilon = 0, delta = 0;
   std::string noise_key;                        ///< stage.N.noise_multiplier: the calibrated stage's key

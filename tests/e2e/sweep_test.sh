@@ -21,6 +21,7 @@ out=$("$privdiff" "${sweep[@]}" --stop-after-candidates 1 2>&1); code=$?
 drawn=$(python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(len(s['candidates']), [c['done'] for c in s['candidates']])" "$tmp/sweep/sweep.json")
 [ "${drawn%% *}" -ge 2 ] || fail "seed 4 should draw at least two candidates: $drawn"
 grep -q "candidate 1 of" <<<"$out" && ! grep -q "candidate 2 of" <<<"$out" || fail "more than one candidate ran: $out"
+grep -q "warning: --seed 4 lets anyone who knows it redraw K" <<<"$out" || fail "no warning for a known seed: $out"
 out=$("$privdiff" sweep --resume "$tmp/sweep" 2>&1) || fail "resume failed: $out"
 after=$(python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(len(s['candidates']))" "$tmp/sweep/sweep.json")
 [ "$after" = "${drawn%% *}" ] || fail "K changed on resume: ${drawn%% *} -> $after"
@@ -50,6 +51,9 @@ meta = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])["__metadata__"]
 guarantee = json.loads(meta["privdiff.privacy"])
 assert abs(float(meta["privdiff.epsilon"]) - state["epsilon"]) < 1e-5 and "ledger" not in guarantee, meta
 assert privacy["selected"]["hyperparameters"] == state["candidates"][state["selected"]]["values"]
+# A known seed is a known K: the release says so.
+assert state["seed"] == 4 and privacy["candidate_draws"] == "seeded (--seed)", privacy
+assert any("--seed 4" in c for c in privacy["caveats"]) and any("--seed 4" in c for c in guarantee["caveats"]), privacy
 PY
 grep -q "A model selected by privdiff sweep" "$tmp/sweep/selected/README.md" || fail "the model card does not say it was selected"
 # compare shows the candidates, the choice and the sweep's epsilon, marked private.
@@ -75,4 +79,7 @@ out=$("$privdiff" sweep "$tmp/train-score.toml" --param stage.0.lr=1e-3 --score 
 out=$("$privdiff" sweep "$tmp/tune.toml" --param stage.0.lr=1e-3 --score dpdm_classifiers.accuracy.logreg \
   --candidates fixed --count 2 --out "$tmp/fixed" --stop-after-candidates 0 2>&1)
 grep -q "warning: a fixed number of candidates" <<<"$out" || fail "no warning for a fixed K: $out"
+# Without --seed, K and the draws come from the OS's secure randomness, and no seed is kept.
+! grep -q "warning: --seed" <<<"$out" && python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['seed'] is None" \
+  "$tmp/fixed/sweep.json" || fail "an unseeded sweep kept a seed or warned: $out"
 echo "sweep: all checks passed"
