@@ -67,7 +67,9 @@ void write_selectors(std::ostream& out) {
          "| `[[stage]]` | `data` | the `[data.NAME]` the stage trains on (required when there are several), or the name of an "
          "earlier stage whose mechanism releases data (DP-FETA's central images) |\n"
          "| `[accountants.ID]` | (its keys) | options of accountant ID, used wherever that accountant runs |\n"
-         "| `[eval.ID]` | (its keys) | options of evaluator ID for the recipe's `[[eval]]` entries |\n\n";
+         "| `[eval.ID]` | (its keys) | options of evaluator ID for the recipe's `[[eval]]` entries |\n"
+         "| `[sweep.params]` | (recipe keys) | `privdiff sweep`'s searched keys, each a list of values or "
+         "\"log:LOW:HIGH[:int]\" ([Sweeps](sweep.md)) |\n\n";
 }
 
 void write_host_sections(std::ostream& out) {
@@ -77,6 +79,7 @@ void write_host_sections(std::ostream& out) {
       {"[privacy]", &privacy_schema()},
       {"[[eval]]", &eval_schema()},
       {"[plugins]", &plugins_schema()},
+      {"[sweep]", &sweep_schema()},
   };
   for (const auto& [name, schema] : sections) {
     out << "### " << name << "\n\n";

@@ -7,10 +7,13 @@
 #include "cli/commands.hpp"
 #include "cli/sweep_planning.hpp"
 #include "cli/sweep_release.hpp"
+#include "sweep/sweep_space.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -80,10 +83,48 @@ struct SweepArgs {
   double eta = 1, gamma = 0.25, mu = 4;
   std::int64_t count = 4, seed = 0, stop_after = 0;
   bool minimize = false, seeded = false;
+  std::set<std::string> given;  ///< the options given on the command line: they win over the recipe's [sweep]
 };
 
-SweepState new_sweep(const SweepArgs& a, const GlobalOptions& global, fs::path& dir) {
-  if (a.score.empty() || a.params.empty()) throw UsageError("sweep: give --param (at least one) and --score METRIC");
+std::string key_of(const std::string& spec) { return spec.substr(0, spec.find('=')); }
+
+// The recipe's [sweep] under the command line: an option given there wins, and a --param replaces the
+// recipe's spec for the same key. A [sweep.params] spec that does not parse is reported at its line.
+SweepArgs with_recipe_sweep(SweepArgs a, const GlobalOptions& global) {
+  ComponentRegistry registry;
+  const Recipe recipe = load_recipe(a.recipe, a.overrides, global, registry);
+  if (!recipe.sweep) return a;
+  const sdk::Config& o = recipe.sweep->options;
+  auto from_recipe = [&](const char* option) { return a.given.count(option) == 0; };
+  if (from_recipe("--score") && o.has("score")) a.score = o.get_string("score");
+  if (from_recipe("--minimize")) a.minimize = o.get_bool("minimize");
+  if (from_recipe("--candidates")) a.candidates = o.get_string("candidates");
+  if (from_recipe("--eta")) a.eta = o.get_double("eta");
+  if (from_recipe("--gamma")) a.gamma = o.get_double("gamma");
+  if (from_recipe("--mu")) a.mu = o.get_double("mu");
+  if (from_recipe("--count")) a.count = o.get_int("count");
+  std::vector<std::string> params;
+  for (const auto& spec : recipe.sweep->params) {
+    const std::string key = key_of(spec);
+    try {
+      parse_sweep_parameter(spec);
+    } catch (const std::invalid_argument& e) {
+      throw RecipeError({recipe.diagnostic("sweep.params." + key, e.what())});
+    }
+    const bool replaced = std::any_of(a.params.begin(), a.params.end(), [&](const auto& p) { return key_of(p) == key; });
+    if (!replaced) params.push_back(spec);
+  }
+  params.insert(params.end(), a.params.begin(), a.params.end());
+  a.params = std::move(params);
+  return a;
+}
+
+SweepState new_sweep(const SweepArgs& given, const GlobalOptions& global, fs::path& dir) {
+  const SweepArgs a = with_recipe_sweep(given, global);
+  if (a.score.empty() || a.params.empty()) {
+    throw UsageError("sweep: give the searched keys and the score, with --param (at least one) and --score METRIC or in "
+                     "the recipe's [sweep] table (docs/sweep.md)");
+  }
   SweepState s;
   s.recipe = fs::absolute(a.recipe);
   s.overrides = a.overrides;
@@ -139,8 +180,11 @@ CLI::App* add_sweep_command(CLI::App& app, const GlobalOptions& global, int& exi
   cmd->add_option("--out", a->out, "sweep directory (default sweeps/<recipe name>)");
   cmd->add_option("--resume", a->resume, "continue the sweep in this directory (nothing is drawn again)");
   cmd->add_option("--stop-after-candidates", a->stop_after, "stop (exit 3) after running N candidates; continue with --resume");
-  cmd->callback([a, seed, &global, &exit_code] {
+  cmd->callback([a, cmd, seed, &global, &exit_code] {
     a->seeded = seed->count() > 0;
+    for (const char* name : {"--score", "--minimize", "--candidates", "--eta", "--gamma", "--mu", "--count"}) {
+      if (cmd->get_option(name)->count() > 0) a->given.insert(name);
+    }
     if (a->resume.empty() == a->recipe.empty()) throw UsageError("sweep: give a RECIPE to start a sweep, or --resume DIR");
     fs::path dir = a->resume;
     SweepState s = a->resume.empty() ? new_sweep(*a, global, dir) : read_sweep_state(dir);

@@ -80,10 +80,31 @@ const Schema& eval_schema() {
   return schema;
 }
 
+const Schema& sweep_schema() {
+  static const Schema schema = Schema{}
+      .add(Key::string("score").optional()
+               .doc("the [[eval]] metric that selects the best candidate, EVALUATOR.METRIC (e.g. "
+                    "dpdm_classifiers.accuracy.cnn); --score overrides it. The searched keys are in [sweep.params]: "
+                    "\"stage.2.lr\" = [1e-3, 2e-3] (a value drawn from the list) or \"stage.2.steps\" = "
+                    "\"log:80:320:int\" (log-uniform); docs/sweep.md"))
+      .add(Key::boolean("minimize").defaults(false).doc("the lowest score is the best (a distance such as FID)"))
+      .add(Key::string("candidates").one_of({"truncated_negative_binomial", "poisson", "fixed"})
+               .defaults("truncated_negative_binomial")
+               .doc("the distribution of the number of candidates K (fixed: composition of all K, with a warning)"))
+      .add(Key::number("eta").greater_than(-1).defaults(1.0)
+               .doc("truncated negative binomial: eta (1: geometric)"))
+      .add(Key::number("gamma").greater_than(0).less_than(1).defaults(0.25)
+               .doc("truncated negative binomial: gamma (0.25: E[K] = 4 at eta 1)"))
+      .add(Key::number("mu").greater_than(0).defaults(4.0).doc("poisson: the mean number of candidates"))
+      .add(Key::integer("count").at_least(1).defaults(4).doc("fixed: the number of candidates"));
+  return schema;
+}
+
 const std::vector<SectionShape>& recipe_sections() {
   static const std::vector<SectionShape> sections = {
       {"run", false},   {"privacy", false}, {"data", false},    {"plugins", false},
       {"model", false}, {"adapter", false}, {"stage", true},    {"sampler", false}, {"accountants", false}, {"eval", true},
+      {"sweep", false},
   };
   return sections;
 }

@@ -14,6 +14,8 @@ const sdk::Schema& run_schema();
 const sdk::Schema& privacy_schema();
 /// [[eval]]: sample from the trained model and score the samples (privdiff eval) after training.
 const sdk::Schema& eval_schema();
+/// [sweep]: privdiff sweep's options (its [sweep.params] table is read apart); privdiff run ignores it.
+const sdk::Schema& sweep_schema();
 /// The evaluators [[eval]] and `privdiff eval` run when none are named.
 const std::vector<std::string>& default_evaluators();
 const sdk::Schema& plugins_schema();

@@ -40,6 +40,12 @@ struct EvalSection {
   std::vector<ComponentSection> evaluators;
 };
 
+/// [sweep]: privdiff sweep's search; privdiff run ignores it.
+struct SweepSection {
+  sdk::Config options;              ///< sweep_schema(): score, minimize, candidates, ...
+  std::vector<std::string> params;  ///< [sweep.params] as --param specs, "KEY=V1,V2" or "KEY=log:LOW:HIGH[:int]"
+};
+
 struct Recipe {
   std::string file;
   sdk::Config run;      ///< [run]
@@ -54,6 +60,7 @@ struct Recipe {
   std::map<std::string, sdk::Config> accountants;
   /// [[eval]] entries: evaluations run after training.
   std::vector<EvalSection> evals;
+  std::optional<SweepSection> sweep;
   /// Accountants the recipe names ([privacy] accountant first, then report), without repeats.
   std::vector<std::string> accountant_ids;
 

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <set>
+#include <sstream>
 
 namespace privdiff::core {
 
@@ -145,6 +147,7 @@ class Validator {
     check_stages(root, recipe);
     check_accountants(root, recipe);
     check_evals(root, recipe);
+    check_sweep(root, recipe);
 
     sort_by_position(diagnostics_);
     diagnostics_.insert(diagnostics_.end(), earlier_.begin(), earlier_.end());
@@ -192,6 +195,62 @@ class Validator {
     if (!recipe.evals.empty() && (!root.contains("model") || !root.contains("sampler"))) {
       error(*entries, "eval", "[[eval]] samples the trained model: the recipe needs a [model] and a [sampler]");
     }
+  }
+
+  void check_sweep(const toml::table& root, Recipe& recipe) {
+    const toml::table* sweep = root.get_as<toml::table>("sweep");
+    if (!sweep) return;
+    SweepSection s{sdk::Config("sweep", table_values(*sweep, "sweep", sweep_schema(), {"params"})), {}};
+    const toml::node* params = sweep->get("params");
+    if (params && !params->is_table()) {
+      error(*params, "sweep.params", "expected a table of searched keys ([sweep.params] \"stage.0.lr\" = "
+                                     "[1e-4, 1e-3]), got " + render(*params));
+    } else if (params) {
+      for (auto&& [k, node] : *params->as_table()) {
+        const std::string key(k.str()), path = child_path("sweep.params", key);
+        std::string values;
+        if (!sweep_values(node, values)) {
+          error(node, path, "expected a list of values ([1e-4, 1e-3], no commas inside strings) or \"log:LOW:HIGH\" / "
+                            "\"log:LOW:HIGH:int\", got " + render(node));
+          continue;
+        }
+        s.params.push_back(key + "=" + values);
+        remember(node, path);
+      }
+    }
+    recipe.sweep = std::move(s);
+  }
+
+  // A [sweep.params] value as a --param spec's right side: "log:..." as it is, a list as V1,V2 (each
+  // value as --set takes it: strings quoted). False for anything else.
+  static bool sweep_values(const toml::node& node, std::string& out) {
+    if (const auto* text = node.as_string()) {
+      out = text->get();
+      return out.rfind("log:", 0) == 0;
+    }
+    const toml::array* list = node.as_array();
+    if (!list || list->empty()) return false;
+    for (const auto& element : *list) {
+      std::string value;
+      if (const auto* i = element.as_integer()) value = std::to_string(i->get());
+      else if (const auto* d = element.as_floating_point()) value = shortest_text(d->get());
+      else if (const auto* b = element.as_boolean()) value = b->get() ? "true" : "false";
+      else if (const auto* t = element.as_string()) value = "\"" + t->get() + "\"";
+      else return false;
+      if (value.find(',') != std::string::npos || value.find('\\') != std::string::npos) return false;
+      out += (out.empty() ? "" : ",") + value;
+    }
+    return true;
+  }
+
+  // The shortest decimal text that reads back as `v` (1e-3 -> "0.001", not 17 digits).
+  static std::string shortest_text(double v) {
+    for (int digits = 1; digits <= 17; ++digits) {
+      std::ostringstream out;
+      out << std::setprecision(digits) << v;
+      if (std::stod(out.str()) == v) return out.str();
+    }
+    return std::to_string(v);
   }
 
  public:

@@ -105,7 +105,7 @@ TEST(RecipeOverrides, UnknownKeysAndSectionsGetSuggestions) {
             "--set 'model.chanels=3': model.chanels: unknown key 'chanels' (did you mean 'channels'?)");
   EXPECT_EQ(errors_of({"sampelr.steps=3"}),
             "--set 'sampelr.steps=3': sampelr: unknown section 'sampelr' (did you mean 'sampler'?); recipe "
-            "sections: run, privacy, data, plugins, model, adapter, stage, sampler, accountants, eval");
+            "sections: run, privacy, data, plugins, model, adapter, stage, sampler, accountants, eval, sweep");
 }
 
 TEST(RecipeOverrides, PathErrors) {

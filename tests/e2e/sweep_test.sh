@@ -82,4 +82,25 @@ grep -q "warning: a fixed number of candidates" <<<"$out" || fail "no warning fo
 # Without --seed, K and the draws come from the OS's secure randomness, and no seed is kept.
 ! grep -q "warning: --seed" <<<"$out" && python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['seed'] is None" \
   "$tmp/fixed/sweep.json" || fail "an unseeded sweep kept a seed or warned: $out"
+# The search in the recipe's [sweep] table: the command line's options and --param win over it;
+# privdiff validate accepts the table and a bad range is reported at its line.
+{ cat "$tmp/tune.toml"
+  printf '[sweep]\nscore = "dpdm_classifiers.accuracy.logreg"\ncandidates = "poisson"\nmu = 3\n'
+  printf '[sweep.params]\n"stage.0.lr" = [1e-4, 2e-3]\n"stage.0.steps" = "log:2:5:int"\n'; } > "$tmp/table.toml"
+"$privdiff" validate "$tmp/table.toml" > /dev/null 2>&1 || fail "validate refused a [sweep] table: $("$privdiff" validate "$tmp/table.toml" 2>&1)"
+out=$("$privdiff" sweep "$tmp/table.toml" --param stage.0.steps=3,4 --mu 2 --out "$tmp/table" --stop-after-candidates 0 2>&1)
+python3 - "$tmp/table/sweep.json" <<'PY' || fail "the [sweep] table was not taken: $out"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["space"] == ["stage.0.lr=0.0001,0.002", "stage.0.steps=3,4"], s["space"]
+assert s["score"] == "dpdm_classifiers.accuracy.logreg" and s["count"]["kind"] == "poisson" and s["count"]["mu"] == 2, s
+PY
+sed 's/"log:2:5:int"/"log:5:2"/' "$tmp/table.toml" > "$tmp/bad-table.toml"
+out=$("$privdiff" sweep "$tmp/bad-table.toml" --out "$tmp/bad-table" 2>&1); code=$?
+[ "$code" = 2 ] && grep -q "bad-table.toml:[0-9]*:[0-9]*: sweep.params.stage.0.steps: .*LOW must be below HIGH" <<<"$out" \
+  || fail "a bad [sweep.params] range: exit $code: $out"
+sed 's/"log:2:5:int"/{ low = 2 }/' "$tmp/table.toml" > "$tmp/bad-table.toml"
+out=$("$privdiff" validate "$tmp/bad-table.toml" 2>&1); code=$?
+[ "$code" = 2 ] && grep -q "bad-table.toml:[0-9]*:[0-9]*: sweep.params.stage.0.steps: expected a list of values" <<<"$out" \
+  || fail "a [sweep.params] value of the wrong kind: exit $code: $out"
 echo "sweep: all checks passed"
