@@ -11,10 +11,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <iostream>
 #include <set>
 #include <sstream>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,7 +26,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Runs privdiff itself with `arguments` and waits; its exit code (1 for a signal).
+volatile std::sig_atomic_t sweep_signal = 0;
+extern "C" void remember_sweep_signal(int signal) { sweep_signal = signal; }
+
+// Runs privdiff itself with `arguments` and waits; its exit code (1 for a signal). The candidate run
+// stops as a run does (a checkpoint, exit 3) on Ctrl-C, which reaches it from the terminal, on a SIGTERM
+// sent to the sweep, which is passed on, and when the sweep dies (kill -9): never an orphan run left
+// writing a directory that --resume would then write too.
 int run_privdiff(const GlobalOptions& global, const std::vector<std::string>& arguments) {
   std::vector<std::string> argv{"privdiff"};
   for (const auto& path : global.plugin_paths) argv.insert(argv.end(), {"--plugin-path", path});
@@ -33,15 +41,29 @@ int run_privdiff(const GlobalOptions& global, const std::vector<std::string>& ar
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
   std::cout.flush();
+  struct sigaction action {}, old_int {}, old_term {};
+  action.sa_handler = remember_sweep_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, &old_int);
+  sigaction(SIGTERM, &action, &old_term);
+  const pid_t sweep = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(std::string("sweep: cannot start a candidate run: ") + std::strerror(errno));
   if (pid == 0) {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != sweep) std::_Exit(exit_stopped);  // the sweep died before the line above
     ::execv("/proc/self/exe", args.data());
     std::_Exit(127);
   }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    if (sweep_signal == SIGTERM) ::kill(pid, SIGTERM);
+    sweep_signal = 0;
   }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 

@@ -82,6 +82,22 @@ grep -q "warning: a fixed number of candidates" <<<"$out" || fail "no warning fo
 # Without --seed, K and the draws come from the OS's secure randomness, and no seed is kept.
 ! grep -q "warning: --seed" <<<"$out" && python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['seed'] is None" \
   "$tmp/fixed/sweep.json" || fail "an unseeded sweep kept a seed or warned: $out"
+# kill -9 of the sweep mid-candidate: its candidate run stops too (a checkpoint, never an orphan still
+# writing), and --resume finishes the same K candidates.
+"$privdiff" sweep "$tmp/tune.toml" --param stage.0.lr=1e-3 --param stage.0.steps=400 --score dpdm_classifiers.accuracy.logreg \
+  --candidates fixed --count 1 --out "$tmp/killed" > "$tmp/killed.log" 2>&1 &
+sweep_pid=$!
+for _ in $(seq 300); do [ -s "$tmp/killed/candidates/0/metrics.jsonl" ] && break; sleep 0.1; done
+kill -9 "$sweep_pid" 2> /dev/null
+wait "$sweep_pid" 2> /dev/null
+for _ in $(seq 300); do pgrep -f "$tmp/killed/candidates/0" > /dev/null || break; sleep 0.1; done
+pgrep -f "$tmp/killed/candidates/0" > /dev/null && fail "the candidate run outlived the killed sweep by 30 s"
+grep -q "^stopped after .* steps" "$tmp/killed.log" || fail "the candidate did not stop with a checkpoint: $(tail -3 "$tmp/killed.log")"
+out=$("$privdiff" sweep --resume "$tmp/killed" 2>&1) || fail "resume after kill -9 failed: $out"
+python3 -c "import json,sys; s=json.load(open(sys.argv[1])); assert len(s['candidates']) == 1 and s['released'], s" \
+  "$tmp/killed/sweep.json" || fail "the killed sweep's K or release: $out"
+[ -s "$tmp/killed/selected/model.safetensors" ] || fail "the killed sweep released nothing: $out"
+
 # The search in the recipe's [sweep] table: the command line's options and --param win over it;
 # privdiff validate accepts the table and a bad range is reported at its line.
 { cat "$tmp/tune.toml"
