@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -62,12 +63,17 @@ int run_local_processes(int nproc, const std::vector<std::string>& argv, std::os
   sigaction(SIGTERM, &action, &old_term);
 
   std::vector<pid_t> pids(static_cast<std::size_t>(nproc), -1);
+  const pid_t launcher = ::getpid();
   for (int rank = 0; rank < nproc; ++rank) {
     const pid_t pid = ::fork();
     if (pid < 0) throw std::runtime_error(std::string("cannot start rank ") + std::to_string(rank) + ": " + std::strerror(errno));
     if (pid == 0) {
       sigaction(SIGINT, &old_int, nullptr);
       sigaction(SIGTERM, &old_term, nullptr);
+      // The launcher killed (kill -9): the ranks stop together with a checkpoint rather than run on
+      // unseen while a --resume writes the same run directory.
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != launcher) std::_Exit(3);
       ::setenv("RANK", std::to_string(rank).c_str(), 1);
       ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
       ::setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);

@@ -119,6 +119,20 @@ sys.exit(0 if steps >= 150 else 1)
 PY
 echo "killed rank: exit 1, named; resumed to the end"
 
+# The launcher killed (kill -9): the ranks stop together with a checkpoint instead of running on
+# unseen, and --resume completes the run.
+"$privdiff" run "$tmp/long.toml" --out "$tmp/orphan" --nproc 2 > "$tmp/orphan.log" 2>&1 &
+launcher=$!
+for _ in $(seq 600); do [ -s "$tmp/orphan/checkpoint.pt" ] && break; sleep 0.1; done
+kill -9 "$launcher"
+wait "$launcher" 2> /dev/null
+for _ in $(seq 300); do pgrep -f "$tmp/orphan" > /dev/null || break; sleep 0.1; done
+pgrep -f "$tmp/orphan" > /dev/null && fail "the ranks outlived their killed launcher by 30 s"
+grep -q "^stopped after" "$tmp/orphan.log" || fail "the ranks did not stop with a checkpoint: $(tail -3 "$tmp/orphan.log")"
+out=$("$privdiff" run --resume "$tmp/orphan" --nproc 2 2>&1) || fail "resume after the launcher's kill: $out"
+[ -s "$tmp/orphan/summary.json" ] || fail "the run resumed after the launcher's kill did not finish"
+echo "killed launcher: the ranks stopped with a checkpoint; resumed to the end"
+
 # A mechanism that runs in one process only is refused up front (exit 2, nothing written).
 cat > "$tmp/feta.toml" <<TOML
 $(recipe dpsgd 1 2 | sed '/^\[\[stage\]\]/,$d')
