@@ -29,6 +29,7 @@ std::size_t utf8_length(const std::string& text, std::size_t i) {
 std::optional<Diagnostic> unsafe_toml_text(const std::string& text, const std::string& display_name) {
   enum class State { bare, comment, basic, literal, multiline_basic, multiline_literal } state = State::bare;
   bool trimming = false;  // in a multi-line basic string, after a line-ending backslash
+  bool in_token = false, number_token = false;  // bare: inside a token; one that began like a number
   std::size_t line = 1, column = 1;
   auto problem = [&](std::string what) { return diagnostic_at_position(display_name, line, column, "", std::move(what)); };
   auto starts = [&](std::size_t i, const char* s) { return text.compare(i, std::char_traits<char>::length(s), s) == 0; };
@@ -42,7 +43,18 @@ std::optional<Diagnostic> unsafe_toml_text(const std::string& text, const std::s
       }
       if (trimming) return problem("non-ASCII character right after a line-ending backslash in a string");
     } else if (state == State::bare) {
-      if (ch == '#') state = State::comment;
+      // toml++ reads a quote inside a token that began like a number (2'x', 1e"x", 0x1f'x') as part of
+      // that malformed number, and then misbehaves on a non-ASCII character after it (undefined
+      // behaviour in its Unicode tables). Here such a quote opens no string, so what follows it is
+      // refused above. (A digit-first dotted key with a non-ASCII quoted part, 2."ü", is refused too.)
+      const bool delimiter = ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n' || ch == '=' || ch == ',' ||
+                             ch == '[' || ch == ']' || ch == '{' || ch == '}' || ch == '#';
+      if (delimiter) number_token = false;
+      else if (!in_token && ((ch >= '0' && ch <= '9') || ch == '+' || ch == '-')) number_token = true;
+      in_token = !delimiter;
+      if (number_token && (ch == '"' || ch == '\'')) {
+        // not a string: stays bare
+      } else if (ch == '#') state = State::comment;
       else if (starts(i, "\"\"\"")) { state = State::multiline_basic; i += 3; column += 3; continue; }
       else if (starts(i, "'''")) { state = State::multiline_literal; i += 3; column += 3; continue; }
       else if (ch == '"') state = State::basic;

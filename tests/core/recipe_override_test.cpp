@@ -161,6 +161,27 @@ TEST(RecipeText, NonAsciiOutsideStringsAndCommentsIsRefusedWithItsPosition) {
   EXPECT_NE(error_of("s = \"\\\xc3\xa9\"\n").find("malformed TOML"), std::string::npos);
 }
 
+// Found by fuzz/recipe_fuzzer: toml++ reads a quote inside a number-like token as part of the
+// malformed number and reaches __builtin_unreachable on a non-ASCII character after it. Refused first;
+// quotes that open strings (after =, [, {, a comma, a dot of a key, or a space) still do.
+TEST(RecipeText, AQuoteInsideANumberOpensNoString) {
+  auto error_of = [](const std::string& text) {
+    try {
+      RecipeDocument::parse(text, "r.toml");
+    } catch (const RecipeError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  for (const char* text : {"x=2'\xc6\xa2'", "x=[1,2'''\xc6\xa2", "x=[2\"\xc6\xa2\"]", "x=2.'\xc6\xa2'", "x=2:'\xc6\xa2'",
+                           "x=0x1f'\xc6\xa2'", "x={a=-2'\xc6\xa2'}", "x=1979-05-27T07:32'\xc6\xa2'"}) {
+    const std::string e = error_of(text);
+    EXPECT_NE(e.find("r.toml:1:"), std::string::npos) << text << ": " << e;
+    EXPECT_NE(e.find("non-ASCII character outside a string or comment"), std::string::npos) << text << ": " << e;
+  }
+  EXPECT_EQ(error_of("x = [1, '\xc6\xa2', \"\xc6\xa2\"]\ny = {a = '\xc6\xa2'}\na.'\xc6\xa2' = 1\n2024 = \"\xc6\xa2\"\n"), "");
+}
+
 TEST(RecipeText, ASetValueWithNonAsciiTextIsAString) {
   auto doc = RecipeDocument::parse(base_recipe, "r.toml");
   EXPECT_TRUE(doc.apply_overrides({"run.name=caf\xc3\xa9"}).empty());
