@@ -137,49 +137,47 @@ TEST(RecipeOverrides, AllErrorsAtOnceWithFileErrorsFirst) {
   }
 }
 
+namespace {
+
+// What parsing `text` refuses it with ("" when it parses).
+std::string parse_error_of(const std::string& text) {
+  try {
+    RecipeDocument::parse(text, "r.toml");
+  } catch (const RecipeError& e) {
+    return std::string(e.what());
+  }
+  return std::string();
+}
+
+}  // namespace
+
 // Found by fuzz/recipe_fuzzer: Debian's toml++ 3.3 reaches __builtin_unreachable on some non-ASCII
 // characters where it looks for whitespace (marzer/tomlplusplus#190, #295). TOML allows non-ASCII
 // text only in strings and comments; anything else is refused before toml++ sees it.
 TEST(RecipeText, NonAsciiOutsideStringsAndCommentsIsRefusedWithItsPosition) {
-  auto error_of = [](const std::string& text) {
-    try {
-      RecipeDocument::parse(text, "r.toml");
-    } catch (const RecipeError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
-  EXPECT_EQ(error_of("[run]\nname = \"caf\xc3\xa9\" # \xc2\xb5s\ns = '''\xc3\xa9\n\xc3\xa9'''\nt = \"\"\"\xc3\xa9\"\"\"\n"), "");
-  const std::string micro = error_of("[run]\nseed = 1\xc2\xb5\n");
+  EXPECT_EQ(parse_error_of("[run]\nname = \"caf\xc3\xa9\" # \xc2\xb5s\ns = '''\xc3\xa9\n\xc3\xa9'''\nt = \"\"\"\xc3\xa9\"\"\"\n"), "");
+  const std::string micro = parse_error_of("[run]\nseed = 1\xc2\xb5\n");
   EXPECT_NE(micro.find("r.toml:2:9"), std::string::npos) << micro;
   EXPECT_NE(micro.find("non-ASCII character outside a string or comment"), std::string::npos) << micro;
-  EXPECT_NE(error_of("\xcc\xaa").find("r.toml:1:1"), std::string::npos);                      // toml++ #295
-  EXPECT_NE(error_of("s = \"\"\"\\\n\xc2\xa7\"\"\"\n").find("line-ending backslash"), std::string::npos);  // #190
-  EXPECT_NE(error_of("[run]\nname = \"a\xff\"\n").find("malformed UTF-8"), std::string::npos);
-  EXPECT_EQ(error_of("s = \"\"\"a\\\"\xc3\xa9\"\"\"\n"), "");  // an escaped quote, then text: still in the string
+  EXPECT_NE(parse_error_of("\xcc\xaa").find("r.toml:1:1"), std::string::npos);                      // toml++ #295
+  EXPECT_NE(parse_error_of("s = \"\"\"\\\n\xc2\xa7\"\"\"\n").find("line-ending backslash"), std::string::npos);  // #190
+  EXPECT_NE(parse_error_of("[run]\nname = \"a\xff\"\n").find("malformed UTF-8"), std::string::npos);
+  EXPECT_EQ(parse_error_of("s = \"\"\"a\\\"\xc3\xa9\"\"\"\n"), "");  // an escaped quote, then text: still in the string
   // An invalid escape of a non-ASCII character is toml++'s to report (malformed TOML), not UTF-8.
-  EXPECT_NE(error_of("s = \"\\\xc3\xa9\"\n").find("malformed TOML"), std::string::npos);
+  EXPECT_NE(parse_error_of("s = \"\\\xc3\xa9\"\n").find("malformed TOML"), std::string::npos);
 }
 
 // Found by fuzz/recipe_fuzzer: toml++ reads a quote inside a number-like token as part of the
 // malformed number and reaches __builtin_unreachable on a non-ASCII character after it. Refused first;
 // quotes that open strings (after =, [, {, a comma, a dot of a key, or a space) still do.
 TEST(RecipeText, AQuoteInsideANumberOpensNoString) {
-  auto error_of = [](const std::string& text) {
-    try {
-      RecipeDocument::parse(text, "r.toml");
-    } catch (const RecipeError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   for (const char* text : {"x=2'\xc6\xa2'", "x=[1,2'''\xc6\xa2", "x=[2\"\xc6\xa2\"]", "x=2.'\xc6\xa2'", "x=2:'\xc6\xa2'",
                            "x=0x1f'\xc6\xa2'", "x={a=-2'\xc6\xa2'}", "x=1979-05-27T07:32'\xc6\xa2'"}) {
-    const std::string e = error_of(text);
+    const std::string e = parse_error_of(text);
     EXPECT_NE(e.find("r.toml:1:"), std::string::npos) << text << ": " << e;
     EXPECT_NE(e.find("non-ASCII character outside a string or comment"), std::string::npos) << text << ": " << e;
   }
-  EXPECT_EQ(error_of("x = [1, '\xc6\xa2', \"\xc6\xa2\"]\ny = {a = '\xc6\xa2'}\na.'\xc6\xa2' = 1\n2024 = \"\xc6\xa2\"\n"), "");
+  EXPECT_EQ(parse_error_of("x = [1, '\xc6\xa2', \"\xc6\xa2\"]\ny = {a = '\xc6\xa2'}\na.'\xc6\xa2' = 1\n2024 = \"\xc6\xa2\"\n"), "");
 }
 
 TEST(RecipeText, ASetValueWithNonAsciiTextIsAString) {
