@@ -118,15 +118,18 @@ void plan_sweep(SweepState& state, const GlobalOptions& global, std::ostream& lo
   log << "sweep: " << describe_count(state.count) << ", target epsilon " << state.target_epsilon << " at delta "
       << state.delta << ": each candidate within RDP " << state.budget.rdp << " at order " << state.budget.order
       << " (the recipe as given: noise multiplier within it)\n";
-  std::uint64_t seed = 0;
-  if (state.seed) {
-    seed = *state.seed;
-  } else {
-    sdk::engine::os_random_bytes(&seed, sizeof seed);  // secret: K and the draws are kept in the state alone
+  // Unseeded (the default), K and the draws come from the OS's secure randomness, K from bits of its own:
+  // the selected candidate's released hyperparameters then say nothing about K. Neither is kept but in
+  // the (private) state.
+  std::uint64_t seed = state.seed.value_or(0), k_bits = 0;
+  if (!state.seed) {
+    sdk::engine::os_random_bytes(&seed, sizeof seed);
+    sdk::engine::os_random_bytes(&k_bits, sizeof k_bits);
   }
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
-  const std::int64_t k = sdk::selection::count_for_uniform(state.count, unit(rng));
+  const double u = state.seed ? unit(rng) : static_cast<double>(k_bits >> 11) * 0x1.0p-53;  // [0, 1)
+  const std::int64_t k = sdk::selection::count_for_uniform(state.count, u);
   const auto& orders = sdk::rdp::default_orders();
   for (std::int64_t i = 0; i < k; ++i) {
     SweepCandidate c;
