@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.." || exit 1
 out=$1
 deadline=$(($(date +%s) + ${2:-540}))
 left() { echo $((deadline - $(date +%s))); }
-upto() { local l; l=$(left); echo $(($1 < l ? $1 : l)); }  # upto N: N seconds, or what is left
+upto() { local l; l=$(left); l=$(($1 < l ? $1 : l)); echo $((l < 1 ? 1 : l)); }  # N seconds, or what is left (>= 1)
 mkdir -p "$out"
 build=${PRIVDIFF_BUILD_DIR:-/tmp/build-cuda}
 {
@@ -30,17 +30,20 @@ PRIVDIFF_TORCH=python PRIVDIFF_BUILD_DIR=$build \
   || { grep -m20 -B2 -A8 'error' "$out/build.log" || tail -40 "$out/build.log"; exit 1; }
 echo "== build: $(($(date +%s) - start)) s"
 
+[ "$(left)" -gt 30 ] || { echo "== no time left for the tests and the bench"; exit 1; }
 start=$(date +%s)
 (cd "$build" && timeout "$(upto 240)" ctest -L gpu --output-on-failure --timeout 200) > "$out/ctest_gpu.log" 2>&1
 grep -E 'tests passed|Failed|\*\*\*|Not Run|Skipped' "$out/ctest_gpu.log" | head -30
 echo "== ctest -L gpu: $(($(date +%s) - start)) s"
 
+[ "$(left)" -gt 30 ] || { echo "== no time left for the bench"; exit 1; }
 start=$(date +%s)
 GPU_BENCH_TIMEOUT=${GPU_BENCH_TIMEOUT:-75} timeout "$(upto 300)" \
   bench/run_gpu_bench.sh "$build/bin/engine_bench" 3 "$out/gpu_bench.jsonl" 2>&1 | tee "$out/gpu_bench.md"
 echo "== bench: $(($(date +%s) - start)) s"
 
 if [ "$(left)" -gt 45 ]; then  # the paper schedule: its first logical steps, for the projection
+  rm -rf /tmp/paper-run  # a rerun on the same warm machine starts it afresh
   timeout "$(($(left) - 10))" "$build/bin/privdiff" run examples/recipes/dpdm_fmnist_eps10.toml \
     --set run.device=cuda --set stage.0.physical_batch_size="${PAPER_PHYSICAL_BATCH:-128}" --out /tmp/paper-run \
     > "$out/paper_schedule.log" 2>&1

@@ -22,8 +22,9 @@ device=${GPU_BENCH_DEVICE:-cuda}  # cpu: a dry run of the script itself
 measure() {  # measure NAME COMMAND...: one JSON line (or {} with the error) into $raw, echoed
   local name=$1 out
   shift
-  out=$(timeout "$limit" "$@" 2> /tmp/gpu_bench_err.txt | tail -1)
-  if ! python3 -c 'import json,sys; json.loads(sys.argv[1])' "$out" 2> /dev/null; then
+  # --foreground: in this script's process group, so a timeout around the whole script reaches it too
+  out=$(timeout --foreground "$limit" "$@" 2> /tmp/gpu_bench_err.txt | tail -1)
+  if ! python3 -c 'import json,sys; assert isinstance(json.loads(sys.argv[1]), dict)' "$out" 2> /dev/null; then
     out=$(python3 -c 'import json,sys; print(json.dumps({"error": sys.argv[1][-400:]}))' \
       "$(cat /tmp/gpu_bench_err.txt) (exit or timeout after ${limit} s)")
   fi

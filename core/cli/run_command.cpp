@@ -23,9 +23,9 @@ std::atomic<bool> stop_signal{false};
 
 extern "C" void request_stop(int) {
   stop_signal = true;
-  // A second Ctrl-C stops at once (the default action).
+  // A second Ctrl-C stops at once (the default action). A second SIGTERM does not: a sweep or a
+  // launcher may pass one on that the process group also delivered.
   std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
 }
 
 // argv without `--nproc N` / `--nproc=N`: what each rank runs.
@@ -76,7 +76,7 @@ CLI::App* add_run_command(CLI::App& app, const GlobalOptions& global, int& exit_
                   "train as N processes on this machine (data parallel, one run directory written by rank 0); for "
                   "several machines start privdiff under torchrun instead")
       ->check(at_least(1));
-  run->footer("Ctrl-C (or SIGTERM) stops at the end of the current step, after writing a checkpoint; a second one "
+  run->footer("Ctrl-C (or SIGTERM) stops at the end of the current step, after writing a checkpoint; a second Ctrl-C "
               "stops at once.");
   run->callback([&global, &exit_code, args] {
     const bool resume = !args->resume.empty();

@@ -10,12 +10,14 @@
 #include "sweep/sweep_space.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <iostream>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -57,14 +59,27 @@ int run_privdiff(const GlobalOptions& global, const std::vector<std::string>& ar
     ::execv("/proc/self/exe", args.data());
     std::_Exit(127);
   }
+  // Polled rather than a blocking wait, so that a signal arriving at any moment is seen; a stop asked
+  // for is remembered, so the sweep stops after this candidate even when the run had no step left to
+  // stop at (it then finished, and is scored on --resume).
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    if (sweep_signal == SIGTERM) ::kill(pid, SIGTERM);
-    sweep_signal = 0;
+  bool stop = false, passed_on = false;
+  for (;;) {
+    if (sweep_signal != 0) {
+      stop = true;
+      if (sweep_signal == SIGTERM && !passed_on) ::kill(pid, SIGTERM);  // Ctrl-C reached it from the terminal
+      passed_on = passed_on || sweep_signal == SIGTERM;
+      sweep_signal = 0;
+    }
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid || (done < 0 && errno != EINTR)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  const bool stopped_by_signal = WIFSIGNALED(status) && (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGTERM);
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  return stopped_by_signal || (stop && code == exit_ok) ? static_cast<int>(exit_stopped) : code;
 }
 
 // Runs (or resumes) candidate i; false when it stopped on request.

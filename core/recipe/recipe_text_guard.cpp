@@ -29,7 +29,10 @@ std::size_t utf8_length(const std::string& text, std::size_t i) {
 std::optional<Diagnostic> unsafe_toml_text(const std::string& text, const std::string& display_name) {
   enum class State { bare, comment, basic, literal, multiline_basic, multiline_literal } state = State::bare;
   bool trimming = false;  // in a multi-line basic string, after a line-ending backslash
-  bool in_token = false, number_token = false;  // bare: inside a token; one that began like a number
+  // Bare text: inside a token; in a token that began like a number in a value; in a value (after '=' on
+  // its line, or inside the brackets it opened) and how deep in its brackets.
+  bool in_token = false, number_token = false, value = false;
+  int depth = 0;
   std::size_t line = 1, column = 1;
   auto problem = [&](std::string what) { return diagnostic_at_position(display_name, line, column, "", std::move(what)); };
   auto starts = [&](std::size_t i, const char* s) { return text.compare(i, std::char_traits<char>::length(s), s) == 0; };
@@ -43,15 +46,22 @@ std::optional<Diagnostic> unsafe_toml_text(const std::string& text, const std::s
       }
       if (trimming) return problem("non-ASCII character right after a line-ending backslash in a string");
     } else if (state == State::bare) {
-      // toml++ reads a quote inside a token that began like a number (2'x', 1e"x", 0x1f'x') as part of
-      // that malformed number, and then misbehaves on a non-ASCII character after it (undefined
-      // behaviour in its Unicode tables). Here such a quote opens no string, so what follows it is
-      // refused above. (A digit-first dotted key with a non-ASCII quoted part, 2."ü", is refused too.)
-      const bool delimiter = ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n' || ch == '=' || ch == ',' ||
-                             ch == '[' || ch == ']' || ch == '{' || ch == '}' || ch == '#';
-      if (delimiter) number_token = false;
-      else if (!in_token && ((ch >= '0' && ch <= '9') || ch == '+' || ch == '-')) number_token = true;
-      in_token = !delimiter;
+      // toml++ reads a value that began like a number (2'x', 1e"x", 0x1f['x') up to a value terminator
+      // as one malformed number, and misbehaves on a non-ASCII character in it (undefined behaviour in
+      // its Unicode tables). Here a quote inside such a token opens no string, so what follows it is
+      // refused above. Keys (0 = "x") are not values: their quotes still open strings.
+      const bool terminator = ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n' || ch == ',' || ch == ']' ||
+                              ch == '}' || ch == '#';
+      const bool boundary = terminator || ch == '=' || ch == '[' || ch == '{';
+      if (number_token) {
+        number_token = !terminator;
+      } else if (value && !in_token && ((ch >= '0' && ch <= '9') || ch == '+' || ch == '-')) {
+        number_token = true;
+      }
+      in_token = number_token || !boundary;
+      if (ch == '=') value = true;
+      if (value && (ch == '[' || ch == '{')) ++depth;
+      if (value && (ch == ']' || ch == '}') && depth > 0) --depth;
       if (number_token && (ch == '"' || ch == '\'')) {
         // not a string: stays bare
       } else if (ch == '#') state = State::comment;
@@ -95,6 +105,7 @@ std::optional<Diagnostic> unsafe_toml_text(const std::string& text, const std::s
       column += 3;
       continue;
     }
+    if (ch == '\n' && state == State::bare && depth == 0) value = false;  // the value's line ended
     if (ch == '\n') {
       ++line;
       column = 1;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <iomanip>
 #include <set>
 #include <sstream>
@@ -210,7 +211,7 @@ class Validator {
         const std::string key(k.str()), path = child_path("sweep.params", key);
         std::string values;
         if (!sweep_values(node, values)) {
-          error(node, path, "expected a list of values ([1e-4, 1e-3], no commas inside strings) or \"log:LOW:HIGH\" / "
+          error(node, path, "expected a list of values ([1e-4, 1e-3]; strings without commas, quotes or backslashes) or \"log:LOW:HIGH\" / "
                             "\"log:LOW:HIGH:int\", got " + render(node));
           continue;
         }
@@ -237,7 +238,8 @@ class Validator {
       else if (const auto* b = element.as_boolean()) value = b->get() ? "true" : "false";
       else if (const auto* t = element.as_string()) value = "\"" + t->get() + "\"";
       else return false;
-      if (value.find(',') != std::string::npos || value.find('\\') != std::string::npos) return false;
+      const std::string inner = value.size() >= 2 && value.front() == '"' ? value.substr(1, value.size() - 2) : value;
+      if (inner.find_first_of(",\\\"") != std::string::npos) return false;
       out += (out.empty() ? "" : ",") + value;
     }
     return true;
@@ -248,7 +250,7 @@ class Validator {
     for (int digits = 1; digits <= 17; ++digits) {
       std::ostringstream out;
       out << std::setprecision(digits) << v;
-      if (std::stod(out.str()) == v) return out.str();
+      if (std::strtod(out.str().c_str(), nullptr) == v) return out.str();  // (stod throws on subnormals)
     }
     return std::to_string(v);
   }

@@ -124,6 +124,8 @@ echo "killed rank: exit 1, named; resumed to the end"
 "$privdiff" run "$tmp/long.toml" --out "$tmp/orphan" --nproc 2 > "$tmp/orphan.log" 2>&1 &
 launcher=$!
 for _ in $(seq 600); do [ -s "$tmp/orphan/checkpoint.pt" ] && break; sleep 0.1; done
+[ -s "$tmp/orphan/checkpoint.pt" ] || fail "no checkpoint within 60 s: $(cat "$tmp/orphan.log")"
+command -v pgrep > /dev/null || fail "this check needs pgrep (procps)"
 kill -9 "$launcher"
 wait "$launcher" 2> /dev/null
 for _ in $(seq 300); do pgrep -f "$tmp/orphan" > /dev/null || break; sleep 0.1; done

@@ -87,7 +87,9 @@ grep -q "warning: a fixed number of candidates" <<<"$out" || fail "no warning fo
 "$privdiff" sweep "$tmp/tune.toml" --param stage.0.lr=1e-3 --param stage.0.steps=400 --score dpdm_classifiers.accuracy.logreg \
   --candidates fixed --count 1 --out "$tmp/killed" > "$tmp/killed.log" 2>&1 &
 sweep_pid=$!
-for _ in $(seq 300); do [ -s "$tmp/killed/candidates/0/metrics.jsonl" ] && break; sleep 0.1; done
+for _ in $(seq 600); do [ -s "$tmp/killed/candidates/0/metrics.jsonl" ] && break; sleep 0.1; done
+[ -s "$tmp/killed/candidates/0/metrics.jsonl" ] || fail "the candidate wrote no step within 60 s: $(cat "$tmp/killed.log")"
+command -v pgrep > /dev/null || fail "this check needs pgrep (procps)"
 kill -9 "$sweep_pid" 2> /dev/null
 wait "$sweep_pid" 2> /dev/null
 for _ in $(seq 300); do pgrep -f "$tmp/killed/candidates/0" > /dev/null || break; sleep 0.1; done
