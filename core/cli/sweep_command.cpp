@@ -7,18 +7,17 @@
 #include "cli/commands.hpp"
 #include "cli/sweep_planning.hpp"
 #include "cli/sweep_release.hpp"
+#include "parallel/child_privdiff.hpp"
 #include "sweep/sweep_space.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cerrno>
 #include <csignal>
-#include <cstring>
 #include <iostream>
 #include <set>
 #include <sstream>
 #include <thread>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,55 +27,32 @@ namespace fs = std::filesystem;
 
 namespace {
 
-volatile std::sig_atomic_t sweep_signal = 0;
-extern "C" void remember_sweep_signal(int signal) { sweep_signal = signal; }
-
 // Runs privdiff itself with `arguments` and waits; its exit code (1 for a signal). The candidate run
 // stops as a run does (a checkpoint, exit 3) on Ctrl-C, which reaches it from the terminal, on a SIGTERM
 // sent to the sweep, which is passed on, and when the sweep dies (kill -9): never an orphan run left
-// writing a directory that --resume would then write too.
+// writing a directory that --resume would then write too (parallel/child_privdiff.hpp).
 int run_privdiff(const GlobalOptions& global, const std::vector<std::string>& arguments) {
   std::vector<std::string> argv{"privdiff"};
   for (const auto& path : global.plugin_paths) argv.insert(argv.end(), {"--plugin-path", path});
   argv.insert(argv.end(), arguments.begin(), arguments.end());
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
   std::cout.flush();
-  struct sigaction action {}, old_int {}, old_term {};
-  action.sa_handler = remember_sweep_signal;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, &old_int);
-  sigaction(SIGTERM, &action, &old_term);
-  const pid_t sweep = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(std::string("sweep: cannot start a candidate run: ") + std::strerror(errno));
-  if (pid == 0) {
-    sigaction(SIGINT, &old_int, nullptr);
-    sigaction(SIGTERM, &old_term, nullptr);
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != sweep) std::_Exit(exit_stopped);  // the sweep died before the line above
-    ::execv("/proc/self/exe", args.data());
-    std::_Exit(127);
-  }
+  StopSignalsHeld held;
+  const pid_t pid = start_child_privdiff(argv, held, "a candidate run");
   // Polled rather than a blocking wait, so that a signal arriving at any moment is seen; a stop asked
   // for is remembered, so the sweep stops after this candidate even when the run had no step left to
   // stop at (it then finished, and is scored on --resume).
   int status = 0;
   bool stop = false, passed_on = false;
   for (;;) {
-    if (sweep_signal != 0) {
+    if (const int signal = held.take()) {
       stop = true;
-      if (sweep_signal == SIGTERM && !passed_on) ::kill(pid, SIGTERM);  // Ctrl-C reached it from the terminal
-      passed_on = passed_on || sweep_signal == SIGTERM;
-      sweep_signal = 0;
+      if (signal == SIGTERM && !passed_on) ::kill(pid, SIGTERM);  // Ctrl-C reached it from the terminal
+      passed_on = passed_on || signal == SIGTERM;
     }
     const pid_t done = ::waitpid(pid, &status, WNOHANG);
     if (done == pid || (done < 0 && errno != EINTR)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
   const bool stopped_by_signal = WIFSIGNALED(status) && (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGTERM);
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
   return stopped_by_signal || (stop && code == exit_ok) ? static_cast<int>(exit_stopped) : code;

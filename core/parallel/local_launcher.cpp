@@ -1,9 +1,10 @@
 #include "parallel/local_launcher.hpp"
 
+#include "parallel/child_privdiff.hpp"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,9 +19,6 @@
 namespace privdiff::core {
 
 namespace {
-
-volatile std::sig_atomic_t forwarded_signal = 0;
-extern "C" void remember_signal(int signal) { forwarded_signal = signal; }
 
 std::string describe(int status) {
   if (WIFSIGNALED(status)) return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
@@ -50,41 +48,19 @@ int free_loopback_port() {
 int run_local_processes(int nproc, const std::vector<std::string>& argv, std::ostream& err, int grace_seconds) {
   if (nproc < 1 || argv.empty()) throw std::invalid_argument("run_local_processes: nothing to run");
   const std::string port = std::to_string(free_loopback_port());
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
   // The launcher waits: Ctrl-C reaches the ranks from the terminal (they stop together at the end
   // of a step, rank 0 deciding); a SIGTERM sent to the launcher alone is passed on.
-  struct sigaction action {};
-  action.sa_handler = remember_signal;
-  sigemptyset(&action.sa_mask);
-  struct sigaction old_int {}, old_term {};
-  sigaction(SIGINT, &action, &old_int);
-  sigaction(SIGTERM, &action, &old_term);
-
+  StopSignalsHeld held;
   std::vector<pid_t> pids(static_cast<std::size_t>(nproc), -1);
-  const pid_t launcher = ::getpid();
   for (int rank = 0; rank < nproc; ++rank) {
-    const pid_t pid = ::fork();
-    if (pid < 0) throw std::runtime_error(std::string("cannot start rank ") + std::to_string(rank) + ": " + std::strerror(errno));
-    if (pid == 0) {
-      sigaction(SIGINT, &old_int, nullptr);
-      sigaction(SIGTERM, &old_term, nullptr);
-      // The launcher killed (kill -9): the ranks stop together with a checkpoint rather than run on
-      // unseen while a --resume writes the same run directory.
-      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (::getppid() != launcher) std::_Exit(3);
+    pids[static_cast<std::size_t>(rank)] = start_child_privdiff(argv, held, "rank " + std::to_string(rank), [&] {
       ::setenv("RANK", std::to_string(rank).c_str(), 1);
       ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
       ::setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
       ::setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
       ::setenv("MASTER_ADDR", "127.0.0.1", 1);
       ::setenv("MASTER_PORT", port.c_str(), 1);
-      ::execv("/proc/self/exe", args.data());
-      std::fprintf(stderr, "privdiff: cannot start rank %d: %s\n", rank, std::strerror(errno));
-      std::_Exit(127);
-    }
-    pids[static_cast<std::size_t>(rank)] = pid;
+    });
   }
 
   int running = nproc, result = 0, stopped = 0, failed_rank = -1;
@@ -96,10 +72,7 @@ int run_local_processes(int nproc, const std::vector<std::string>& argv, std::os
   };
   auto deadline = std::chrono::steady_clock::time_point::max();
   while (running > 0) {
-    if (forwarded_signal) {
-      if (forwarded_signal == SIGTERM) stop_others(SIGTERM);
-      forwarded_signal = 0;
-    }
+    if (held.take() == SIGTERM) stop_others(SIGTERM);
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid == 0 || (pid < 0 && errno == EINTR)) {
@@ -139,8 +112,6 @@ int run_local_processes(int nproc, const std::vector<std::string>& argv, std::os
       deadline = std::chrono::steady_clock::now() + std::chrono::seconds(grace_seconds);
     }
   }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
   if (failed_rank >= 0) return result;
   return stopped > 0 ? 3 : 0;
 }
