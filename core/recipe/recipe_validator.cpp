@@ -7,10 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <iomanip>
 #include <set>
-#include <sstream>
 
 namespace privdiff::core {
 
@@ -234,7 +231,7 @@ class Validator {
     for (const auto& element : *list) {
       std::string value;
       if (const auto* i = element.as_integer()) value = std::to_string(i->get());
-      else if (const auto* d = element.as_floating_point()) value = shortest_text(d->get());
+      else if (const auto* d = element.as_floating_point()) value = sdk::shortest_number_text(d->get());
       else if (const auto* b = element.as_boolean()) value = b->get() ? "true" : "false";
       else if (const auto* t = element.as_string()) value = "\"" + t->get() + "\"";
       else return false;
@@ -243,16 +240,6 @@ class Validator {
       out += (out.empty() ? "" : ",") + value;
     }
     return true;
-  }
-
-  // The shortest decimal text that reads back as `v` (1e-3 -> "0.001", not 17 digits).
-  static std::string shortest_text(double v) {
-    for (int digits = 1; digits <= 17; ++digits) {
-      std::ostringstream out;
-      out << std::setprecision(digits) << v;
-      if (std::strtod(out.str().c_str(), nullptr) == v) return out.str();  // (stod throws on subnormals)
-    }
-    return std::to_string(v);
   }
 
  public:

@@ -79,4 +79,7 @@ TEST(ConfigValueText, RendersAsToml) {
   EXPECT_EQ(to_toml(ConfigValue{std::vector<std::int64_t>{1, 2, 2}}), "[1, 2, 2]");
   EXPECT_EQ(to_toml(ConfigValue{std::vector<std::string>{"rdp", "prv"}}), "[\"rdp\", \"prv\"]");
   EXPECT_EQ(to_toml(ConfigValue{true}), "true");
+  EXPECT_EQ(to_toml(ConfigValue{1e-310}), "1e-310");  // a subnormal: std::stod would have thrown
+  EXPECT_EQ(shortest_number_text(0.001), "0.001");
+  EXPECT_EQ(shortest_number_text(2.0), "2");
 }

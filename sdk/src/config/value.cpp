@@ -1,6 +1,7 @@
 #include <privdiff/config/value.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <iomanip>
 #include <limits>
 #include <sstream>
@@ -36,16 +37,9 @@ std::string quote(const std::string& s) {
 std::string format_number(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  for (int precision = 1; precision <= std::numeric_limits<double>::max_digits10; ++precision) {
-    std::ostringstream os;
-    os << std::setprecision(precision) << v;
-    if (std::stod(os.str()) == v) {
-      std::string s = os.str();
-      if (s.find_first_of(".eE") == std::string::npos) s += ".0";
-      return s;
-    }
-  }
-  return std::to_string(v);
+  std::string s = shortest_number_text(v);
+  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+  return s;
 }
 
 template <class T, class F>
@@ -56,6 +50,15 @@ std::string join_list(const std::vector<T>& items, F format) {
 }
 
 }  // namespace
+
+std::string shortest_number_text(double v) {
+  for (int precision = 1; precision <= std::numeric_limits<double>::max_digits10; ++precision) {
+    std::ostringstream os;
+    os << std::setprecision(precision) << v;
+    if (std::strtod(os.str().c_str(), nullptr) == v) return os.str();  // (std::stod throws on subnormals)
+  }
+  return std::to_string(v);
+}
 
 std::string to_toml(const ConfigValue& value) {
   struct Visitor {

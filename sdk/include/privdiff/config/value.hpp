@@ -33,4 +33,8 @@ PRIVDIFF_SDK_API std::string to_string(ValueType type);
 /// Renders a value the way it would be written in TOML: 3, 0.5, "edm", [1, 2, 2], true.
 PRIVDIFF_SDK_API std::string to_toml(const ConfigValue& value);
 
+/// The shortest decimal text that reads back as `v` (1e-3 -> "0.001", not 17 digits; 2 -> "2"):
+/// to_toml's numbers without the ".0" that keeps an integral value a TOML float.
+PRIVDIFF_SDK_API std::string shortest_number_text(double v);
+
 }  // namespace privdiff::sdk
