@@ -15,6 +15,8 @@
 //   noise        the Gaussian noise of one logical step for every parameter (secure ChaCha20 stream,
 //                GaussianNoise::sample_all: vectorised loops on the CPU, tensor operations on a GPU)
 //   device_noise the same noise from the tensor-operation generator, also on the CPU (for comparison)
+//   adam         a stage's optimizer step and weight average (MultiTensorAdam, update_moving_average)
+//   libtorch_adam the same with LibTorch's per-tensor Adam and average (privdiff 0.11's)
 // Usage: engine_bench MODE BATCH K [REPEATS] [cpu|cuda] [float32|tf32|bf16] [dpdm|quickstart]
 //   (quickstart: the quickstart's 281k UNet, 16 channels x(1,2,2), one block)  -> one JSON line with the median seconds per
 // step, rows per second and the peak memory (resident on the CPU; the caching allocator's peak on
@@ -27,6 +29,7 @@
 #include <privdiff/engine/fast_gradient_clipping.hpp>
 #include <privdiff/engine/gaussian_noise.hpp>
 #include <privdiff/engine/micro_batch_clipping.hpp>
+#include <privdiff/engine/multi_tensor_adam.hpp>
 #include <privdiff/engine/norm_strategy.hpp>
 #include <privdiff/engine/precision.hpp>
 #include <privdiff/engine/per_example_gradients.hpp>
@@ -81,7 +84,7 @@ double peak_device_mib(const c10::Device& device) {
 }  // namespace
 
 constexpr const char* usage =
-    "usage: engine_bench nonprivate|vectorised|materialised_norms|micro_batch|auto|dp_step|materialised|oracle|noise|device_noise "
+    "usage: engine_bench nonprivate|vectorised|materialised_norms|micro_batch|auto|dp_step|materialised|oracle|noise|device_noise|adam|libtorch_adam "
     "BATCH K [REPEATS] [cpu|cuda] [float32|tf32|bf16] [dpdm|quickstart]\n";
 
 int bench(int argc, char** argv);
@@ -102,7 +105,7 @@ int bench(int argc, char** argv) {
   if (argc < 4) throw std::invalid_argument("expected a mode, BATCH and K");
   const std::string mode = argv[1];
   const std::vector<std::string> modes{"nonprivate", "vectorised", "materialised_norms", "micro_batch", "auto",
-                                       "dp_step", "materialised", "oracle", "noise", "device_noise"};
+                                       "dp_step", "materialised", "oracle", "noise", "device_noise", "adam", "libtorch_adam"};
   if (std::find(modes.begin(), modes.end(), mode) == modes.end()) {
     throw std::invalid_argument("unknown mode '" + mode + "'");
   }
@@ -152,7 +155,15 @@ int bench(int argc, char** argv) {
   bool planned = false;
   std::map<std::string, double> parts;  // of the step being timed (dp_step)
   auto step_noise = engine::GaussianNoise::secure();
-  torch::optim::Adam adam(unet.parameters(), torch::optim::AdamOptions(1e-4));
+  engine::MultiTensorAdam adam(unet.parameters(), torch::optim::AdamOptions(1e-4));
+  torch::optim::Adam libtorch_adam(unet.parameters(), torch::optim::AdamOptions(1e-4));
+  std::vector<at::Tensor> average;  // adam, libtorch_adam: the weights' moving average, as a stage keeps it
+  if (mode == "adam" || mode == "libtorch_adam") {
+    for (auto& p : unet.parameters()) {
+      p.mutable_grad() = at::randn_like(p);
+      average.push_back(p.detach().clone());
+    }
+  }
   using Clock = std::chrono::steady_clock;
   auto seconds_since = [&](Clock::time_point t) {
     sync();
@@ -204,6 +215,14 @@ int bench(int argc, char** argv) {
     } else if (mode == "materialised") {
       const auto grads = engine::per_example_gradients(unet, loss, batch, k);
       engine::clip_and_sum(grads, 1.0, engine::ClipMode::flat);
+    } else if (mode == "adam") {
+      adam.step();
+      engine::update_moving_average(average, unet.parameters(), 0.999);
+    } else if (mode == "libtorch_adam") {
+      libtorch_adam.step();
+      at::NoGradGuard no_grad;
+      const auto params = unet.parameters();
+      for (std::size_t j = 0; j < params.size(); ++j) average[j].mul_(0.999).add_(params[j].detach(), 1 - 0.999);
     } else if (mode == "noise") {
       auto noise = engine::GaussianNoise::secure();
       noise.sample_all(unet.parameters(), 1.0);

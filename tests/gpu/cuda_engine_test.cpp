@@ -9,6 +9,7 @@
 #include <privdiff/engine/fast_gradient_clipping.hpp>
 #include <privdiff/engine/gaussian_noise.hpp>
 #include <privdiff/engine/micro_batch_clipping.hpp>
+#include <privdiff/engine/multi_tensor_adam.hpp>
 #include <privdiff/engine/norm_strategy.hpp>
 #include <privdiff/engine/per_example_gradients.hpp>
 #include <privdiff/engine/precision.hpp>
@@ -108,6 +109,31 @@ TEST(Cuda, ClippedSumsAgreeWithTheCpu) {
   EXPECT_TRUE(at::allclose(a.norms, b.norms.cpu(), 1e-4, 1e-6)) << a.norms << b.norms;
   EXPECT_LT(max_relative_error(a.sums, b.sums), 1e-4);
   at::globalContext().setAllowTF32CuDNN(tf32);
+}
+
+TEST(Cuda, MultiTensorAdamTakesLibTorchsStep) {
+  REQUIRE_CUDA();
+  // On a GPU the _foreach ops are fused kernels (on the CPU, tensor-by-tensor loops checked bit for bit
+  // by MultiTensorAdam.*): the same update as LibTorch's per-tensor Adam to float32 rounding.
+  auto ours_net = tiny_unet(at::kFloat, cuda), their_net = tiny_unet(at::kFloat, cuda);
+  auto ours_params = ours_net->parameters(), their_params = their_net->parameters();
+  MultiTensorAdam ours(ours_params, torch::optim::AdamOptions(1e-2).weight_decay(0.01));
+  torch::optim::Adam theirs(their_params, torch::optim::AdamOptions(1e-2).weight_decay(0.01));
+  std::vector<at::Tensor> average;
+  for (const auto& p : ours_params) average.push_back(p.detach().clone());
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(9);
+  for (int step = 0; step < 5; ++step) {
+    for (std::size_t j = 0; j < ours_params.size(); ++j) {
+      const at::Tensor g = at::randn(ours_params[j].sizes(), gen).to(cuda);
+      ours_params[j].mutable_grad() = g;
+      their_params[j].mutable_grad() = g.clone();
+    }
+    ours.step();
+    theirs.step();
+    update_moving_average(average, ours_params, 0.9);
+  }
+  EXPECT_LT(max_relative_error(ours_params, their_params), 1e-5);
+  EXPECT_TRUE(average.front().is_cuda());
 }
 
 TEST(Cuda, NoiseIsTheSameOnEveryDevice) {
