@@ -43,8 +43,19 @@ json guarantee(const SweepState& s) {
           {"caveats", caveats}};
 }
 
+// The candidate's directory, candidates/N, tells that K > N: the theorem covers the best alone, not its
+// place among the K. Released text names the release's own directory instead.
+std::string without_candidate_path(std::string text, const fs::path& run_dir, const fs::path& release) {
+  const std::string from = run_dir.string(), to = release.string();
+  for (auto at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
 // The selected run's model exported with the sweep's guarantee in place of the run's own.
-void export_selected(const SweepState& s, const fs::path& run_dir, const fs::path& out, const GlobalOptions& global) {
+void export_selected(const SweepState& s, const fs::path& run_dir, const fs::path& out, const fs::path& release,
+                     const GlobalOptions& global) {
   const RunFiles files = run_files(run_dir.string(), "sweep");
   ComponentRegistry registry;
   const Recipe recipe = load_recipe(files.recipe.string(), {}, global, registry);
@@ -59,8 +70,9 @@ void export_selected(const SweepState& s, const fs::path& run_dir, const fs::pat
   std::ostringstream card;
   card << "# A model selected by privdiff sweep\n\nIts guarantee is the sweep's: (epsilon, delta) = (" << s.epsilon << ", "
        << s.delta << "), " << g["mechanism"].get<std::string>() << ", by " << g["theorem"].get<std::string>()
-       << ". The run's own figures below do not hold for this release.\n\n";
-  e.model_card = card.str() + e.model_card;
+       << ". It covers the search: the hyperparameters were chosen by the sweep, in a search space fixed before it "
+       << "ran. The run's own figures below do not hold for this release.\n\n";
+  e.model_card = without_candidate_path(card.str() + e.model_card, run_dir, release);
   write_model_export(e, out);
 }
 
@@ -95,11 +107,15 @@ void release_sweep(SweepState& s, const fs::path& dir, const GlobalOptions& glob
     const fs::path run_dir = dir / "candidates" / std::to_string(*best);
     const fs::path staging = dir / "selected.partial";
     fs::remove_all(staging);
-    export_selected(s, run_dir, staging, global);
+    export_selected(s, run_dir, staging, dir / "selected", global);
     for (const auto& entry : fs::directory_iterator(run_dir)) {
       const std::string name = entry.path().filename().string();
-      if (name == "samples.png" || (name.rfind("eval-", 0) == 0 && entry.path().extension() == ".json")) {
-        fs::copy_file(entry.path(), staging / name);
+      if (name == "samples.png") fs::copy_file(entry.path(), staging / name);
+      if (name.rfind("eval-", 0) == 0 && entry.path().extension() == ".json") {
+        json result = json::parse(sdk::read_file(entry.path()));
+        result.erase("samples");  // the eval's images stay with the candidate (deleted)
+        sdk::write_file_atomically(staging / name,
+                                   without_candidate_path(result.dump(2), run_dir, dir / "selected") + "\n");
       }
     }
     fs::remove_all(dir / "selected");

@@ -28,6 +28,9 @@ after=$(python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(len(s
 [ -d "$tmp/sweep/candidates" ] && fail "the candidates' run directories were not deleted"
 [ -s "$tmp/sweep/selected/model.safetensors" ] && [ -s "$tmp/sweep/selected/samples.png" ] && [ -s "$tmp/sweep/selected/eval-0.json" ] \
   || fail "the release is incomplete: $(ls "$tmp/sweep/selected")"
+# Its place among the K (candidates/N) would tell that K > N: nothing released names it.
+! grep -rq "candidates/" "$tmp/sweep/selected" "$tmp/sweep/privacy.json" \
+  || fail "the release names the selected candidate's directory: $(grep -rl "candidates/" "$tmp/sweep/selected")"
 account=$("$privdiff" account "$tmp/sweep" --json 2>&1) || fail "account of the sweep failed: $account"
 python3 - "$tmp/sweep" "$account" <<'PY' || fail "the sweep's reports disagree"
 import json, struct, sys
