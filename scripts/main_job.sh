@@ -6,7 +6,7 @@
 # Fashion-MNIST schedule (batch 4096 of 60,000, 300 epochs) need for epsilon = 10 at delta = 1e-5,
 # under every accountant, and what does that schedule spend at other noise levels? Then the
 # quickstart: DP-FETA (noisy central images, a warm-up on them, then DP-SGD) trained privately on
-# Fashion-MNIST at epsilon = 10 with a 10x10 sample grid (3.5 to 9 minutes on 2 cores).
+# Fashion-MNIST at epsilon = 10 with a 10x10 sample grid (9 to 20 minutes on 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_dependencies.sh
