@@ -30,7 +30,7 @@ struct StepLists {
   std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs;
 };
 
-template <class State, class Options, class Map>
+template <class State, class Map>
 std::map<int64_t, StepLists> lists_of(torch::optim::OptimizerParamGroup& group, Map& states) {
   std::map<int64_t, StepLists> out;
   for (auto& p : group.params()) {
@@ -86,7 +86,7 @@ bool multi_tensor_step(Optimizer& optimizer, bool decoupled_weight_decay) {
   at::NoGradGuard no_grad;
   for (auto& group : optimizer.param_groups()) {
     const auto& options = static_cast<Options&>(group.options());
-    for (auto& [step, lists] : lists_of<State, Options>(group, optimizer.state())) {
+    for (auto& [step, lists] : lists_of<State>(group, optimizer.state())) {
       adam_update(lists, step, options, decoupled_weight_decay);
     }
   }
