@@ -17,6 +17,7 @@
 //   device_noise the same noise from the tensor-operation generator, also on the CPU (for comparison)
 //   adam         a stage's optimizer step and weight average (MultiTensorAdam, update_moving_average)
 //   libtorch_adam the same with LibTorch's per-tensor Adam and average (privdiff 0.11's)
+// PRIVDIFF_BENCH_PROFILE=FILE also writes a profile of the timed steps (see ProfiledSteps).
 // Usage: engine_bench MODE BATCH K [REPEATS] [cpu|cuda] [float32|tf32|bf16] [dpdm|quickstart]
 //   (quickstart: the quickstart's 281k UNet, 16 channels x(1,2,2), one block)  -> one JSON line with the median seconds per
 // step, rows per second and the peak memory (resident on the CPU; the caching allocator's peak on
@@ -28,6 +29,7 @@
 #include <privdiff/engine/engine_path.hpp>
 #include <privdiff/engine/fast_gradient_clipping.hpp>
 #include <privdiff/engine/gaussian_noise.hpp>
+#include <privdiff/engine/host_allocator.hpp>
 #include <privdiff/engine/micro_batch_clipping.hpp>
 #include <privdiff/engine/multi_tensor_adam.hpp>
 #include <privdiff/engine/norm_strategy.hpp>
@@ -40,6 +42,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/optim/adam.h>
 #include <torch/types.h>
 #ifdef PRIVDIFF_BENCH_CUDA
@@ -52,6 +55,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -81,6 +86,26 @@ double peak_device_mib(const c10::Device& device) {
   return device.is_cuda() ? -1 : peak_rss_kib() / 1024.0;
 }
 
+// PRIVDIFF_BENCH_PROFILE=FILE: the timed steps' operators in a Chrome trace (LibTorch's Kineto
+// profiler, with input shapes), privdiff's phases named privdiff::... (bench/profile_summary.py
+// sums it up). The profiler slows autograd's many small operators several-fold: read shares
+// within a phase, not the step's time.
+class ProfiledSteps {
+ public:
+  explicit ProfiledSteps(std::string path) : path_(std::move(path)) {
+    torch::autograd::profiler::prepareProfiler(config_, activities_);
+    torch::autograd::profiler::enableProfiler(config_, activities_);
+  }
+  ~ProfiledSteps() { torch::autograd::profiler::disableProfiler()->save(path_); }
+  ProfiledSteps(const ProfiledSteps&) = delete;
+  ProfiledSteps& operator=(const ProfiledSteps&) = delete;
+
+ private:
+  std::string path_;
+  torch::profiler::impl::ProfilerConfig config_{torch::profiler::impl::ProfilerState::KINETO, true};
+  std::set<torch::profiler::impl::ActivityType> activities_{torch::profiler::impl::ActivityType::CPU};
+};
+
 }  // namespace
 
 constexpr const char* usage =
@@ -102,6 +127,7 @@ int main(int argc, char** argv) {
 }
 
 int bench(int argc, char** argv) {
+  const std::string allocator = engine::reuse_freed_host_memory();  // as privdiff's main does
   if (argc < 4) throw std::invalid_argument("expected a mode, BATCH and K");
   const std::string mode = argv[1];
   const std::vector<std::string> modes{"nonprivate", "vectorised", "materialised_norms", "micro_batch", "auto",
@@ -239,12 +265,15 @@ int bench(int argc, char** argv) {
   step();  // warm-up
   sync();
   std::vector<std::pair<double, std::map<std::string, double>>> times;  // each step's time and parts
+  std::optional<ProfiledSteps> profile;
+  if (const char* path = std::getenv("PRIVDIFF_BENCH_PROFILE")) profile.emplace(path);
   for (int r = 0; r < repeats; ++r) {
     const auto start = std::chrono::steady_clock::now();
     step();
     sync();
     times.emplace_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), parts);
   }
+  profile.reset();  // writes the trace
   std::sort(times.begin(), times.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   const double median = times[times.size() / 2].first;
   std::string parts_json;
@@ -262,10 +291,10 @@ int bench(int argc, char** argv) {
   }
   std::printf("{\"mode\": \"%s\", \"device\": \"%s\", \"batch\": %lld, \"k\": %lld, \"parameters\": %lld, "
               "\"threads\": %d, \"precision\": \"%s\", \"seconds_per_step\": %.5f, \"rows_per_second\": %.0f, \"peak_rss_mib\": %.0f, "
-              "\"parts\": {%s}, \"shapes\": [%s]}\n",
+              "\"allocator\": \"%s\", \"parts\": {%s}, \"shapes\": [%s]}\n",
               mode.c_str(), device.str().c_str(), static_cast<long long>(batch), static_cast<long long>(k),
               static_cast<long long>(unet.parameter_count()), at::get_num_threads(), engine::to_string(precision).c_str(), median,
               static_cast<double>(batch * k) / median, peak_device_mib(device),
-              parts_json.c_str(), shapes_json.c_str());
+              allocator.c_str(), parts_json.c_str(), shapes_json.c_str());
   return 0;
 }

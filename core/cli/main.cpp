@@ -4,6 +4,7 @@
 #include "recipe/suggest.hpp"
 
 #include <privdiff/build_config.hpp>
+#include <privdiff/engine/host_allocator.hpp>
 
 #include <algorithm>
 #include <cstdlib>
@@ -27,6 +28,8 @@ bool parse_only() {
 int main(int argc, char** argv) {
   using namespace privdiff::core;
   using namespace privdiff::core::cli;
+  // Before anything large is allocated: steps then reuse freed memory instead of faulting it in again.
+  privdiff::sdk::engine::reuse_freed_host_memory();
 
   CLI::App app{"privdiff " PRIVDIFF_SDK_VERSION
                " - differentially private image generation with diffusion models"};

@@ -1,6 +1,7 @@
 #include <privdiff/engine/fast_gradient_clipping.hpp>
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <torch/autograd.h>
 
 #include <chrono>
@@ -118,6 +119,7 @@ at::Tensor squared_norms_of_slice(const ChunkLayers& chunk, std::int64_t start, 
 void sum_kept_gradients(const ChunkLayers& chunk, KeptGradients& kept, const at::Tensor& squared,
                         const at::Tensor& factors, std::int64_t start, std::int64_t n, ClipMode mode,
                         std::vector<at::Tensor>& sums) {
+  RECORD_USER_SCOPE("privdiff::sum_kept_gradients");
   const std::int64_t len = squared.size(0);
   // Rows of examples whose norm is not finite are zeroed, not scaled: 0 times infinity is NaN.
   const at::Tensor not_finite = finite_examples(squared).logical_not().unsqueeze(1);
@@ -161,7 +163,10 @@ ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, s
   const auto since = [](Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); };
   auto start = Clock::now();
   const std::vector<at::Tensor> params = trainable_parameters(model);
-  const BackwardToOutputs backward = backward_to_layer_outputs(loss, n, group);
+  const BackwardToOutputs backward = [&] {
+    RECORD_USER_SCOPE("privdiff::backward_to_layer_outputs");  // named in profiles (engine_bench)
+    return backward_to_layer_outputs(loss, n, group);
+  }();
   const double forward_backward = since(start);
   // The layers' saved inputs are attached to this chunk's graph: without this guard the norms, clip
   // factors and clipped sums would be too, and a logical step summing its chunks would keep every
@@ -178,6 +183,7 @@ ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, s
   out.sums.resize(params.size());
   KeptGradients kept;
   for (std::int64_t start = 0; start < n; start += slice) {
+    RECORD_USER_SCOPE("privdiff::norms_of_slice");
     slices.push_back(squared_norms_of_slice(chunk, start, std::min(slice, n - start), group, params, planner, kept));
     slice_factors.push_back(clip_factors(slices.back(), max_grad_norm, mode));  // per example: final per slice
     if (!kept.of.empty()) sum_kept_gradients(chunk, kept, slices.back(), slice_factors.back(), start, n, mode, out.sums);
@@ -195,6 +201,7 @@ ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, s
 
   // 2. Clipped sums with the library's summed-gradient kernels, for the examples of each layer whose
   //    per-example gradients were not summed in step 1.
+  RECORD_USER_SCOPE("privdiff::clipped_sums");
   for (const auto& [layer, calls] : chunk.calls_of) {
     const auto layer_params = layer->trainable_parameters();
     const auto covered = kept.covered.find(layer);

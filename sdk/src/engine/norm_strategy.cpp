@@ -2,6 +2,7 @@
 #include <privdiff/engine/norm_strategy.hpp>
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 
 #include <algorithm>
 #include <chrono>
@@ -73,6 +74,7 @@ std::vector<at::Tensor> NormPlanner::squared_norms(const PerExampleLayer& layer,
   const Key key{&layer, shape, group};
   // The planned strategy's norms, and its per-example gradients when the caller keeps them.
   auto planned = [&](NormStrategy strategy) {
+    RECORD_USER_SCOPE("privdiff::norms_by_" + to_string(strategy));  // named in profiles (engine_bench)
     if (gradients) {
       *gradients = layer.per_example_by(call, output_grad, group, strategy);
       if (!gradients->empty()) return squared_norms_of(*gradients);
