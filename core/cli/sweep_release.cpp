@@ -53,6 +53,16 @@ std::string without_candidate_path(std::string text, const fs::path& run_dir, co
   return text;
 }
 
+// The same for every string in a JSON document, before it is written: in the written text a path with
+// a quote, a backslash or a control character is escaped, and a search for it there would miss.
+void without_candidate_path(json& value, const fs::path& run_dir, const fs::path& release) {
+  if (value.is_string()) {
+    value = without_candidate_path(value.get<std::string>(), run_dir, release);
+  } else if (value.is_structured()) {
+    for (auto& item : value) without_candidate_path(item, run_dir, release);
+  }
+}
+
 // The selected run's model exported with the sweep's guarantee in place of the run's own.
 void export_selected(const SweepState& s, const fs::path& run_dir, const fs::path& out, const fs::path& release,
                      const GlobalOptions& global) {
@@ -114,8 +124,8 @@ void release_sweep(SweepState& s, const fs::path& dir, const GlobalOptions& glob
       if (name.rfind("eval-", 0) == 0 && entry.path().extension() == ".json") {
         json result = json::parse(sdk::read_file(entry.path()));
         result.erase("samples");  // the eval's images stay with the candidate (deleted)
-        sdk::write_file_atomically(staging / name,
-                                   without_candidate_path(result.dump(2), run_dir, dir / "selected") + "\n");
+        without_candidate_path(result, run_dir, dir / "selected");
+        sdk::write_file_atomically(staging / name, result.dump(2) + "\n");
       }
     }
     fs::remove_all(dir / "selected");
