@@ -52,13 +52,13 @@ out, rounds, shapes = sys.argv[1], int(sys.argv[2]), [s.split() for s in sys.arg
 
 
 def load(b, k, mode):
-    """A configuration's runs, one per round: the median round's record, with every round's times."""
+    """A configuration's runs, one per round: the median round's record (its plan and parts), with the
+    median time over the rounds and the largest peak."""
     runs = sorted((dict(json.load(open(f"{out}/{b}x{k}-{mode}.{i}.json")), round=i) for i in range(1, rounds + 1)),
                   key=lambda r: r["seconds_per_step"])
     median = dict(runs[(len(runs) - 1) // 2])
     median["seconds_per_step"] = statistics.median(r["seconds_per_step"] for r in runs)
     median["peak_rss_mib"] = max(r["peak_rss_mib"] for r in runs)
-    median["rounds"] = [r["seconds_per_step"] for r in runs]
     return median
 
 modes = ["nonprivate", "opacus", "opacus_ghost", "privdiff_nonprivate", "privdiff_dp", "nonprivate_malloc"]
