@@ -25,6 +25,11 @@ floor, which every plugin includes, so it must stay small. The rules:
    (the first folder under sdk/include/privdiff/ and sdk/src/) are warnings for now.
 4. Plugins. Nothing under plugins/ includes core headers, toml++, CLI11 or boost/dll:
    a plugin sees the SDK only (the loader owns parsing, the CLI and loading).
+5. One release gate. Only core/release/ writes a published privacy statement: a line of
+   core/ outside it that names "privacy.json" beside a write, or sets an export's
+   privdiff.epsilon / privdiff.delta / privdiff.privacy metadata key, is a violation
+   (core/weights/model_export.cpp copies a finished run's statement as the gate wrote it
+   into summary.json, and is the one exception: GATE_EXCEPTIONS).
 
 Prints each violation as `path:line: message` and a summary; exits 1 on any violation.
 """
@@ -34,8 +39,12 @@ import sys
 from pathlib import Path
 
 # Core folders from the top layer (index 0) down; includes may not go up.
-LAYERS = [["cli"], ["run"], ["compare", "evaluate", "sample", "parallel", "weights", "sweep"], ["recipe", "data"], ["loader"],
-          ["util"]]
+LAYERS = [["cli"], ["run"], ["release", "compare", "evaluate", "sample", "parallel", "weights", "sweep"],
+          ["recipe", "data"], ["loader"], ["util"]]
+# Rule 5: what writes a published privacy statement, and the files besides core/release/ allowed to.
+GATE_WRITE = re.compile(r'(write\w*\(.*"privacy\.json"|"privacy\.json".*write\w*\(|'
+                        r'\[export_keys::(epsilon|delta|privacy)\]\s*=[^=]|\{export_keys::(epsilon|delta|privacy),)')
+GATE_EXCEPTIONS = {"core/weights/model_export.cpp"}
 # The only privdiff/ headers outside privdiff/components/ that the components may include.
 LEAF_HEADERS = ["privdiff/sdk_api.hpp"]
 # What plugins may not include (besides core headers): include-path prefixes.
@@ -203,6 +212,11 @@ def main():
                     errors.append(f"{rel}:{first}: function '{name}' is {last - first + 1} lines "
                                   f"(lines {first}-{last}; max {args.max_lines})")
         parts = rel.split("/")
+        if rel.startswith("core/") and not rel.startswith("core/release/") and rel not in GATE_EXCEPTIONS:
+            for number, text in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+                if GATE_WRITE.search(text) and not text.lstrip().startswith("//"):
+                    errors.append(f"{rel}:{number}: writes a published privacy statement outside core/release/ "
+                                  f"(the release gate): {text.strip()[:100]}")
         for line, target in includes:
             where = f"{rel}:{line}"
             if parts[0] == "core" and len(parts) > 2 and target.split("/")[0] in core_dirs and "/" in target:

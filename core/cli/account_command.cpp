@@ -9,6 +9,7 @@
 #include "cli/command_setup.hpp"
 #include "cli/commands.hpp"
 #include "recipe/recipe_document.hpp"
+#include "release/sweep_statement.hpp"
 #include "sweep/sweep_state.hpp"
 #include "recipe/suggest.hpp"
 #include "util/atomic_file.hpp"
@@ -131,17 +132,26 @@ std::vector<Target> make_accountants(const ComponentRegistry& registry, const Ac
   return out;
 }
 
-nlohmann::json result_json(const std::string& id, const sdk::EpsilonResult& r, double delta) {
-  nlohmann::json j = {{"accountant", id}, {"epsilon", r.epsilon}, {"delta", delta}};
+nlohmann::json result_json(const Target& t, const sdk::EpsilonResult& r, double delta) {
+  nlohmann::json j = {{"accountant", t.id}, {"epsilon", r.epsilon}, {"delta", delta}};
   for (const auto& [k, v] : r.details) j[k] = v;
-  if (!r.warnings.empty()) j["warnings"] = r.warnings;
+  std::vector<std::string> warnings = r.warnings;
+  if (!release::certifies_upper_bound(*t.accountant, r)) {
+    j["upper_bound"] = false;
+    warnings.push_back(t.id + " is an approximation, not an upper bound on epsilon: a run refuses it as its "
+                       "calibrating accountant unless [privacy] allow_approximate_accountant = true");
+  }
+  if (!warnings.empty()) j["warnings"] = warnings;
   return j;
 }
 
 std::string details_text(const nlohmann::json& j) {
   std::string out;
   for (const auto& [k, v] : j.items()) {
-    if (k == "accountant" || k == "epsilon" || k == "delta" || k == "noise_multiplier" || k == "warnings") continue;
+    if (k == "accountant" || k == "epsilon" || k == "delta" || k == "noise_multiplier" || k == "warnings" ||
+        k == "upper_bound") {
+      continue;
+    }
     out += (out.empty() ? "" : ", ") + k + " " + (v.is_number() ? number(v.get<double>()) : v.dump());
   }
   return out;
@@ -176,20 +186,27 @@ nlohmann::json evaluate(const Target& t, const AccountArgs& args, const PrivacyE
     const double tolerance = args.o_tolerance->count() ? args.tolerance : (t.id == "prv" ? 1e-4 : 1e-10);
     auto events = [&](double sigma) { return after(event, schedule, sigma); };
     const auto c = sdk::calibrate_noise_multiplier(*t.accountant, events, args.epsilon, args.delta, tolerance);
-    nlohmann::json j = result_json(t.id, t.accountant->epsilon(events(c.noise_multiplier), args.delta), args.delta);
+    nlohmann::json j = result_json(t, t.accountant->epsilon(events(c.noise_multiplier), args.delta), args.delta);
     j["noise_multiplier"] = c.noise_multiplier;
     return j;
   }
   if (has_epsilon) {
     return {{"accountant", t.id}, {"epsilon", args.epsilon}, {"delta", t.accountant->delta(event, args.epsilon)}};
   }
-  return result_json(t.id, t.accountant->epsilon(event, args.delta), args.delta);
+  return result_json(t, t.accountant->epsilon(event, args.delta), args.delta);
 }
 
 // A sweep directory: its guarantee recomputed from what sweep.json records (the candidates' budget,
-// the count's distribution, delta) by the selection theorem, beside what it recorded.
-bool account_sweep(const std::filesystem::path& dir, bool as_json) {
+// the count's distribution, delta) by the selection theorem, beside what it recorded, with the caveats
+// the release gate put on its release (privacy.json).
+bool account_sweep(const std::filesystem::path& dir, const AccountArgs& args) {
   if (!std::filesystem::is_regular_file(dir / "sweep.json")) return false;
+  for (const auto& id : args.accountants) {
+    if (id != "rdp") {
+      throw UsageError("--accountant " + id + ": a sweep's guarantee is the selection theorem's, in RDP; only "
+                       "--accountant rdp evaluates it");
+    }
+  }
   SweepState s;
   try {
     s = read_sweep_state(dir);
@@ -197,17 +214,24 @@ bool account_sweep(const std::filesystem::path& dir, bool as_json) {
     throw UsageError(e.what());
   }
   const double epsilon = sdk::selection::selection_epsilon(s.count, s.budget, s.delta, sdk::rdp::Conversion::improved);
+  nlohmann::json caveats = nlohmann::json::array();
+  if (std::filesystem::is_regular_file(dir / "privacy.json")) {
+    caveats = nlohmann::json::parse(read_file(dir / "privacy.json")).value("caveats", nlohmann::json::array());
+  }
+  const std::string theorem = release::selection_theorem(s.count);
   const nlohmann::json j{{"sweep", dir.string()},       {"epsilon", epsilon},  {"delta", s.delta},
                          {"recorded_epsilon", s.epsilon}, {"target_epsilon", s.target_epsilon},
-                         {"candidates", describe_count(s.count)}, {"order", s.budget.order}};
-  if (as_json) {
+                         {"candidates", describe_count(s.count)}, {"order", s.budget.order}, {"theorem", theorem},
+                         {"released", s.released}, {"caveats", caveats}};
+  if (args.json) {
     std::cout << j.dump(2) << "\n";
-  } else {
-    std::cout << "sweep " << dir.string() << ": epsilon " << epsilon << " at delta " << s.delta
-              << " (the best of K candidate runs, K ~ " << describe_count(s.count) << "; Papernot & Steinke's bound at "
-              << "order " << s.budget.order << "; recorded " << s.epsilon << ", target "
-              << s.target_epsilon << ")\n";
+    return true;
   }
+  std::cout << "sweep " << dir.string() << ": epsilon " << epsilon << " at delta " << s.delta
+            << " (the best of K candidate runs, K ~ " << describe_count(s.count) << "; " << theorem << ", order "
+            << s.budget.order << "; recorded " << s.epsilon << ", target " << s.target_epsilon << ")\n";
+  if (!s.released) std::cout << "not released yet: the release gate checks every candidate's ledger first\n";
+  for (const auto& caveat : caveats) std::cout << "CAVEAT: " << caveat.get<std::string>() << "\n";
   return true;
 }
 
@@ -357,7 +381,7 @@ CLI::App* add_account_command(CLI::App& app, const GlobalOptions& global, int& e
                                           "relative tolerance of --calibrate (default 1e-10; 1e-4 for prv)");
   account->add_flag("--json", args->json, "print one JSON object");
   account->callback([&global, &exit_code, args] {
-    if (args->run_dir.empty() || !account_sweep(args->run_dir, args->json)) run_account(global, *args);
+    if (args->run_dir.empty() || !account_sweep(args->run_dir, *args)) run_account(global, *args);
     exit_code = exit_ok;
   });
   return account;

@@ -67,6 +67,11 @@ bool run_candidate(SweepState& s, std::size_t i, const fs::path& dir, const Glob
   } else if (fs::is_regular_file(run_dir / "recipe.toml")) {
     arguments = {"run", "--resume", run_dir.string()};
   } else {
+    try {
+      check_recipe_unchanged(s);  // before it spends: a candidate runs from the recipe the sweep planned with
+    } catch (const std::runtime_error& e) {
+      throw UsageError(std::string("sweep: ") + e.what());
+    }
     arguments = {"run", s.recipe.string(), "--out", run_dir.string()};
     for (const auto& o : s.overrides) arguments.insert(arguments.end(), {"--set", o});
     for (const auto& [key, value] : s.candidates[i].values) arguments.insert(arguments.end(), {"--set", key + "=" + value});
@@ -94,7 +99,7 @@ struct SweepArgs {
   std::string recipe, out, resume, score, candidates = "truncated_negative_binomial";
   std::vector<std::string> params, overrides;
   double eta = 1, gamma = 0.25, mu = 4;
-  std::int64_t count = 4, seed = 0, stop_after = 0;
+  std::int64_t count = 4, seed = 0, stop_after = -1;  ///< stop_after -1: run them all
   bool minimize = false, seeded = false;
   std::set<std::string> given;  ///< the options given on the command line: they win over the recipe's [sweep]
 };
@@ -140,6 +145,7 @@ SweepState new_sweep(const SweepArgs& given, const GlobalOptions& global, fs::pa
   }
   SweepState s;
   s.recipe = fs::absolute(a.recipe);
+  s.recipe_sha256 = recipe_file_sha256(s.recipe);
   s.overrides = a.overrides;
   s.space = a.params;
   s.score = a.score;
@@ -165,8 +171,39 @@ SweepState new_sweep(const SweepArgs& given, const GlobalOptions& global, fs::pa
               << s.count.count << " runs; a random count (truncated_negative_binomial, poisson) costs far less\n";
   }
   plan_sweep(s, global, std::cout);
-  fs::create_directories(dir);
+  fs::create_directories(dir / "candidates");
+  // sweep.json and the candidates' runs hold K and every score: owner-only (the release is copied out).
+  fs::permissions(dir / "candidates", fs::perms::owner_all, fs::perm_options::replace);
   write_sweep_state(dir, s);  // before any candidate runs: resuming never draws again
+  return s;
+}
+
+// A resumed sweep runs as it was planned: an option that would change the plan is refused, not ignored.
+void refuse_plan_options_on_resume(const CLI::App& cmd) {
+  for (const char* name : {"--param", "--score", "--minimize", "--candidates", "--eta", "--gamma", "--mu", "--count",
+                           "--seed", "--set", "--out"}) {
+    if (cmd.get_option(name)->count() > 0) {
+      throw UsageError(std::string("sweep --resume continues the sweep as it was planned: ") + name + " cannot change "
+                       "it (the candidates and their budget were fixed before the first ran); leave it out, or start "
+                       "a new sweep");
+    }
+  }
+}
+
+SweepState resumed_sweep(const fs::path& dir) {
+  SweepState s;
+  try {
+    s = read_sweep_state(dir);
+  } catch (const std::runtime_error& e) {
+    throw UsageError(std::string("sweep --resume: ") + e.what());
+  }
+  if (!s.released) {
+    try {
+      check_recipe_unchanged(s);
+    } catch (const std::runtime_error& e) {
+      throw UsageError(std::string("sweep --resume: ") + e.what());
+    }
+  }
   return s;
 }
 
@@ -192,19 +229,25 @@ CLI::App* add_sweep_command(CLI::App& app, const GlobalOptions& global, int& exi
   cmd->add_option("--set", a->overrides, "override a key for every candidate (repeatable)");
   cmd->add_option("--out", a->out, "sweep directory (default sweeps/<recipe name>)");
   cmd->add_option("--resume", a->resume, "continue the sweep in this directory (nothing is drawn again)");
-  cmd->add_option("--stop-after-candidates", a->stop_after, "stop (exit 3) after running N candidates; continue with --resume");
-  cmd->callback([a, cmd, seed, &global, &exit_code] {
+  auto* stop_after = cmd->add_option("--stop-after-candidates", a->stop_after,
+                                     "stop (exit 3) after running N candidates (0: before the first); continue with --resume");
+  cmd->callback([a, cmd, seed, stop_after, &global, &exit_code] {
     a->seeded = seed->count() > 0;
     for (const char* name : {"--score", "--minimize", "--candidates", "--eta", "--gamma", "--mu", "--count"}) {
       if (cmd->get_option(name)->count() > 0) a->given.insert(name);
     }
     if (a->resume.empty() == a->recipe.empty()) throw UsageError("sweep: give a RECIPE to start a sweep, or --resume DIR");
+    if (stop_after->count() > 0 && a->stop_after < 0) {
+      throw UsageError("sweep --stop-after-candidates: expected a count >= 0, got " + std::to_string(a->stop_after));
+    }
+    if (a->seeded && a->seed < 0) throw UsageError("sweep --seed: expected a seed >= 0, got " + std::to_string(a->seed));
+    if (!a->resume.empty()) refuse_plan_options_on_resume(*cmd);
     fs::path dir = a->resume;
-    SweepState s = a->resume.empty() ? new_sweep(*a, global, dir) : read_sweep_state(dir);
+    SweepState s = a->resume.empty() ? new_sweep(*a, global, dir) : resumed_sweep(dir);
     std::int64_t ran = 0;
     for (std::size_t i = 0; i < s.candidates.size() && !s.released; ++i) {
       if (s.candidates[i].done) continue;
-      if (a->stop_after > 0 && ran == a->stop_after) {
+      if (a->stop_after >= 0 && ran == a->stop_after) {
         std::cout << "sweep stopped after " << ran << " candidates; continue with: privdiff sweep --resume " << dir.string() << "\n";
         exit_code = exit_stopped;
         return;

@@ -28,8 +28,9 @@ struct Spending {
   std::vector<std::string> evaluators;  ///< of the recipe's [[eval]] entries
 };
 
+// `warnings` (may be null) gets the pre-flight's warnings (delta not below 1/N, ...).
 std::unique_ptr<Spending> spending_of(const SweepState& s, const std::vector<std::string>& overrides,
-                                      const GlobalOptions& global) {
+                                      const GlobalOptions& global, std::ostream* warnings = nullptr) {
   auto out = std::make_unique<Spending>();
   const Recipe recipe = load_recipe(s.recipe.string(), overrides, global, out->registry);
   if (!recipe.privacy.has("epsilon") || !recipe.privacy.has("delta")) {
@@ -45,6 +46,15 @@ std::unique_ptr<Spending> spending_of(const SweepState& s, const std::vector<std
                        "\"held_out\")");
     }
     for (const auto& id : entry.settings.get_string_list("evaluators")) out->evaluators.push_back(id);
+    for (const auto& evaluator : entry.evaluators) {
+      // An evaluator option that fits the score to the training split (the release gate refuses any
+      // other way a candidate's score reads it, but only after the candidates have spent).
+      if (evaluator.config.has("selection") && evaluator.config.get_string("selection") == "real") {
+        throw UsageError("sweep: [eval." + evaluator.id + "] selection = \"real\" selects on the private training "
+                         "data: a score fitted to it would make the choice among candidates a noise-free function of "
+                         "private records, which no selection theorem covers; use selection = \"synthetic\"");
+      }
+    }
   }
   ComposedRun components = compose_for_command(recipe, out->registry, s.recipe.string());
   for (std::size_t i = 0; i < components.mechanisms.size(); ++i) {
@@ -53,11 +63,15 @@ std::unique_ptr<Spending> spending_of(const SweepState& s, const std::vector<std
   auto& registry = out->registry;
   out->orchestrator = std::make_unique<RunOrchestrator>(
       recipe, std::move(components), [&registry](const DataSection& data) { return open_dataset(data, registry); });
-  std::ostringstream quiet;  // the pre-flight's own log: the sweep says what matters
+  std::ostringstream quiet;  // the pre-flight's own log: the sweep says what matters, and passes on its warnings
   try {
     out->events = out->orchestrator->planned_spending(quiet);
   } catch (const std::exception& e) {
     throw UsageError("sweep: " + std::string(e.what()));
+  }
+  std::istringstream lines(quiet.str());
+  for (std::string line; warnings && std::getline(lines, line);) {
+    if (line.rfind("warning:", 0) == 0) *warnings << line << "\n";
   }
   return out;
 }
@@ -86,6 +100,39 @@ std::vector<std::string> with_values(std::vector<std::string> overrides, const s
   return overrides;
 }
 
+// Every value the search can draw is one the recipe takes, checked before K is drawn and anything spends:
+// each listed value, and a log-range's ends. The target and the calibrated noise are the sweep's, never a
+// candidate's hyperparameter.
+void check_search_space(const SweepState& s, const std::vector<SweepParameter>& space, const std::string& noise_key,
+                        const GlobalOptions& global) {
+  for (const auto& p : space) {
+    if (p.key.rfind("privacy.", 0) == 0 || p.key == noise_key) {
+      throw UsageError("sweep --param " + p.key + ": " + (p.key == noise_key ? "the sweep calibrates this stage's noise "
+                       "multiplier itself" : "the privacy target is the whole search's, not a candidate's") +
+                       "; it cannot be searched");
+    }
+    std::vector<std::string> values = p.values;
+    if (values.empty()) {
+      for (double end : {p.low, p.high}) {
+        std::ostringstream text;
+        text.precision(17);
+        if (p.integer) text << std::llround(end); else text << end;
+        values.push_back(text.str());
+      }
+    }
+    for (const auto& value : values) {
+      ComponentRegistry registry;
+      try {
+        load_recipe(s.recipe.string(), with_values(s.overrides, {{p.key, value}}), global, registry);
+      } catch (const std::exception& e) {
+        const std::string why = e.what();
+        throw UsageError("sweep --param " + p.key + ": the value " + value + " is refused before any candidate runs: " +
+                         why.substr(0, why.find('\n')));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void plan_sweep(SweepState& state, const GlobalOptions& global, std::ostream& log) {
@@ -97,7 +144,7 @@ void plan_sweep(SweepState& state, const GlobalOptions& global, std::ostream& lo
       throw UsageError(std::string("sweep --param: ") + e.what());
     }
   }
-  const auto reference = spending_of(state, state.overrides, global);
+  const auto reference = spending_of(state, state.overrides, global, &log);
   // The score is fixed before any candidate runs (choosing it after seeing the results would be a
   // selection the theorem does not cover): it must name a metric of one of the recipe's evaluators.
   bool known = false;
@@ -112,6 +159,7 @@ void plan_sweep(SweepState& state, const GlobalOptions& global, std::ostream& lo
   state.target_epsilon = reference->epsilon_target;
   state.delta = reference->delta;
   state.noise_key = "stage." + std::to_string(reference->stage) + ".noise_multiplier";
+  check_search_space(state, space, state.noise_key, global);
   const auto best = reference_budget(state.count, *reference);
   state.budget = best.budget;
   state.epsilon = best.epsilon;

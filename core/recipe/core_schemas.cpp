@@ -47,6 +47,9 @@ const Schema& privacy_schema() {
                .doc("privacy target delta; use well below 1/N for N private examples (docs/accountants.md#choosing-delta)"))
       .add(Key::string("accountant").defaults("rdp")
                .doc("accountant that checks the target and calibrates noise_multiplier = \"auto\""))
+      .add(Key::boolean("allow_approximate_accountant").defaults(false)
+               .doc("let an accountant that does not certify an upper bound on epsilon (an approximation) "
+                    "calibrate the noise and state the guarantee; every report then carries a caveat"))
       .add(Key::string_list("report").defaults(sdk::ConfigValue{std::vector<std::string>{}})
                .doc("further accountants whose epsilon is reported at the end of the run"));
   return schema;

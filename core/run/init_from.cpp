@@ -84,6 +84,7 @@ InitSource read_safetensors_source(const fs::path& file) {
     throw damaged(e.what());
   }
   if (const auto model = metadata.find(export_keys::model); model != metadata.end()) source.model_type = model->second;
+  if (p.contains("data") && p["data"].is_string()) source.data_fingerprint = p["data"].get<std::string>();
   source.records_note = "a privdiff export (" + source.checkpoint.string() + ") keeps no record of the data it trained on";
   source.imported = "init_from: a privdiff export (" + what + "): the privacy ledger in its metadata is taken as what "
                     "its weights cost";
@@ -275,6 +276,16 @@ InitDecision decide_init_from(const InitSource& source, const RunData& data, boo
       unknown = set.description + " of run " + set.origin + " was recorded under another record key than " +
                 key.file.string();
     }
+  }
+  // The keyed hash part (|N=...|hash=...) alone: the same records in the same order under another name.
+  const std::string mine = data.private_data->fingerprint(key);
+  if (claimed && !source.data_fingerprint.empty() &&
+      source.data_fingerprint.find(mine.substr(mine.rfind("|N="))) != std::string::npos) {
+    throw std::runtime_error("run.init_from_disjoint: you state that this run's private data and the source's are "
+                             "disjoint, but " + source.checkpoint.string() + " was trained on exactly this run's "
+                             "private data " + data.private_data->name + " (the same keyed fingerprint in its "
+                             "metadata): remove the statement, and the source's ledger is carried "
+                             "(see docs/privacy.md#init_from-carrying-the-sources-ledger)");
   }
   if (claimed) {
     const std::string near_duplicates =

@@ -46,6 +46,9 @@ struct InitSource {
   /// For weights from a safetensors file (a privdiff export, or weights from outside privdiff): the
   /// caveat every run started from them carries; empty for a run directory.
   std::string imported;
+  /// A privdiff export's keyed fingerprint of the data its run trained on ("NAME|N=...|hash=...", one
+  /// or several): equal to this run's private data's under the same record key, they are the same data.
+  std::string data_fingerprint;
 };
 
 /// The file in a run directory that holds its record sets.

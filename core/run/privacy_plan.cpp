@@ -3,6 +3,8 @@
 // drown the signal or delta is too large.
 #include "run/run_session.hpp"
 
+#include "release/privacy_statement.hpp"
+
 #include <privdiff/components/accountant.hpp>
 #include <privdiff/privacy/calibration.hpp>
 #include <privdiff/privacy/gaussian_steps.hpp>
@@ -76,7 +78,19 @@ sdk::PrivacyEvent RunOrchestrator::plan_privacy(RunSession& s) {
   if (auto why = accountant.cannot_evaluate(total); !why.empty()) {
     throw std::runtime_error("privacy.accountant: " + why);
   }
-  const double planned_epsilon = accountant.epsilon(total, delta).epsilon;
+  const sdk::EpsilonResult planned_result = accountant.epsilon(total, delta);
+  const double planned_epsilon = planned_result.epsilon;
+  approximate_guarantee_ = !release::certifies_upper_bound(accountant, planned_result);
+  if (approximate_guarantee_ && !approximation_allowed()) {
+    throw std::runtime_error("privacy.accountant: '" + recipe_.privacy.get_string("accountant") + "' does not certify "
+                             "an upper bound on epsilon (an approximation), so noise calibrated with it may not meet "
+                             "the target; use an accountant that does (rdp, prv, analytic_gaussian), or set [privacy] "
+                             "allow_approximate_accountant = true (every report then carries a caveat)");
+  }
+  if (approximate_guarantee_) {
+    log << "warning: privacy.accountant '" << recipe_.privacy.get_string("accountant") << "' is an approximation, "
+        << "not an upper bound: the run's guarantee carries a caveat\n";
+  }
   if (planned_epsilon > target) {
     throw std::runtime_error("privacy: the stages plan to spend epsilon " + format_epsilon(planned_epsilon) +
                              " at delta " + format_epsilon(delta) + ", over the target " + format_epsilon(target) +

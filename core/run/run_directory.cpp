@@ -3,6 +3,7 @@
 #include "run/run_session.hpp"
 
 #include "data/record_key.hpp"
+#include "release/privacy_statement.hpp"
 #include "run/run_ledger.hpp"
 
 #include <privdiff/parallel/collective.hpp>
@@ -129,6 +130,7 @@ void RunOrchestrator::open_run_directory(RunSession& s) {
   if (recipe_.run.get_bool("private_diagnostics") && any_private(components_)) {
     s.summary.ledger.add_caveat(private_diagnostics_caveat);
   }
+  if (approximate_guarantee_) s.summary.ledger.add_caveat(release::approximation_caveat(recipe_.privacy.get_string("accountant")));
   s.write_ledger();
   if (s.writes()) s.metrics.open(s.metrics_path(), std::ios::app);
 }

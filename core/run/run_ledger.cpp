@@ -1,6 +1,7 @@
 #include "run/run_ledger.hpp"
 
 #include "util/atomic_file.hpp"
+#include "release/privacy_statement.hpp"
 #include "run/run_checkpoint.hpp"
 
 #include <privdiff/privacy/event_json.hpp>
@@ -59,21 +60,7 @@ void add_run_caveat(const fs::path& run_dir, const std::string& caveat) {
   sdk::PrivacyLedger ledger = read_run_ledger(run_dir).ledger;
   ledger.add_caveat(caveat);
   write_file_atomically(run_dir / "ledger.json", sdk::to_json(ledger));
-  for (const char* name : {"privacy.json", "summary.json"}) {
-    const fs::path file = run_dir / name;
-    std::error_code ec;
-    if (!fs::is_regular_file(file, ec)) continue;
-    nlohmann::json report;
-    try {
-      report = nlohmann::json::parse(read_file(file));
-    } catch (const std::exception& e) {
-      throw std::runtime_error(file.string() + ": unreadable (" + e.what() + "); cannot add the caveat: " + caveat);
-    }
-    auto& caveats = report["caveats"];
-    if (!caveats.is_array()) caveats = nlohmann::json::array();
-    if (std::find(caveats.begin(), caveats.end(), caveat) == caveats.end()) caveats.push_back(caveat);
-    write_file_atomically(file, report.dump(2) + "\n");
-  }
+  release::add_caveat_to_reports(run_dir, caveat);
 }
 
 }  // namespace privdiff::core

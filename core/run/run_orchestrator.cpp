@@ -28,6 +28,10 @@ const sdk::Accountant& RunOrchestrator::main_accountant() const {
   return *it->second;
 }
 
+bool RunOrchestrator::approximation_allowed() const {
+  return recipe_.privacy.has("allow_approximate_accountant") && recipe_.privacy.get_bool("allow_approximate_accountant");
+}
+
 
 RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, const RunOptions& options) {
   std::error_code ec;

@@ -169,6 +169,8 @@ class RunOrchestrator {
   void warn_about_noise(RunSession& s) const;
   sdk::PrivacyEvent plan_privacy(RunSession& s);
   const sdk::Accountant& main_accountant() const;
+  /// [privacy] allow_approximate_accountant: a guarantee by an accountant that is no upper bound.
+  bool approximation_allowed() const;
 
   const Recipe& recipe_;
   ComposedRun components_;
@@ -177,6 +179,8 @@ class RunOrchestrator {
   /// Per stage, as set (calibrated or configured) before training: what checkpoints hold and resume
   /// compares; NaN for a non-private stage or one without a single noise multiplier.
   std::vector<double> noise_multipliers_;
+  /// Set by plan_privacy: the calibrating accountant's epsilon is an approximation, not an upper bound.
+  bool approximate_guarantee_ = false;
 };
 
 }  // namespace privdiff::core

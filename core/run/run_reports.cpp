@@ -3,6 +3,7 @@
 #include "run/run_session.hpp"
 
 #include "evaluate/evaluation.hpp"
+#include "release/privacy_statement.hpp"
 #include "util/image_grid.hpp"
 #include "sample/sample_set.hpp"
 
@@ -88,29 +89,30 @@ void RunOrchestrator::run_evals(RunSession& s) {
 
 void RunOrchestrator::write_reports(RunSession& s) {
   s.write_ledger();  // with the caveats the evaluations may have added
-  const auto& caveats = s.summary.ledger.caveats();
-  nlohmann::json report = {{"ledger", nlohmann::json::parse(sdk::to_json(s.summary.ledger))}, {"caveats", caveats}};
+  // The guarantee, by the release gate, from the ledger the run wrote.
   nlohmann::json results = nlohmann::json::array();
   if (recipe_.privacy.has("delta")) {
-    const double delta = recipe_.privacy.get_double("delta");
-    report["delta"] = delta;
-    const sdk::PrivacyEvent spent = s.summary.ledger.total();
-    for (const auto& id : recipe_.accountant_ids) {
-      const auto& accountant = *components_.accountants.at(id);
-      nlohmann::json entry = {{"accountant", id}};
-      if (auto why = accountant.cannot_evaluate(spent); !why.empty()) {
-        entry["error"] = why;
-      } else {
-        AccountantResult r{id, accountant.epsilon(spent, delta)};
-        entry["epsilon"] = r.result.epsilon;
-        for (const auto& [k, v] : r.result.details) entry[k] = v;
-        s.summary.privacy.push_back(r);
-      }
-      results.push_back(entry);
+    release::NamedAccountants accountants;
+    for (const auto& id : recipe_.accountant_ids) accountants.emplace_back(id, components_.accountants.at(id).get());
+    const release::PrivacyStatement statement = release::run_statement(
+        s.summary.ledger, accountants, recipe_.privacy.get_double("delta"), approximation_allowed());
+    for (const auto& caveat : statement.caveats) s.summary.ledger.add_caveat(caveat);
+    results = statement.results;
+    for (const auto& entry : results) {
+      if (!entry.contains("epsilon")) continue;
+      sdk::EpsilonResult r;
+      r.epsilon = entry["epsilon"].get<double>();
+      s.summary.privacy.push_back({entry["accountant"].get<std::string>(), r});
     }
-    report["results"] = results;
+    release::write_privacy_json(s.run_dir, release::run_privacy_json(statement, s.summary.ledger));
+  } else {
+    release::PrivacyStatement none;
+    none.caveats = s.summary.ledger.caveats();
+    nlohmann::json report = release::run_privacy_json(none, s.summary.ledger);
+    report.erase("delta"), report.erase("results");
+    release::write_privacy_json(s.run_dir, report);
   }
-  write_file_atomically(s.run_dir / "privacy.json", report.dump(2) + "\n");
+  const auto& caveats = s.summary.ledger.caveats();
 
   // summary.json: what `privdiff compare` tabulates; and the same, short, on the log.
   nlohmann::json stages = nlohmann::json::array();

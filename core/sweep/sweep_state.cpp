@@ -1,6 +1,7 @@
 #include "sweep/sweep_state.hpp"
 
 #include <privdiff/io/atomic_file.hpp>
+#include <privdiff/io/content_hash.hpp>
 
 #include <iomanip>
 #include <sstream>
@@ -48,7 +49,7 @@ json to_json(const SweepState& s) {
   }
   return {{"format", "privdiff-sweep-1"},
           {"note", "private: K and the candidates' scores are not covered by the selection theorem; do not publish"},
-          {"recipe", s.recipe.string()}, {"overrides", s.overrides}, {"space", s.space}, {"score", s.score},
+          {"recipe", s.recipe.string()}, {"recipe_sha256", s.recipe_sha256}, {"overrides", s.overrides}, {"space", s.space}, {"score", s.score},
           {"maximize", s.maximize}, {"seed", s.seed ? json(*s.seed) : json(nullptr)},
           {"count", {{"kind", kind_name(s.count.kind)}, {"eta", s.count.eta}, {"gamma", s.count.gamma}, {"mu", s.count.mu},
                      {"K", s.count.count}}},
@@ -63,6 +64,7 @@ SweepState sweep_state_from_json(const json& j, const fs::path& file) {
     if (j.at("format") != "privdiff-sweep-1") throw std::runtime_error("unknown format " + j.at("format").dump());
     SweepState s;
     s.recipe = j.at("recipe").get<std::string>();
+    s.recipe_sha256 = j.value("recipe_sha256", "");
     s.overrides = j.at("overrides").get<std::vector<std::string>>();
     s.space = j.at("space").get<std::vector<std::string>>();
     s.score = j.at("score");
@@ -107,6 +109,26 @@ SweepState read_sweep_state(const fs::path& dir) {
 
 void write_sweep_state(const fs::path& dir, const SweepState& s) {
   sdk::write_file_atomically(dir / "sweep.json", to_json(s).dump(2) + "\n");
+  std::error_code ec;
+  fs::permissions(dir / "sweep.json", fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace, ec);
+}
+
+std::string recipe_file_sha256(const fs::path& recipe) {
+  try {
+    return sdk::sha256_hex(sdk::read_file(recipe));
+  } catch (const std::exception& e) {
+    throw std::runtime_error("cannot read the sweep's recipe " + recipe.string() + " (" + e.what() + ")");
+  }
+}
+
+void check_recipe_unchanged(const SweepState& s) {
+  if (s.recipe_sha256.empty()) return;  // planned by an older privdiff: the release gate's ledger checks remain
+  if (recipe_file_sha256(s.recipe) == s.recipe_sha256) return;
+  throw std::runtime_error(s.recipe.string() + " changed since the sweep was planned: its candidates' noise was "
+                           "calibrated for the recipe as it was, and a candidate run from the new one may spend more "
+                           "than the sweep's budget. Restore the recipe as it was (sha256 " + s.recipe_sha256 +
+                           "), or start a new sweep (what the finished candidates spent stays spent; keep this "
+                           "directory private)");
 }
 
 }  // namespace privdiff::core

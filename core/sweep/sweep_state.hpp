@@ -27,6 +27,9 @@ struct SweepCandidate {
 
 struct SweepState {
   std::filesystem::path recipe;                 ///< absolute
+  /// SHA-256 of the recipe file's text when the sweep was planned: every candidate must run from the
+  /// recipe the budget and the noise were calibrated for (empty in a state of an older privdiff).
+  std::string recipe_sha256;
   std::vector<std::string> overrides;           ///< the user's --set, applied to every candidate
   std::vector<std::string> space;               ///< the --param specs
   std::string score;                            ///< the [[eval]] metric that selects
@@ -51,7 +54,14 @@ nlohmann::json to_json(const sdk::selection::CandidateBudget& b);
 SweepState sweep_state_from_json(const nlohmann::json& j, const std::filesystem::path& file);
 
 SweepState read_sweep_state(const std::filesystem::path& dir);
+/// Writes DIR/sweep.json, owner-only (0600): it holds K and every score, which are not to be published.
 void write_sweep_state(const std::filesystem::path& dir, const SweepState& s);
+
+/// The SHA-256 of `recipe`'s text; throws std::runtime_error naming the file when it cannot be read.
+std::string recipe_file_sha256(const std::filesystem::path& recipe);
+
+/// Throws std::runtime_error when the recipe file is no longer the one the sweep was planned with.
+void check_recipe_unchanged(const SweepState& s);
 
 /// "truncated_negative_binomial(eta 1, gamma 0.25; E[K] 4)" and the like.
 std::string describe_count(const sdk::selection::CandidateCount& c);

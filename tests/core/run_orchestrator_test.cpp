@@ -286,6 +286,25 @@ TEST_F(RunOrchestratorTest, TheLedgerNeverShrinksAcrossAFailureAndAResume) {
             std::string::npos) << log_.str();
 }
 
+// Issue 50, finding 5: an accountant that is no upper bound calibrated a recipe silently. It is refused
+// before anything is written, unless the recipe opts in; then every report carries the caveat.
+TEST_F(RunOrchestratorTest, AnApproximateAccountantIsRefusedUnlessOptedIntoAndThenCaveated) {
+  std::string approximate = private_stage + "noise_multiplier = 5.0\n";
+  approximate.replace(approximate.find("\"fixture_accountant\""), 20, "\"fixture_approximate_accountant\"");
+  const std::string why = run_error(approximate);
+  EXPECT_NE(why.find("does not certify an upper bound"), std::string::npos) << why;
+  EXPECT_FALSE(fs::exists(dir_ / "ledger.json"));
+  approximate.replace(approximate.find("[model]"), 7, "allow_approximate_accountant = true\n[model]");
+  run(approximate);
+  for (const char* file : {"privacy.json", "summary.json", "ledger.json"}) {
+    const auto report = nlohmann::json::parse(read_file(dir_ / file));
+    ASSERT_EQ(report["caveats"].size(), 1u) << file;
+    EXPECT_NE(report["caveats"][0].get<std::string>().find("fixture_approximate_accountant"), std::string::npos) << file;
+  }
+  const auto privacy = nlohmann::json::parse(read_file(dir_ / "privacy.json"));
+  EXPECT_EQ(privacy["results"][0]["upper_bound"], false);
+}
+
 TEST_F(RunOrchestratorTest, ADeltaNotBelowOneOverNIsWarnedAbout) {
   run(private_stage + "noise_multiplier = 5.0\n");
   EXPECT_EQ(log_.str().find("is not below 1/N"), std::string::npos);

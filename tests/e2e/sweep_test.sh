@@ -16,12 +16,20 @@ sweep=(sweep "$tmp/tune.toml" --param stage.0.lr=1e-4,1e-3,1e-2 --param stage.0.
 out=$("$privdiff" "${sweep[@]:0:6}" --score accuracy --out "$tmp/bad" 2>&1); code=$?
 [ "$code" = 2 ] && grep -q "name it EVALUATOR.METRIC" <<<"$out" || fail "a bad --score: exit $code: $out"
 [ -e "$tmp/bad" ] && fail "a refused sweep wrote its directory"
+out=$("$privdiff" "${sweep[@]}" --stop-after-candidates -1 2>&1); code=$?
+[ "$code" = 2 ] && grep -q "expected a count >= 0" <<<"$out" && [ ! -e "$tmp/sweep" ] || fail "--stop-after-candidates -1: exit $code: $out"
 out=$("$privdiff" "${sweep[@]}" --stop-after-candidates 1 2>&1); code=$?
 [ "$code" = 3 ] || fail "--stop-after-candidates 1: exit $code, not 3: $out"
 drawn=$(python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(len(s['candidates']), [c['done'] for c in s['candidates']])" "$tmp/sweep/sweep.json")
 [ "${drawn%% *}" -ge 2 ] || fail "seed 4 should draw at least two candidates: $drawn"
 grep -q "candidate 1 of" <<<"$out" && ! grep -q "candidate 2 of" <<<"$out" || fail "more than one candidate ran: $out"
 grep -q "warning: --seed 4 lets anyone who knows it redraw K" <<<"$out" || fail "no warning for a known seed: $out"
+# K and the scores are the sweep's secret: sweep.json and the candidates' runs are owner-only.
+[ "$(stat -c %a "$tmp/sweep/sweep.json")" = 600 ] && [ "$(stat -c %a "$tmp/sweep/candidates")" = 700 ] \
+  || fail "sweep.json / candidates/ readable by others: $(stat -c '%a %n' "$tmp/sweep/sweep.json" "$tmp/sweep/candidates")"
+# A resumed sweep runs as planned: an option that would change the plan is refused, not ignored.
+out=$("$privdiff" sweep --resume "$tmp/sweep" --param stage.0.lr=1 2>&1); code=$?
+[ "$code" = 2 ] && grep -q "sweep --resume continues the sweep as it was planned: --param" <<<"$out" || fail "--resume --param: exit $code: $out"
 out=$("$privdiff" sweep --resume "$tmp/sweep" 2>&1) || fail "resume failed: $out"
 after=$(python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(len(s['candidates']))" "$tmp/sweep/sweep.json")
 [ "$after" = "${drawn%% *}" ] || fail "K changed on resume: ${drawn%% *} -> $after"
@@ -57,6 +65,18 @@ assert privacy["selected"]["hyperparameters"] == state["candidates"][state["sele
 # A known seed is a known K: the release says so.
 assert state["seed"] == 4 and privacy["candidate_draws"] == "seeded (--seed)", privacy
 assert any("--seed 4" in c for c in privacy["caveats"]) and any("--seed 4" in c for c in guarantee["caveats"]), privacy
+# Every candidate's caveats reach the release (the tiny recipe draws reproducible noise): privacy.json,
+# the model's metadata and account (issue 50, finding 3).
+for caveats in (privacy["caveats"], guarantee["caveats"], account["caveats"]):
+    assert any(c.startswith("a candidate run: ") and "secure_noise" in c for c in caveats), caveats
+PY
+# The model card's guarantee is the sweep's, never the single run's (issue 52, finding 3).
+python3 - "$tmp/sweep/selected/README.md" "$tmp/sweep/privacy.json" <<'PY' || fail "the model card's guarantee: $(cat "$tmp/sweep/selected/README.md")"
+import json, sys
+card, privacy = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))
+section = card[card.index("## Privacy guarantee"):card.index("## Loading it")]
+assert "for the whole search" in section and "%.7g" % privacy["epsilon"] in section, section
+assert "Caveats: none" not in card and "secure_noise" in section, section
 PY
 grep -q "A model selected by privdiff sweep" "$tmp/sweep/selected/README.md" || fail "the model card does not say it was selected"
 # compare shows the candidates, the choice and the sweep's epsilon, marked private.
@@ -82,6 +102,8 @@ out=$("$privdiff" sweep "$tmp/train-score.toml" --param stage.0.lr=1e-3 --score 
 out=$("$privdiff" sweep "$tmp/tune.toml" --param stage.0.lr=1e-3 --score dpdm_classifiers.accuracy.logreg \
   --candidates fixed --count 2 --out "$tmp/fixed" --stop-after-candidates 0 2>&1)
 grep -q "warning: a fixed number of candidates" <<<"$out" || fail "no warning for a fixed K: $out"
+[ ! -e "$tmp/fixed/candidates/0" ] && grep -q "sweep stopped after 0 candidates" <<<"$out" \
+  || fail "--stop-after-candidates 0 ran a candidate: $out"
 # Without --seed, K and the draws come from the OS's secure randomness, and no seed is kept.
 ! grep -q "warning: --seed" <<<"$out" && python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['seed'] is None" \
   "$tmp/fixed/sweep.json" || fail "an unseeded sweep kept a seed or warned: $out"
@@ -98,7 +120,9 @@ wait "$sweep_pid" 2> /dev/null
 for _ in $(seq 300); do pgrep -f "$tmp/killed/candidates/0" > /dev/null || break; sleep 0.1; done
 pgrep -f "$tmp/killed/candidates/0" > /dev/null && fail "the candidate run outlived the killed sweep by 30 s"
 grep -q "^stopped after .* steps" "$tmp/killed.log" || fail "the candidate did not stop with a checkpoint: $(tail -3 "$tmp/killed.log")"
-out=$("$privdiff" sweep --resume "$tmp/killed" 2>&1) || fail "resume after kill -9 failed: $out"
+out=$(cd "$tmp" && "$privdiff" sweep --resume ./killed 2>&1) || fail "resume after kill -9 failed: $out"
+! grep -rq "candidates/" "$tmp/killed/selected" "$tmp/killed/privacy.json" \
+  || fail "a release resumed as ./DIR names candidates/: $(grep -r "candidates/" "$tmp/killed/selected" | head -3)"
 python3 -c "import json,sys; s=json.load(open(sys.argv[1])); assert len(s['candidates']) == 1 and s['released'], s" \
   "$tmp/killed/sweep.json" || fail "the killed sweep's K or release: $out"
 [ -s "$tmp/killed/selected/model.safetensors" ] || fail "the killed sweep released nothing: $out"
@@ -124,4 +148,39 @@ sed 's/"log:2:5:int"/{ low = 2 }/' "$tmp/table.toml" > "$tmp/bad-table.toml"
 out=$("$privdiff" validate "$tmp/bad-table.toml" 2>&1); code=$?
 [ "$code" = 2 ] && grep -q "bad-table.toml:[0-9]*:[0-9]*: sweep.params.stage.0.steps: expected a list of values" <<<"$out" \
   || fail "a [sweep.params] value of the wrong kind: exit $code: $out"
+
+# The privacy audit's probes (issue 50). Finding 1: the recipe edited between a stop and --resume (steps
+# 3 -> 6). The resume is refused; and where the plan's recipe hash is missing (a state of an older
+# privdiff), the candidate that over-spends runs, and the release gate refuses the release with its cost.
+cp "$tmp/tune.toml" "$tmp/edit.toml"
+out=$("$privdiff" sweep "$tmp/edit.toml" --param stage.0.lr=1e-3 --score dpdm_classifiers.accuracy.logreg \
+  --candidates fixed --count 2 --out "$tmp/edit" --stop-after-candidates 1 2>&1); code=$?
+[ "$code" = 3 ] || fail "the edit probe's first candidate: exit $code: $out"
+sed -i 's/^steps = 3$/steps = 6/' "$tmp/edit.toml"
+grep -q "^steps = 6$" "$tmp/edit.toml" || fail "the probe did not edit the recipe"
+out=$("$privdiff" sweep --resume "$tmp/edit" 2>&1); code=$?
+[ "$code" = 2 ] && grep -q "changed since the sweep was planned" <<<"$out" || fail "resume after a recipe edit: exit $code: $out"
+[ -e "$tmp/edit/candidates/1" ] && fail "a candidate ran from the edited recipe"
+python3 -c "import json,sys; p=sys.argv[1]; s=json.load(open(p)); s['recipe_sha256']=''; json.dump(s, open(p,'w'))" "$tmp/edit/sweep.json"
+out=$("$privdiff" sweep --resume "$tmp/edit" 2>&1); code=$?
+[ "$code" = 2 ] && grep -q "release refused: candidate run(s) 1 spent more than the sweep planned" <<<"$out" \
+  || fail "an over-spending candidate's release: exit $code: $out"
+[ -e "$tmp/edit/privacy.json" ] || [ -e "$tmp/edit/selected" ] && fail "a refused release wrote privacy.json or selected/"
+# Everything the sweep can check is checked before K is drawn (issue 52, finding 2): a listed value the
+# recipe refuses, and a searched privacy target, are refused before any candidate spends.
+out=$("$privdiff" sweep "$tmp/tune.toml" --param 'stage.0.steps=3,"many"' --score dpdm_classifiers.accuracy.logreg \
+  --out "$tmp/many" 2>&1); code=$?
+[ "$code" = 2 ] && grep -q 'stage.0.steps: the value "many" is refused before any candidate runs' <<<"$out" && [ ! -e "$tmp/many" ] \
+  || fail "a bad listed value: exit $code: $out"
+out=$("$privdiff" sweep "$tmp/tune.toml" --param privacy.epsilon=1,2 --score dpdm_classifiers.accuracy.logreg \
+  --out "$tmp/eps" 2>&1); code=$?
+[ "$code" = 2 ] && grep -q "the privacy target is the whole search's" <<<"$out" && [ ! -e "$tmp/eps" ] \
+  || fail "a searched privacy.epsilon: exit $code: $out"
+# Finding 2: an evaluator that selects on the private training data is refused before anything runs.
+{ tiny_dp_recipe "$fixtures" 5.0 'steps = 3'
+  printf '[[eval]]\nsamples = 20\nevaluators = ["benchmark_classifiers"]\n[eval.benchmark_classifiers]\nselection = "real"\nepochs = 1\n'; } > "$tmp/real.toml"
+out=$("$privdiff" sweep "$tmp/real.toml" --param stage.0.lr=1e-3 --score benchmark_classifiers.accuracy.mean \
+  --out "$tmp/real" 2>&1); code=$?
+[ "$code" = 2 ] && grep -q 'selection = "real" selects on the private training data' <<<"$out" && [ ! -e "$tmp/real" ] \
+  || fail "a score fitted to the training data: exit $code: $out"
 echo "sweep: all checks passed"

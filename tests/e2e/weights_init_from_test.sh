@@ -49,6 +49,14 @@ assert want in account, account
 assert json.load(open(run + "/summary.json"))["init_from"]["carried"] is False
 PY
 done
+# The privacy audit's probe (issue 50, finding 6b): a private export fine-tuned again on the very data it
+# was trained on, stated disjoint. The keyed data fingerprint in its metadata is this run's: refused.
+out=$("$privdiff" weights export "$tmp/from-run" -o "$tmp/private-export" 2>&1) || fail "private export failed: $out"
+out=$("$privdiff" run "$tmp/finetune.toml" --out "$tmp/same-data" --set "run.init_from=\"$tmp/private-export\"" \
+  --set run.init_from_disjoint=true 2>&1); code=$?
+[ "$code" = 2 ] && grep -q "was trained on exactly this run's private data" <<<"$out" \
+  || fail "a statement of disjointness for the same data: exit $code: $out"
+[ -e "$tmp/same-data/checkpoint.pt" ] && fail "the refused run trained"
 # Weights of another configuration are refused, naming the first mismatch with both shapes.
 out=$("$privdiff" run "$tmp/finetune.toml" --out "$tmp/wide" --set "run.init_from=\"$tmp/outside.safetensors\"" \
   --set run.init_from_disjoint=true --set model.channels=16 2>&1); code=$?

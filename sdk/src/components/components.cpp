@@ -35,6 +35,7 @@ Model::~Model() = default;
 Adapter::~Adapter() = default;
 Mechanism::~Mechanism() = default;
 Accountant::~Accountant() = default;
+bool Accountant::is_upper_bound() const { return true; }
 Sampler::~Sampler() = default;
 Dataset::~Dataset() = default;
 Evaluator::~Evaluator() = default;

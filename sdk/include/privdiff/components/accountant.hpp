@@ -34,6 +34,13 @@ class PRIVDIFF_SDK_API Accountant : public Component {
   virtual EpsilonResult epsilon(const PrivacyEvent& event, double delta) const = 0;
   /// delta at `epsilon` (>= 0) for `event`. Same throwing rule.
   virtual double delta(const PrivacyEvent& event, double epsilon) const = 0;
+  /// Whether epsilon() certifies an upper bound on the true epsilon (true for RDP, PRV, the analytic
+  /// Gaussian). An approximation (a CLT or Edgeworth estimate, a PRV without its error bound) returns
+  /// false: the host then refuses to calibrate noise with it or to publish its number as the guarantee
+  /// unless the recipe opts in (`[privacy] allow_approximate_accountant = true`), and every report of
+  /// the run carries a caveat. An accountant built before this existed may instead say "not an upper
+  /// bound" in a warning of its EpsilonResult; the host treats that alike.
+  virtual bool is_upper_bound() const;
 };
 
 }  // namespace privdiff::sdk
