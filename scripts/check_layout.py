@@ -39,7 +39,7 @@ import sys
 from pathlib import Path
 
 # Core folders from the top layer (index 0) down; includes may not go up.
-LAYERS = [["cli"], ["run"], ["release", "compare", "evaluate", "sample", "parallel", "weights", "sweep"],
+LAYERS = [["cli"], ["sweep", "run"], ["release", "compare", "evaluate", "sample", "parallel", "weights", "selection"],
           ["recipe", "data"], ["loader"], ["util"]]
 # Rule 5: what writes a published privacy statement, and the files besides core/release/ allowed to.
 GATE_WRITE = re.compile(r'(write\w*\(.*"privacy\.json"|"privacy\.json".*write\w*\(|'

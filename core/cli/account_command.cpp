@@ -8,9 +8,9 @@
 //   privdiff account RUN_DIR [--delta D] [--accountant ID]... [--json]
 #include "cli/command_setup.hpp"
 #include "cli/commands.hpp"
-#include "recipe/recipe_document.hpp"
-#include "release/sweep_statement.hpp"
-#include "sweep/sweep_state.hpp"
+#include "release/privacy_statement.hpp"
+#include "selection/sweep_report.hpp"
+#include "sweep/sweep_account.hpp"
 #include "recipe/suggest.hpp"
 #include "util/atomic_file.hpp"
 #include "run/run_ledger.hpp"
@@ -196,42 +196,26 @@ nlohmann::json evaluate(const Target& t, const AccountArgs& args, const PrivacyE
   return result_json(t, t.accountant->epsilon(event, args.delta), args.delta);
 }
 
-// A sweep directory: its guarantee recomputed from what sweep.json records (the candidates' budget,
-// the count's distribution, delta) by the selection theorem, beside what it recorded, with the caveats
-// the release gate put on its release (privacy.json).
+// A sweep directory: its guarantee (core/sweep/sweep_account.hpp), printed.
 bool account_sweep(const std::filesystem::path& dir, const AccountArgs& args) {
-  if (!std::filesystem::is_regular_file(dir / "sweep.json")) return false;
+  if (!is_sweep_directory(dir)) return false;
   for (const auto& id : args.accountants) {
     if (id != "rdp") {
       throw UsageError("--accountant " + id + ": a sweep's guarantee is the selection theorem's, in RDP; only "
                        "--accountant rdp evaluates it");
     }
   }
-  SweepState s;
-  try {
-    s = read_sweep_state(dir);
-  } catch (const std::runtime_error& e) {
-    throw UsageError(e.what());
-  }
-  const double epsilon = sdk::selection::selection_epsilon(s.count, s.budget, s.delta, sdk::rdp::Conversion::improved);
-  nlohmann::json caveats = nlohmann::json::array();
-  if (std::filesystem::is_regular_file(dir / "privacy.json")) {
-    caveats = nlohmann::json::parse(read_file(dir / "privacy.json")).value("caveats", nlohmann::json::array());
-  }
-  const std::string theorem = release::selection_theorem(s.count);
-  const nlohmann::json j{{"sweep", dir.string()},       {"epsilon", epsilon},  {"delta", s.delta},
-                         {"recorded_epsilon", s.epsilon}, {"target_epsilon", s.target_epsilon},
-                         {"candidates", describe_count(s.count)}, {"order", s.budget.order}, {"theorem", theorem},
-                         {"released", s.released}, {"caveats", caveats}};
+  const nlohmann::json j = account_sweep_directory(dir);
   if (args.json) {
     std::cout << j.dump(2) << "\n";
     return true;
   }
-  std::cout << "sweep " << dir.string() << ": epsilon " << epsilon << " at delta " << s.delta
-            << " (the best of K candidate runs, K ~ " << describe_count(s.count) << "; " << theorem << ", order "
-            << s.budget.order << "; recorded " << s.epsilon << ", target " << s.target_epsilon << ")\n";
-  if (!s.released) std::cout << "not released yet: the release gate checks every candidate's ledger first\n";
-  for (const auto& caveat : caveats) std::cout << "CAVEAT: " << caveat.get<std::string>() << "\n";
+  std::cout << "sweep " << dir.string() << ": epsilon " << j["epsilon"].get<double>() << " at delta "
+            << j["delta"].get<double>() << " (the best of K candidate runs, K ~ " << j["candidates"].get<std::string>()
+            << "; " << j["theorem"].get<std::string>() << ", order " << j["order"].get<double>() << "; recorded "
+            << j["recorded_epsilon"].get<double>() << ", target " << j["target_epsilon"].get<double>() << ")\n";
+  if (!j["released"].get<bool>()) std::cout << "not released yet: the release gate checks every candidate's ledger first\n";
+  for (const auto& caveat : j["caveats"]) std::cout << "CAVEAT: " << caveat.get<std::string>() << "\n";
   return true;
 }
 
@@ -262,13 +246,9 @@ void run_account(const GlobalOptions& global, AccountArgs& args) {
     event = spent.ledger.total();
     caveats = spent.ledger.caveats();
     if (!has_delta && !has_epsilon) {
-      // The run's own target delta, from its resolved recipe.
-      const auto recipe = RecipeDocument::load(dir / "recipe.toml");
-      if (auto d = recipe.root()["privacy"]["delta"].value<double>()) {
-        args.delta = *d;
-      } else {
-        throw UsageError("the run sets no [privacy] delta; pass --delta");
-      }
+      const auto delta = run_target_delta(dir);
+      if (!delta) throw UsageError("the run sets no [privacy] delta; pass --delta");
+      args.delta = *delta;
     }
   } else if (single && history && !args.calibrate) {
     throw UsageError("give either --noise-multiplier/--sample-rate/--steps or --history, not both (with "

@@ -1,28 +1,11 @@
 #include "cli/command_setup.hpp"
 
-#include "data/open_dataset.hpp"
-#include "loader/plugin_discovery.hpp"
-#include "recipe/recipe_validator.hpp"
-#include "run/composed_run.hpp"
-
-#include <filesystem>
 #include <stdexcept>
 
 namespace privdiff::core::cli {
 
 void load_plugins(ComponentRegistry& registry, const GlobalOptions& global, const RecipeDocument* recipe) {
-  for (const auto& dir : global.plugin_paths) {
-    std::error_code ec;
-    if (!std::filesystem::is_directory(dir, ec)) {
-      throw UsageError("--plugin-path " + dir + ": " + (std::filesystem::exists(dir, ec) ? "not a directory" : "no such directory"));
-    }
-    registry.add_directory(dir);
-  }
-  for (const auto& dir : plugin_path_from_environment()) registry.add_directory(dir);
-  if (recipe) {
-    for (const auto& dir : recipe_plugin_directories(*recipe)) registry.add_directory(dir);
-  }
-  registry.add_directory(default_plugin_directory());
+  core::load_plugins(registry, global.plugin_paths, recipe);
 }
 
 std::shared_ptr<RecipeArguments> add_recipe_arguments(CLI::App& command, const std::string& set_example) {
@@ -35,39 +18,12 @@ std::shared_ptr<RecipeArguments> add_recipe_arguments(CLI::App& command, const s
 
 Recipe load_recipe(const std::string& file, const std::vector<std::string>& overrides, const GlobalOptions& global,
                    ComponentRegistry& registry) {
-  return load_recipe(RecipeDocument::load(file), overrides, global, registry);
+  return core::load_recipe(file, overrides, global.plugin_paths, registry);
 }
 
 Recipe load_recipe(RecipeDocument document, const std::vector<std::string>& overrides, const GlobalOptions& global,
                    ComponentRegistry& registry) {
-  std::vector<Diagnostic> override_errors = document.apply_overrides(overrides);
-  load_plugins(registry, global, &document);
-  return validate_recipe(document, registry, std::move(override_errors));
-}
-
-ComposedRun compose_for_command(const Recipe& recipe, const ComponentRegistry& registry, const std::string& file) {
-  try {
-    return compose(recipe, registry);
-  } catch (const RecipeError&) {
-    throw;
-  } catch (const std::runtime_error& e) {
-    throw UsageError(file + ": " + e.what());
-  }
-}
-
-RunDataOpener earlier_run_data(const ComponentRegistry& registry) {
-  return [&registry](const std::filesystem::path& run_dir) {
-    const std::filesystem::path file = run_dir / "recipe.toml";
-    if (!std::filesystem::is_regular_file(file)) throw std::runtime_error("it keeps no recipe.toml");
-    std::vector<std::unique_ptr<sdk::Dataset>> out;
-    try {
-      const Recipe recipe = validate_recipe(RecipeDocument::load(file.string()), registry);
-      for (const auto& section : recipe.datasets) out.push_back(open_dataset(section, registry));
-    } catch (const std::exception& e) {
-      throw std::runtime_error("its data cannot be opened: " + std::string(e.what()));
-    }
-    return out;
-  };
+  return core::load_recipe(std::move(document), overrides, global.plugin_paths, registry);
 }
 
 CLI::Validator at_least(long long minimum) {
@@ -82,23 +38,6 @@ CLI::Validator at_least(long long minimum) {
         return "must be an integer >= " + std::to_string(minimum) + ", got " + value;
       },
       "INT >= " + std::to_string(minimum));
-}
-
-RunFiles run_files(const std::string& source, const std::string& command) {
-  namespace fs = std::filesystem;
-  RunFiles files;
-  files.checkpoint = fs::is_directory(source) ? fs::path(source) / "checkpoint.pt" : fs::path(source);
-  files.run_dir = files.checkpoint.parent_path().empty() ? fs::path(".") : files.checkpoint.parent_path();
-  files.recipe = files.run_dir / "recipe.toml";
-  if (!fs::is_regular_file(files.checkpoint)) {
-    throw UsageError(command + ": no checkpoint at " + files.checkpoint.string() +
-                     " (give a run directory or its checkpoint.pt)");
-  }
-  if (!fs::is_regular_file(files.recipe)) {
-    throw UsageError(command + ": no recipe.toml beside " + files.checkpoint.string() +
-                     " (the run's recipe says which model it is)");
-  }
-  return files;
 }
 
 }  // namespace privdiff::core::cli

@@ -6,6 +6,7 @@
 #include "loader/component_registry.hpp"
 #include "recipe/recipe.hpp"
 #include "recipe/recipe_document.hpp"
+#include "run/recipe_loading.hpp"
 #include "run/run_orchestrator.hpp"
 
 #include <filesystem>
@@ -37,21 +38,5 @@ Recipe load_recipe(const std::string& file, const std::vector<std::string>& over
 /// The same for a document already loaded (and perhaps edited).
 Recipe load_recipe(RecipeDocument document, const std::vector<std::string>& overrides, const GlobalOptions& global,
                    ComponentRegistry& registry);
-
-/// compose() for a command: a component refusing its section (e.g. [eval.inception] weights) is
-/// input the user can fix (UsageError naming `file`); recipe errors keep their own form.
-ComposedRun compose_for_command(const Recipe& recipe, const ComponentRegistry& registry, const std::string& file);
-
-/// Where a trained run's files are, from RUN_DIR or its checkpoint file: the checkpoint, the run
-/// directory and the recipe.toml beside it. Throws UsageError, prefixed with `command`, when either
-/// file is missing.
-struct RunFiles {
-  std::filesystem::path checkpoint, run_dir, recipe;
-};
-RunFiles run_files(const std::string& source, const std::string& command);
-
-/// Opens the datasets an earlier run recorded in its recipe.toml, with the plugins already loaded
-/// (RunOrchestrator::open_earlier_runs_with). `registry` must outlive the opener.
-RunDataOpener earlier_run_data(const ComponentRegistry& registry);
 
 }  // namespace privdiff::core::cli

@@ -2,6 +2,8 @@
 // The CLI's subcommands. Each add_*_command registers its options on `app` and returns the
 // subcommand; main.cpp stays a dispatcher.
 
+#include "util/usage_error.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <string>
@@ -14,16 +16,6 @@ struct GlobalOptions {
   std::vector<std::string> plugin_paths;  ///< --plugin-path, searched before everything else
   std::string command_line;               ///< how privdiff was invoked (for run provenance)
   std::vector<std::string> arguments;     ///< argv as given (what `run --nproc` starts its ranks with)
-};
-
-/// Exit codes: 0 success, 1 the work failed, 2 bad input (arguments, recipe, unknown id),
-/// 3 a run stopped on request (--stop-after-steps, Ctrl-C) after writing its checkpoint.
-enum ExitCode : int { exit_ok = 0, exit_failure = 1, exit_bad_input = 2, exit_stopped = 3 };
-
-/// Thrown for bad input the user can fix; main prints what() and exits with exit_bad_input.
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
 };
 
 /// Checks for integer options with plain messages ("must be an integer >= 1, got 0"); CLI11's

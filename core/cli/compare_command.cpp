@@ -5,7 +5,7 @@
 #include "cli/commands.hpp"
 #include "compare/comparison_report.hpp"
 #include "recipe/suggest.hpp"
-#include "sweep/sweep_report.hpp"
+#include "selection/sweep_report.hpp"
 #include "util/atomic_file.hpp"
 
 #include <privdiff/components/accountant.hpp>

@@ -7,7 +7,7 @@
 // the gate refuses the release, saying why and what the search did cost.
 
 #include "release/privacy_statement.hpp"
-#include "sweep/sweep_state.hpp"
+#include "selection/sweep_state.hpp"
 #include "weights/model_export.hpp"
 
 #include <nlohmann/json.hpp>

@@ -1,6 +1,7 @@
 #include "run/run_ledger.hpp"
 
 #include "util/atomic_file.hpp"
+#include "recipe/recipe_document.hpp"
 #include "release/privacy_statement.hpp"
 #include "run/run_checkpoint.hpp"
 
@@ -54,6 +55,11 @@ RunLedger read_run_ledger(const fs::path& run_dir) {
                " step(s) beyond checkpoint.pt (spent after it by a run that then stopped); they stay spent";
   }
   return out;
+}
+
+std::optional<double> run_target_delta(const fs::path& run_dir) {
+  const auto recipe = RecipeDocument::load(run_dir / "recipe.toml");
+  return recipe.root()["privacy"]["delta"].value<double>();
 }
 
 void add_run_caveat(const fs::path& run_dir, const std::string& caveat) {

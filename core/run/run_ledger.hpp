@@ -7,6 +7,7 @@
 #include <privdiff/privacy/ledger.hpp>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 
 namespace privdiff::core {
@@ -22,6 +23,10 @@ struct RunLedger {
 /// Reads RUN_DIR/ledger.json and RUN_DIR/checkpoint.pt's ledger (either may be missing, not both).
 /// Throws std::runtime_error naming the file when one is unreadable.
 RunLedger read_run_ledger(const std::filesystem::path& run_dir);
+
+/// The run's own target delta ([privacy] delta of its resolved recipe.toml); nullopt when it sets none.
+/// Throws RecipeError when recipe.toml cannot be read.
+std::optional<double> run_target_delta(const std::filesystem::path& run_dir);
 
 /// Adds `caveat` to a run's guarantee after the fact (privdiff eval scoring against its private
 /// data): to ledger.json (written from read_run_ledger's ledger, so it never shrinks) and to the

@@ -1,6 +1,6 @@
 // privdiff sweep's search space: the --param specs, their refusals, and the draws (a list uniformly,
 // a log-range log-uniformly within its bounds, rounded for :int), reproducible from the seed.
-#include "sweep/sweep_space.hpp"
+#include "selection/sweep_space.hpp"
 
 #include <gtest/gtest.h>
 

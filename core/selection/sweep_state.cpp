@@ -1,4 +1,4 @@
-#include "sweep/sweep_state.hpp"
+#include "selection/sweep_state.hpp"
 
 #include <privdiff/io/atomic_file.hpp>
 #include <privdiff/io/content_hash.hpp>

@@ -4,7 +4,7 @@
 // candidates and their scores come from sweep.json, which the selection theorem does not cover:
 // the section says so, and is for the person who ran the sweep.
 
-#include "sweep/sweep_state.hpp"
+#include "selection/sweep_state.hpp"
 
 #include <filesystem>
 #include <string>

@@ -1,4 +1,4 @@
-#include "sweep/sweep_space.hpp"
+#include "selection/sweep_space.hpp"
 
 #include <cmath>
 #include <iomanip>

@@ -1,6 +1,6 @@
-#include "cli/sweep_release.hpp"
+#include "sweep/sweep_release.hpp"
 
-#include "cli/command_setup.hpp"
+#include "run/recipe_loading.hpp"
 #include "release/sweep_statement.hpp"
 #include "run/composed_run.hpp"
 #include "run/run_checkpoint.hpp"
@@ -13,7 +13,7 @@
 
 #include <regex>
 
-namespace privdiff::core::cli {
+namespace privdiff::core {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -40,10 +40,10 @@ void without_candidate_path(json& value, const fs::path& run_dir) {
 
 // The selected run's model exported with the sweep's guarantee (the gate's statement) in place of the run's own.
 void export_selected(const SweepState& s, const release::PrivacyStatement& statement, const fs::path& run_dir,
-                     const fs::path& out, const GlobalOptions& global) {
+                     const fs::path& out, const std::vector<std::string>& plugin_paths) {
   const RunFiles files = run_files(run_dir.string(), "sweep");
   ComponentRegistry registry;
-  const Recipe recipe = load_recipe(files.recipe.string(), {}, global, registry);
+  const Recipe recipe = load_recipe(files.recipe.string(), {}, plugin_paths, registry);
   auto model = create_model(recipe, registry);
   load_model_weights(files.checkpoint, *model);
   ModelExport e = export_run_model(files.run_dir, *model);
@@ -90,7 +90,7 @@ double candidate_score(const fs::path& run_dir, const std::string& metric) {
                    (seen.empty() ? std::string("no [[eval]] results") : seen) + ")");
 }
 
-void release_sweep(SweepState& s, const fs::path& dir, const GlobalOptions& global, std::ostream& log) {
+void release_sweep(SweepState& s, const fs::path& dir, const std::vector<std::string>& plugin_paths, std::ostream& log) {
   release::PrivacyStatement statement;
   try {
     statement = release::sweep_statement(s, candidate_records(s, dir));
@@ -110,7 +110,7 @@ void release_sweep(SweepState& s, const fs::path& dir, const GlobalOptions& glob
     const fs::path run_dir = dir / "candidates" / std::to_string(*best);
     const fs::path staging = dir / "selected.partial";
     fs::remove_all(staging);
-    export_selected(s, statement, run_dir, staging, global);
+    export_selected(s, statement, run_dir, staging, plugin_paths);
     for (const auto& entry : fs::directory_iterator(run_dir)) {
       const std::string name = entry.path().filename().string();
       if (name == "samples.png") fs::copy_file(entry.path(), staging / name);
@@ -134,4 +134,4 @@ void release_sweep(SweepState& s, const fs::path& dir, const GlobalOptions& glob
   s.released = true;
 }
 
-}  // namespace privdiff::core::cli
+}  // namespace privdiff::core

@@ -1,4 +1,4 @@
-#include "sweep/sweep_report.hpp"
+#include "selection/sweep_report.hpp"
 
 #include <iomanip>
 #include <sstream>

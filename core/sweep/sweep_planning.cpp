@@ -1,9 +1,9 @@
-#include "cli/sweep_planning.hpp"
+#include "sweep/sweep_planning.hpp"
 
-#include "cli/command_setup.hpp"
+#include "run/recipe_loading.hpp"
 #include "data/open_dataset.hpp"
 #include "run/run_orchestrator.hpp"
-#include "sweep/sweep_space.hpp"
+#include "selection/sweep_space.hpp"
 
 #include <privdiff/engine/random_stream.hpp>
 #include <privdiff/privacy/rdp.hpp>
@@ -11,7 +11,7 @@
 #include <random>
 #include <sstream>
 
-namespace privdiff::core::cli {
+namespace privdiff::core {
 
 namespace {
 
@@ -30,9 +30,9 @@ struct Spending {
 
 // `warnings` (may be null) gets the pre-flight's warnings (delta not below 1/N, ...).
 std::unique_ptr<Spending> spending_of(const SweepState& s, const std::vector<std::string>& overrides,
-                                      const GlobalOptions& global, std::ostream* warnings = nullptr) {
+                                      const std::vector<std::string>& plugin_paths, std::ostream* warnings = nullptr) {
   auto out = std::make_unique<Spending>();
-  const Recipe recipe = load_recipe(s.recipe.string(), overrides, global, out->registry);
+  const Recipe recipe = load_recipe(s.recipe.string(), overrides, plugin_paths, out->registry);
   if (!recipe.privacy.has("epsilon") || !recipe.privacy.has("delta")) {
     throw UsageError("sweep: " + s.recipe.string() + " needs [privacy] epsilon (the sweep's target) and delta");
   }
@@ -104,7 +104,7 @@ std::vector<std::string> with_values(std::vector<std::string> overrides, const s
 // each listed value, and a log-range's ends. The target and the calibrated noise are the sweep's, never a
 // candidate's hyperparameter.
 void check_search_space(const SweepState& s, const std::vector<SweepParameter>& space, const std::string& noise_key,
-                        const GlobalOptions& global) {
+                        const std::vector<std::string>& plugin_paths) {
   for (const auto& p : space) {
     if (p.key.rfind("privacy.", 0) == 0 || p.key == noise_key) {
       throw UsageError("sweep --param " + p.key + ": " + (p.key == noise_key ? "the sweep calibrates this stage's noise "
@@ -123,7 +123,7 @@ void check_search_space(const SweepState& s, const std::vector<SweepParameter>& 
     for (const auto& value : values) {
       ComponentRegistry registry;
       try {
-        load_recipe(s.recipe.string(), with_values(s.overrides, {{p.key, value}}), global, registry);
+        load_recipe(s.recipe.string(), with_values(s.overrides, {{p.key, value}}), plugin_paths, registry);
       } catch (const std::exception& e) {
         const std::string why = e.what();
         throw UsageError("sweep --param " + p.key + ": the value " + value + " is refused before any candidate runs: " +
@@ -135,7 +135,7 @@ void check_search_space(const SweepState& s, const std::vector<SweepParameter>& 
 
 }  // namespace
 
-void plan_sweep(SweepState& state, const GlobalOptions& global, std::ostream& log) {
+void plan_sweep(SweepState& state, const std::vector<std::string>& plugin_paths, std::ostream& log) {
   std::vector<SweepParameter> space;
   for (const auto& spec : state.space) {
     try {
@@ -144,7 +144,7 @@ void plan_sweep(SweepState& state, const GlobalOptions& global, std::ostream& lo
       throw UsageError(std::string("sweep --param: ") + e.what());
     }
   }
-  const auto reference = spending_of(state, state.overrides, global, &log);
+  const auto reference = spending_of(state, state.overrides, plugin_paths, &log);
   // The score is fixed before any candidate runs (choosing it after seeing the results would be a
   // selection the theorem does not cover): it must name a metric of one of the recipe's evaluators.
   bool known = false;
@@ -159,7 +159,7 @@ void plan_sweep(SweepState& state, const GlobalOptions& global, std::ostream& lo
   state.target_epsilon = reference->epsilon_target;
   state.delta = reference->delta;
   state.noise_key = "stage." + std::to_string(reference->stage) + ".noise_multiplier";
-  check_search_space(state, space, state.noise_key, global);
+  check_search_space(state, space, state.noise_key, plugin_paths);
   const auto best = reference_budget(state.count, *reference);
   state.budget = best.budget;
   state.epsilon = best.epsilon;
@@ -182,7 +182,7 @@ void plan_sweep(SweepState& state, const GlobalOptions& global, std::ostream& lo
   for (std::int64_t i = 0; i < k; ++i) {
     SweepCandidate c;
     for (const auto& p : space) c.values[p.key] = draw_sweep_value(p, rng);
-    const auto spending = spending_of(state, with_values(state.overrides, c.values), global);
+    const auto spending = spending_of(state, with_values(state.overrides, c.values), plugin_paths);
     c.noise_multiplier = sdk::selection::calibrate_candidate(state.count, state.budget, spending->events, orders, conversion);
     c.single_run_epsilon = sdk::rdp::epsilon(orders, sdk::rdp::event_rdp(spending->events(c.noise_multiplier), orders),
                                              state.delta, conversion).epsilon;
@@ -190,4 +190,4 @@ void plan_sweep(SweepState& state, const GlobalOptions& global, std::ostream& lo
   }
 }
 
-}  // namespace privdiff::core::cli
+}  // namespace privdiff::core
