@@ -104,6 +104,13 @@ out=$("$privdiff" sweep "$tmp/tune.toml" --param stage.0.lr=1e-3 --score dpdm_cl
 grep -q "warning: a fixed number of candidates" <<<"$out" || fail "no warning for a fixed K: $out"
 [ ! -e "$tmp/fixed/candidates/0" ] && grep -q "sweep stopped after 0 candidates" <<<"$out" \
   || fail "--stop-after-candidates 0 ran a candidate: $out"
+# A fixed K's cost is plain composition, and account says so (issue 50, finding 6f).
+out=$("$privdiff" account "$tmp/fixed" --json 2>&1) && python3 -c "import json,sys; j=json.loads(sys.argv[1]); \
+assert j['theorem'].startswith('composition') and not j['released'], j" "$out" || fail "account of a fixed K: $out"
+# The planning's pre-flight warnings reach the user (delta not below 1/N).
+out=$("$privdiff" sweep "$tmp/tune.toml" --param stage.0.lr=1e-3 --score dpdm_classifiers.accuracy.logreg --set privacy.delta=0.5 \
+  --candidates fixed --count 1 --out "$tmp/delta" --stop-after-candidates 0 2>&1)
+grep -q "warning: privacy.delta 0.5 is not below 1/N" <<<"$out" || fail "the delta warning was swallowed: $out"
 # Without --seed, K and the draws come from the OS's secure randomness, and no seed is kept.
 ! grep -q "warning: --seed" <<<"$out" && python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['seed'] is None" \
   "$tmp/fixed/sweep.json" || fail "an unseeded sweep kept a seed or warned: $out"
