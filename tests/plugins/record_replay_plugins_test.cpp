@@ -3,6 +3,7 @@
 // central_images (mean and mode). The release is what the plugin leaves behind: the model's update
 // (SGD, lr 1, no momentum, no EMA: the noised gradient) or the released central images.
 #include "../sdk/engine/record_replay.hpp"
+#include "../sdk/engine/record_replay_central.hpp"
 #include "installed_plugins.hpp"
 
 #include <privdiff/components/mechanism.hpp>

@@ -13,33 +13,46 @@
 //      x_ref, which are both in the batch.)
 //   3. replay fidelity: the records of D contribute the same in both runs (their per-example norms
 //      agree), so the replay really isolates x.
-// The DP-SGD audit replays three first steps: x among D's sampled records, x alone (D's batch
-// empty: D's release is pure noise), and x in the data but not in the batch (only the public N
-// changed: the release must not move). Each check returns what it found as text (empty: it holds),
+// The DP-SGD audit replays three versions of a logical step k (the first by default): x among D's
+// sampled records, x alone (D's batch empty: D's release is pure noise), and x in the data but not in
+// the batch (only the public N changed: the release must not move). For k > 1, x is in none of the
+// batches before k (fixed membership): both runs then reach step k from the same state, bit for bit
+// (checked: the earlier releases are equal), so the k-th release differs by x's clipped contribution
+// alone and the bound is C again. Each check returns what it found as text (empty: it holds),
 // so a test can show that the harness reports the planted bugs below (sensitivity 2C, chunking that
-// depends on x).
+// depends on x, a frozen parameter that trains, a resume that starts over).
+// Models: a toy (ReplayModel) or any sdk::Model (ModelSpec::make, e.g. an installed plugin with an
+// adapter): the parameters the stage must not train are checked bit-identical after every run. A
+// real denoising loss draws its noise for a whole chunk at once, so adding x to a chunk changes D's
+// draws: DpSgdAudit::x_alone_in_chunk picks batches where x is alone in the last physical chunk.
+// Runs may stop after some steps and resume from a checkpoint written and read by the host's own
+// save_checkpoint / load_checkpoint (ModelSpec::resume_after); audit_resume checks that such a run
+// equals an uninterrupted one.
 // Not replayable, so not covered: secure noise (fresh OS randomness in each run; the engine's
 // arithmetic is the same as with reproducible streams) and RandAugment (it draws its ops for a
 // whole chunk at once, so adding x changes the draws of D's records; the guarantee holds for any
 // draws, but an identical-seed replay cannot isolate x).
 //
 // Mechanisms covered: DP-SGD (DpSgdMechanism and the installed dpsgd / dpdm plugins, through any
-// sdk::Mechanism: the release is read from the weights, SGD with lr 1 and no momentum or EMA), and
-// DP-FETA's central images (the mean and mode queries, and whole releases).
+// sdk::Mechanism: the release is read from the weights, SGD with lr 1 and no momentum or EMA);
+// DP-FETA's central images in record_replay_central.hpp.
+#include "run/run_checkpoint.hpp"
+
 #include <privdiff/components/dataset.hpp>
 #include <privdiff/components/mechanism.hpp>
 #include <privdiff/components/model.hpp>
-#include <privdiff/engine/central_images.hpp>
 #include <privdiff/engine/clipping.hpp>
 #include <privdiff/engine/dp_sgd_mechanism.hpp>
 #include <privdiff/engine/fast_gradient_clipping.hpp>
 #include <privdiff/engine/gaussian_noise.hpp>
+#include <privdiff/engine/parameter_selection.hpp>
 #include <privdiff/engine/per_example_gradients.hpp>
 #include <privdiff/engine/per_example_layers.hpp>
 #include <privdiff/engine/poisson_sampler.hpp>
 #include <privdiff/engine/private_gradient.hpp>
 #include <privdiff/engine/random_stream.hpp>
 #include <privdiff/parallel/collective.hpp>
+#include <privdiff/privacy/event_json.hpp>
 #include <privdiff/privacy/ledger.hpp>
 
 #include <ATen/ATen.h>
@@ -47,16 +60,21 @@
 #include <torch/types.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 namespace privdiff::testing::replay {
 
@@ -218,11 +236,6 @@ class ReplayModel : public sdk::Model {
     const at::Tensor h = conv2_->forward(at::silu(norm_->forward(conv1_->forward(x))));
     return h + lin_->forward(x.flatten(1)).view_as(h);
   }
-  std::vector<at::Tensor> weights() const {
-    std::vector<at::Tensor> out;
-    for (const auto& p : net_->parameters()) out.push_back(p.detach().clone());
-    return out;
-  }
   std::vector<std::string>* log = nullptr;
 
  private:
@@ -233,11 +246,69 @@ class ReplayModel : public sdk::Model {
   double loss_noise_;
 };
 
+/// Any sdk::Model as the harness runs it (ModelSpec::make): every call goes to the model, and every
+/// loss evaluation is logged (rows and shape) into `log` when set, as ReplayModel logs its own.
+class LoggedModel : public sdk::Model {
+ public:
+  explicit LoggedModel(std::unique_ptr<sdk::Model> model) : model_(std::move(model)) {}
+  torch::nn::Module& module() override { return model_->module(); }
+  at::Tensor denoise(const at::Tensor& x, const at::Tensor& sigma, const sdk::Conditioning& cond) override {
+    return model_->denoise(x, sigma, cond);
+  }
+  std::vector<sdk::ParameterInfo> parameters_with_roles() override { return model_->parameters_with_roles(); }
+  std::vector<std::int64_t> sample_shape() const override { return model_->sample_shape(); }
+  std::vector<std::int64_t> image_shape() const override { return model_->image_shape(); }
+  at::Tensor encode(const at::Tensor& images) override { return model_->encode(images); }
+  at::Tensor decode(const at::Tensor& latents) override { return model_->decode(latents); }
+  at::Tensor training_loss(const at::Tensor& images, const sdk::Conditioning& cond, std::int64_t k,
+                           at::Generator& gen) override {
+    if (log) log->push_back("loss over " + std::to_string(images.size(0)) + " examples x K " + std::to_string(k));
+    return model_->training_loss(images, cond, k, gen);
+  }
+  std::vector<std::string>* log = nullptr;
+
+ private:
+  std::unique_ptr<sdk::Model> model_;
+};
+
+/// The model of every run of an audit, and how each run goes.
 struct ModelSpec {
   at::ScalarType dtype = at::kDouble;
-  double loss_noise = 0.3;  ///< 0: a deterministic loss
-  std::uint64_t init_seed = 1;
+  double loss_noise = 0.3;  ///< ReplayModel's loss noise; 0: a deterministic loss
+  std::uint64_t init_seed = 1;  ///< ReplayModel's weights
+  /// A real model instead of ReplayModel, built afresh for each run: it must give the same model,
+  /// weights included, every time (seed the global generator before building it). Its module is
+  /// cast to `dtype`.
+  std::function<std::unique_ptr<sdk::Model>()> make;
+  /// The parameters the stage trains; every other one must stay bit-identical (checked after each
+  /// run). Unset: those the mechanism's select_trainable freezes must stay.
+  std::optional<engine::ParameterSelection> trains;
+  /// > 0: each run stops after this many logical steps, the host's save_checkpoint writes its
+  /// checkpoint (model, global generator, ledger, mechanism state) to a file, and a fresh model and
+  /// mechanism loaded from it by load_checkpoint finish the stage, as `privdiff run --resume` does.
+  std::int64_t resume_after = 0;
 };
+
+/// The model of one run (ModelSpec::make's, cast to spec.dtype, or a ReplayModel), its loss logged
+/// into `log`.
+inline std::unique_ptr<sdk::Model> build_model(const ModelSpec& spec, std::vector<std::string>* log) {
+  if (!spec.make) {
+    auto model = std::make_unique<ReplayModel>(spec.dtype, spec.loss_noise, spec.init_seed);
+    model->log = log;
+    return model;
+  }
+  auto model = std::make_unique<LoggedModel>(spec.make());
+  model->module().to(spec.dtype);
+  model->log = log;
+  return model;
+}
+
+/// Copies of every parameter of the model, in module order.
+inline std::vector<at::Tensor> weights_of(sdk::Model& model) {
+  std::vector<at::Tensor> out;
+  for (const auto& p : model.module().parameters()) out.push_back(p.detach().clone());
+  return out;
+}
 
 /// Private labelled images held in memory; with(x) appends x last (index N): D ∪ {x}.
 class ReplayData : public sdk::Dataset {
@@ -245,6 +316,10 @@ class ReplayData : public sdk::Dataset {
   ReplayData(at::Tensor images, at::Tensor labels, std::int64_t classes = 1)
       : images_(std::move(images)), labels_(std::move(labels)), classes_(classes) {}
   explicit ReplayData(const at::Tensor& images) : ReplayData(images, at::zeros({images.size(0)}, at::kLong)) {}
+  /// The images labelled 0, 1, ..., classes - 1 in turn.
+  static ReplayData in_classes(const at::Tensor& images, std::int64_t classes) {
+    return ReplayData(images, at::arange(images.size(0), at::kLong).remainder(classes), classes);
+  }
   std::int64_t size() const override { return images_.size(0); }
   at::Tensor images(const at::Tensor& idx) const override { return images_.index_select(0, idx); }
   at::Tensor labels(const at::Tensor& idx) const override { return labels_.index_select(0, idx); }
@@ -268,17 +343,6 @@ struct Neighbour {
   std::string name;
   at::Tensor image;  ///< [C, H, W]
   std::int64_t label = 0;
-};
-
-// D of the central-image replays: N = 23 records of 1x4x4 in two classes. `dark` for the mean (p in
-// [0, 0.05]: no class mean reaches 1, nothing is clamped, the release inverts), `uniform` for the
-// mode (x's one count can move a pixel's mode); `gen` draws the random neighbours after them.
-struct CentralReplayData {
-  static constexpr std::int64_t n = 23, classes = 2;
-  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(41);
-  at::Tensor dark = (at::rand({n, 1, 4, 4}, gen) * 0.1 - 1).to(at::kFloat);
-  at::Tensor uniform = (at::rand({n, 1, 4, 4}, gen) * 2 - 1).to(at::kFloat);
-  at::Tensor labels = at::arange(n, at::kLong).remainder(classes);
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -375,6 +439,28 @@ class SplitsChunksWithLargeGradients : public RecordingMechanism {
   }
 };
 
+/// Planted bug (c), a selection ignored: every parameter trains, though the stage's `train` names a
+/// subset. The clipped sum still holds C; only the check of the frozen parameters can see it.
+class TrainsEverything : public RecordingMechanism {
+ public:
+  using RecordingMechanism::RecordingMechanism;
+  void select_trainable(sdk::Model& model) const override {
+    for (auto& p : model.module().parameters()) p.set_requires_grad(true);
+  }
+};
+
+/// Planted bug (d), a resume that starts over: the checkpoint's mechanism state is ignored and the
+/// stage is redone from its first step, on the restored weights (spending those steps again).
+class StartsOverOnResume : public RecordingMechanism {
+ public:
+  using RecordingMechanism::RecordingMechanism;
+  void run(sdk::StageContext& context) override {
+    context.resume = nullptr;
+    context.resume_step = 0;
+    RecordingMechanism::run(context);
+  }
+};
+
 /// Logs every collective (op and shapes) into a trace, then passes it on.
 class RecordingCollective : public sdk::Collective {
  public:
@@ -402,57 +488,222 @@ class RecordingCollective : public sdk::Collective {
 
 /// What one rank saw of a stage: the release of each logical step (the update the optimizer
 /// applied, divided by lr: with SGD, lr 1, no momentum and no EMA, exactly the noised gradient
-/// (clipped sum + noise) / (q N)), the trace, the ledger against the plan, and, for a
-/// RecordingMechanism, its steps.
+/// (clipped sum + noise) / (q N)), the trace, the ledger against the plan, the final weights, the
+/// parameters it must not train that moved (each a finding) and, for a RecordingMechanism, its steps.
 struct StageRun {
   std::vector<std::vector<at::Tensor>> releases;
   Trace trace;
   std::string ledger, planned;
   std::vector<RecordingMechanism::Step> recorded;
+  std::vector<at::Tensor> final_weights;
+  std::vector<std::string> frozen_moved;
 };
 
 /// A mechanism for a run with the given test-only seed (reproducible streams keyed by it).
 using MechanismFactory = std::function<std::unique_ptr<sdk::Mechanism>(std::uint64_t seed)>;
 
-inline StageRun run_stage(const MechanismFactory& make, std::uint64_t seed, const ModelSpec& spec, const sdk::Dataset& data,
-                     sdk::Collective* ranks = nullptr) {
-  StageRun run;
-  ReplayModel model(spec.dtype, spec.loss_noise, spec.init_seed);
-  model.log = &run.trace.internal;
-  std::unique_ptr<sdk::Mechanism> mechanism = make(seed);
-  auto* recording = dynamic_cast<RecordingMechanism*>(mechanism.get());
-  if (recording) recording->trace = &run.trace;
-  sdk::PrivacyLedger ledger;
-  sdk::StageContext context{model, data, ledger, 0, {}};
-  std::unique_ptr<RecordingCollective> collective;
-  if (ranks) {
-    collective = std::make_unique<RecordingCollective>(*ranks, run.trace.internal);
-    context.collective = collective.get();
+namespace detail {
+
+// A parameter the stage must not train, with its value before the run.
+struct FrozenParameter {
+  std::string name;
+  at::Tensor live, before;
+};
+
+// Those of ModelSpec::trains' complement (else those the mechanism left frozen), as they are now.
+inline std::vector<FrozenParameter> frozen_parameters(sdk::Model& model, const ModelSpec& spec) {
+  const std::vector<sdk::ParameterInfo> infos = engine::parameters_with_roles(model);
+  const std::vector<bool> selected = spec.trains ? engine::selected_parameters(infos, *spec.trains) : std::vector<bool>{};
+  std::vector<FrozenParameter> out;
+  for (std::size_t j = 0; j < infos.size(); ++j) {
+    const bool trains = spec.trains ? selected[j] : infos[j].parameter.requires_grad();
+    if (!trains) out.push_back({infos[j].name, infos[j].parameter, infos[j].parameter.detach().clone()});
   }
-  mechanism->select_trainable(model);
-  std::vector<at::Tensor> before = model.weights();
-  context.step_done = [&](const sdk::StepReport& report, const sdk::StateWriter&) {
-    std::string line = "step " + std::to_string(report.step) + "/" + std::to_string(report.total_steps) + " engine {";
-    for (const auto& [key, value] : report.engine) {
-      if (key != "seconds_per_example") line += key + ": " + value + "; ";  // timings: measured, not decided
+  return out;
+}
+
+// Parameters the stage must not train that moved, in any run (one finding per run).
+inline void check_frozen(const std::string& what, const std::vector<StageRun>& runs, Report& report) {
+  for (const StageRun& r : runs) {
+    if (r.frozen_moved.empty()) continue;
+    report.add(what + ": " + std::to_string(r.frozen_moved.size()) + " parameters moved, though the stage does not " +
+               "train them (first: " + r.frozen_moved.front() + ")");
+  }
+}
+
+inline std::string step_line(const sdk::StepReport& report) {
+  std::string line = "step " + std::to_string(report.step) + "/" + std::to_string(report.total_steps) + " engine {";
+  for (const auto& [key, value] : report.engine) {
+    if (key != "seconds_per_example") line += key + ": " + value + "; ";  // timings: measured, not decided
+  }
+  return line + "}";
+}
+
+using AfterStep = std::function<void(const sdk::StepReport&, const sdk::StateWriter&)>;
+
+// One model and mechanism running a stage into `run`: the whole stage, or its part before or after a resume.
+struct StageAttempt {
+  std::unique_ptr<sdk::Model> model;
+  std::unique_ptr<sdk::Mechanism> mechanism;
+  sdk::StageContext context;
+
+  StageAttempt(const MechanismFactory& make, std::uint64_t seed, const ModelSpec& spec, const sdk::Dataset& data,
+               sdk::PrivacyLedger& ledger, StageRun& run, sdk::Collective* collective)
+      : model(build_model(spec, &run.trace.internal)), mechanism(make(seed)), context{*model, data, ledger, 0, {}} {
+    context.collective = collective;
+    if (auto* r = recording()) r->trace = &run.trace;
+  }
+  RecordingMechanism* recording() { return dynamic_cast<RecordingMechanism*>(mechanism.get()); }
+
+  // Runs the mechanism, recording each step's release (the update it applied) and report; then
+  // (also when `after_step`, which sees each step, stops the run by throwing) what it recorded and
+  // which parameters it must not train moved.
+  void run_steps(const ModelSpec& spec, StageRun& run, const AfterStep& after_step = {}) {
+    mechanism->select_trainable(*model);
+    const std::vector<FrozenParameter> frozen = frozen_parameters(*model, spec);
+    std::vector<at::Tensor> before = weights_of(*model);
+    context.step_done = [&](const sdk::StepReport& report, const sdk::StateWriter& state) {
+      run.trace.released.push_back(step_line(report));
+      const std::vector<at::Tensor> now = weights_of(*model);
+      std::vector<at::Tensor> update;
+      for (std::size_t j = 0; j < now.size(); ++j) update.push_back(before[j] - now[j]);
+      run.releases.push_back(update);
+      before = now;
+      if (after_step) after_step(report, state);
+    };
+    auto keep = [&] {
+      for (const auto& f : frozen) {
+        if (!at::equal(f.live, f.before)) run.frozen_moved.push_back(f.name);
+      }
+      if (auto* r = recording()) run.recorded.insert(run.recorded.end(), r->steps.begin(), r->steps.end());
+    };
+    try {
+      mechanism->run(context);
+    } catch (...) {
+      keep();
+      throw;
     }
-    run.trace.released.push_back(line + "}");
-    const std::vector<at::Tensor> now = model.weights();
-    std::vector<at::Tensor> update;
-    for (std::size_t j = 0; j < now.size(); ++j) update.push_back(before[j] - now[j]);
-    run.releases.push_back(update);
-    before = now;
-  };
-  mechanism->run(context);
-  for (const auto& w : model.weights()) run.trace.released.push_back("final weight " + shape_of(w));
+    keep();
+  }
+};
+
+// A checkpoint file of its own for each resumed run (ranks run in threads of one process).
+inline std::filesystem::path checkpoint_file() {
+  static std::atomic<int> count{0};
+  return std::filesystem::temp_directory_path() /
+         ("privdiff-replay-" + std::to_string(::getpid()) + "-" + std::to_string(count++) + ".pt");
+}
+
+// Runs `first` for spec.resume_after steps and writes its checkpoint with the host's save_checkpoint;
+// a fresh model and mechanism, loaded by the host's load_checkpoint (weights, global generator,
+// mechanism state; the ledger from its JSON, as the host restores it), finish the stage. Returns them.
+inline std::unique_ptr<StageAttempt> stop_and_resume(StageAttempt& first, const MechanismFactory& make,
+                                                     std::uint64_t seed, const ModelSpec& spec, const sdk::Dataset& data,
+                                                     sdk::PrivacyLedger& ledger, StageRun& run,
+                                                     sdk::Collective* collective) {
+  struct Stopped {};
+  const std::filesystem::path file = checkpoint_file();
+  try {
+    first.run_steps(spec, run, [&](const sdk::StepReport& report, const sdk::StateWriter& state) {
+      if (report.step != spec.resume_after) return;
+      core::CheckpointPosition position;
+      position.step = report.step;
+      position.ledger_json = sdk::to_json(ledger);
+      core::save_checkpoint(file, position, *first.model, state);
+      throw Stopped{};
+    });
+    throw std::logic_error("resume_after " + std::to_string(spec.resume_after) + ": the stage ended before that step");
+  } catch (const Stopped&) {
+  }
+  auto second = std::make_unique<StageAttempt>(make, seed, spec, data, ledger, run, collective);
+  const core::LoadedCheckpoint loaded = core::load_checkpoint(file, *second->model);
+  std::filesystem::remove(file);
+  ledger = sdk::privacy_ledger_from_json(loaded.position.ledger_json);
+  second->context.resume = loaded.mechanism_state.get();
+  second->context.resume_step = loaded.position.step;
+  second->run_steps(spec, run);
+  second->context.resume = nullptr;
+  return second;
+}
+
+// What the stage left: the final weights and which train, the ledger against the plan.
+inline void finish_stage(StageAttempt& last, const sdk::PrivacyLedger& ledger, const sdk::Dataset& data, StageRun& run) {
+  std::size_t trainable = 0, all = 0;
+  for (const auto& p : last.model->module().parameters()) {
+    trainable += p.requires_grad() ? 1 : 0;
+    ++all;
+    run.trace.released.push_back("final weight " + shape_of(p));
+  }
+  run.trace.released.push_back("trainable: " + std::to_string(trainable) + " of " + std::to_string(all) + " tensors");
   run.trace.released.push_back("ledger: " + std::to_string(ledger.steps()) + " steps in " +
                                std::to_string(ledger.entries().size()) + " entries, " +
                                std::to_string(ledger.caveats().size()) + " caveats");
   for (const auto& c : ledger.caveats()) run.trace.released.push_back("caveat: " + c);
   run.ledger = ledger.total().to_string();
-  run.planned = mechanism->planned_events(data.size()).to_string();
-  if (recording) run.recorded = recording->steps;
+  run.planned = last.mechanism->planned_events(data.size()).to_string();
+  run.final_weights = weights_of(*last.model);
+}
+
+}  // namespace detail
+
+/// Runs a stage of the mechanism `make` builds (with `seed`) on a model `spec` builds and `data`, as
+/// one rank of `ranks` (null: one process); stopped and resumed after spec.resume_after steps when
+/// that is set. Throws what the mechanism throws.
+inline StageRun run_stage(const MechanismFactory& make, std::uint64_t seed, const ModelSpec& spec, const sdk::Dataset& data,
+                          sdk::Collective* ranks = nullptr) {
+  StageRun run;
+  sdk::PrivacyLedger ledger;
+  std::unique_ptr<RecordingCollective> collective;
+  if (ranks) collective = std::make_unique<RecordingCollective>(*ranks, run.trace.internal);
+  auto attempt = std::make_unique<detail::StageAttempt>(make, seed, spec, data, ledger, run, collective.get());
+  if (spec.resume_after > 0) {
+    attempt = detail::stop_and_resume(*attempt, make, seed, spec, data, ledger, run, collective.get());
+  } else {
+    attempt->run_steps(spec, run);
+  }
+  detail::finish_stage(*attempt, ledger, data, run);
   return run;
+}
+
+/// A run stopped and resumed (ModelSpec::resume_after) against the same run uninterrupted: every
+/// step's release and the final weights equal, and the same ledger and released trace.
+inline Report compare_runs(const std::string& what, const StageRun& uninterrupted, const StageRun& resumed) {
+  Report report;
+  const std::size_t steps = std::min(uninterrupted.releases.size(), resumed.releases.size());
+  if (uninterrupted.releases.size() != resumed.releases.size()) {
+    report.add(what + ": " + std::to_string(uninterrupted.releases.size()) + " steps uninterrupted, " +
+               std::to_string(resumed.releases.size()) + " resumed");
+  }
+  auto same = [&](const std::string& part, const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+    Report scratch;
+    const Measurement m = distance_between(what + ", " + part, a, b, 1.0, 0.0, 0.0, 0.0, scratch);
+    report.measurements.insert(report.measurements.end(), scratch.measurements.begin(), scratch.measurements.end());
+    if (scratch.violations.empty()) return;
+    report.add(std::isnan(m.distance) ? scratch.violations.front()
+                                      : what + ", " + part + ": " + std::to_string(m.distance) +
+                                            " away from the uninterrupted run's");
+  };
+  for (std::size_t j = 0; j < steps; ++j) {
+    same("step " + std::to_string(j + 1) + "'s update", uninterrupted.releases[j], resumed.releases[j]);
+  }
+  same("final weights", uninterrupted.final_weights, resumed.final_weights);
+  if (uninterrupted.ledger != resumed.ledger) {
+    report.add(what + ": the ledger is " + resumed.ledger + " resumed, " + uninterrupted.ledger + " uninterrupted");
+  }
+  report.add(first_difference(what + ": the released trace differs", uninterrupted.trace.released, resumed.trace.released));
+  detail::check_frozen(what, {resumed}, report);
+  return report;
+}
+
+/// The stage run uninterrupted (mechanisms from `make`) and stopped after `stop_after` steps and
+/// resumed (mechanisms from `make_resumed`: the same factory, or a planted bug), compared by
+/// compare_runs.
+inline Report audit_resume(const std::string& what, const MechanismFactory& make, const MechanismFactory& make_resumed,
+                           std::uint64_t seed, ModelSpec spec, const sdk::Dataset& data, std::int64_t stop_after) {
+  spec.resume_after = 0;
+  const StageRun uninterrupted = run_stage(make, seed, spec, data);
+  spec.resume_after = stop_after;
+  return compare_runs(what, uninterrupted, run_stage(make_resumed, seed, spec, data));
 }
 
 /// Runs a stage on every rank of a run (one rank: this process) and returns each rank's StageRun.
@@ -469,24 +720,42 @@ inline double sampling_rate(std::int64_t batch, std::int64_t n) {
   return std::min(1.0, static_cast<double>(batch) / static_cast<double>(n));
 }
 
-/// A test-only seed whose first Poisson batch on N + 1 records (rate `q_with`) is the first batch
-/// on N records (rate `q_without`) plus x (index N) — or without it, for x_in_batch = false. The
-/// two rates differ when q = B / N (the engine's DP-SGD); for central images they are one q_c.
-/// With `d_batch_empty`, D's first batch must also be empty (x alone in the batch of D ∪ {x}).
-inline std::uint64_t replay_seed(std::int64_t n, double q_without, double q_with, bool x_in_batch,
-                                 bool d_batch_empty = false) {
+/// What a replay needs of the Poisson batches (replay_seed).
+struct BatchPlan {
+  std::int64_t step = 1;       ///< k: the logical step whose batch is arranged (1: the first)
+  bool x_in_batch = true;      ///< x in the k-th batch of D ∪ {x} (it is in none before)
+  bool d_batch_empty = false;  ///< D's k-th batch empty (x alone in the batch of D ∪ {x})
+  std::int64_t chunk = 0;      ///< > 0: D's k-th batch a non-empty multiple of it
+};
+
+/// A test-only seed whose Poisson batches on N + 1 records (rate `q_with`) are the batches on N
+/// records (rate `q_without`) at every step before k (x in none: fixed membership), and at step k
+/// that batch plus x (index N), or without it for x_in_batch = false. The two rates differ when
+/// q = B / N (the engine's DP-SGD); for central images they are one q_c.
+inline std::uint64_t replay_seed(std::int64_t n, double q_without, double q_with, const BatchPlan& plan) {
+  auto same = [](const at::Tensor& a, const at::Tensor& b) { return a.sizes() == b.sizes() && at::equal(a, b); };
   for (std::uint64_t seed = 1; seed < 1000000; ++seed) {
     engine::PoissonSampler without(n, q_without,
                                    engine::RandomStream::reproducible(seed, 0, engine::StreamPurpose::sampling));
     engine::PoissonSampler with(n + 1, q_with,
                                 engine::RandomStream::reproducible(seed, 0, engine::StreamPurpose::sampling));
+    bool fits = true;
+    for (std::int64_t step = 1; step < plan.step && fits; ++step) fits = same(with.next(), without.next());
+    if (!fits) continue;
     at::Tensor expected = without.next();
-    if (d_batch_empty && expected.numel() > 0) continue;
-    if (x_in_batch) expected = at::cat({expected, at::full({1}, n, at::kLong)});
-    const at::Tensor got = with.next();
-    if (got.sizes() == expected.sizes() && at::equal(got, expected)) return seed;
+    const std::int64_t b = expected.numel();
+    if (plan.d_batch_empty && b > 0) continue;
+    if (plan.chunk > 0 && (b == 0 || b % plan.chunk != 0)) continue;
+    if (plan.x_in_batch) expected = at::cat({expected, at::full({1}, n, at::kLong)});
+    if (same(with.next(), expected)) return seed;
   }
   throw std::runtime_error("replay_seed: no seed found");
+}
+
+/// replay_seed for the first step: x in its batch (or not), D's batch empty or not.
+inline std::uint64_t replay_seed(std::int64_t n, double q_without, double q_with, bool x_in_batch,
+                                 bool d_batch_empty = false) {
+  return replay_seed(n, q_without, q_with, BatchPlan{1, x_in_batch, d_batch_empty, 0});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -502,6 +771,15 @@ struct DpSgdAudit {
   double relative_slack = 1e-9;  ///< for rounding, on the bound
   double fidelity = 1e-9;        ///< relative: how closely D's records must replay
   bool check_alone = true;       ///< also replay a step whose batch holds x alone (D's batch empty)
+  /// k: the logical step audited (the mechanism must take at least k). x is in no batch before it,
+  /// so both runs reach it from the same state; the releases before it must be equal.
+  std::int64_t step = 1;
+  /// P > 0: D's k-th batch is a non-empty multiple of P, so that with the mechanism's physical chunks
+  /// of P examples x is alone in the last chunk. For a loss that draws its randomness for a whole
+  /// chunk at once (the diffusion models' denoising loss on the vectorised path): with x in their
+  /// chunk, D's records draw other noise levels, and the fidelity check fails (the guarantee holds
+  /// for any such draws; an identical-seed replay just cannot isolate x). 0: x joins the last chunk.
+  std::int64_t x_alone_in_chunk = 0;
   Runner runner = one_process;
 };
 
@@ -525,13 +803,13 @@ inline std::vector<at::Tensor> summed_over_ranks(const std::vector<StageRun>& ra
 // more: x's. First in order, rank by rank (x comes last in the batch, so each rank's norms on D are
 // a prefix of its norms on D ∪ {x}); failing that, as a multiset over all ranks (with one chunk per
 // rank, x's presence moves records of D to the other rank). Returns x's norm.
-inline double ordered_fidelity(const std::vector<StageRun>& d, const std::vector<StageRun>& dx, double tolerance,
-                               double& worst) {
+inline double ordered_fidelity(const std::vector<StageRun>& d, const std::vector<StageRun>& dx, std::size_t step,
+                               double tolerance, double& worst) {
   double x_norm = std::nan("");
   int extra = 0;
   worst = 0;
   for (std::size_t r = 0; r < d.size(); ++r) {
-    const at::Tensor a = d[r].recorded[0].norms, b = dx[r].recorded[0].norms;
+    const at::Tensor a = d[r].recorded[step].norms, b = dx[r].recorded[step].norms;
     const std::int64_t grown = b.numel() - a.numel();
     if (grown < 0 || grown > 1) return std::nan("");
     const at::Tensor shared = b.narrow(0, 0, a.numel());
@@ -547,19 +825,19 @@ inline double ordered_fidelity(const std::vector<StageRun>& d, const std::vector
   return extra == 1 ? x_norm : std::nan("");
 }
 
-inline double check_fidelity(const std::string& what, const std::vector<StageRun>& d,
-                             const std::vector<StageRun>& dx, double tolerance, Report& report) {
+inline double check_fidelity(const std::string& what, const std::vector<StageRun>& d, const std::vector<StageRun>& dx,
+                             std::size_t step, double tolerance, Report& report) {
   std::vector<at::Tensor> parts, parts_x;
   for (const StageRun& r : d) {
-    if (r.recorded.empty()) return std::nan("");
-    parts.push_back(r.recorded[0].norms);
+    if (r.recorded.size() <= step) return std::nan("");
+    parts.push_back(r.recorded[step].norms);
   }
   for (const StageRun& r : dx) {
-    if (r.recorded.empty()) return std::nan("");
-    parts_x.push_back(r.recorded[0].norms);
+    if (r.recorded.size() <= step) return std::nan("");
+    parts_x.push_back(r.recorded[step].norms);
   }
   double worst = 0;
-  const double in_order = ordered_fidelity(d, dx, tolerance, worst);
+  const double in_order = ordered_fidelity(d, dx, step, tolerance, worst);
   if (!std::isnan(in_order)) {
     report.fidelity = std::max(report.fidelity, worst);
     return in_order;
@@ -598,6 +876,25 @@ inline double check_fidelity(const std::string& what, const std::vector<StageRun
   return b[x_at < 0 ? b.numel() - 1 : x_at].item<double>();
 }
 
+// Both runs took step k (else the audit proved nothing), and every step before it released the same
+// update: x was in none of their batches, so they must be equal bit for bit.
+inline bool check_earlier_steps(const std::string& what, const std::vector<StageRun>& d,
+                                const std::vector<StageRun>& dx, std::size_t k, Report& report) {
+  if (d[0].releases.size() <= k || dx[0].releases.size() <= k) {
+    report.add(what + ": the stage took " + std::to_string(std::min(d[0].releases.size(), dx[0].releases.size())) +
+               " steps, but the audit replays step " + std::to_string(k + 1));
+    return false;
+  }
+  for (std::size_t j = 0; j < k; ++j) {
+    Report same;
+    distance_between("", d[0].releases[j], dx[0].releases[j], 1.0, 0.0, 0.0, 0.0, same);
+    if (!same.violations.empty()) {
+      report.add(what + ": step " + std::to_string(j + 1) + " released different updates, though x was in no batch yet");
+    }
+  }
+  return true;
+}
+
 // The structure checks of one neighbour: released and public things as on D, internal decisions as
 // with the reference record, the ledger as planned.
 inline void check_structure(const std::string& what, const std::vector<StageRun>& d, const std::vector<StageRun>& dx,
@@ -622,62 +919,94 @@ inline void check_structure(const std::string& what, const std::vector<StageRun>
   }
 }
 
+inline double release_scale(const DpSgdAudit& a) { return static_cast<double>(a.batch_size) / a.lr; }  // q N / lr
+
+// x among D's sampled records at step k: D's records replayed, the k-th release and clipped sum
+// within C, the earlier steps equal, and the structure checks.
+inline void audit_in_batch(const DpSgdAudit& a, const ReplayData& d, std::uint64_t seed, const Neighbour& x,
+                           const std::vector<StageRun>& on_d, const std::vector<StageRun>& on_ref, Report& report) {
+  const std::string what = a.name + ", x = " + x.name;
+  const auto k = static_cast<std::size_t>(a.step - 1);
+  const std::vector<StageRun> on_x = a.runner(a.mechanism, seed, a.model, d.with(x.image, x.label));
+  check_frozen(what, on_x, report);
+  if (!check_earlier_steps(what, on_d, on_x, k, report)) return;
+  const double x_norm = check_fidelity(what, on_d, on_x, k, a.fidelity, report);
+  distance_between(what + ", released update", on_d[0].releases[k], on_x[0].releases[k], release_scale(a),
+                   a.max_grad_norm, a.relative_slack, 0.0, report, x_norm);
+  const auto sum_d = summed_over_ranks(on_d, k), sum_x = summed_over_ranks(on_x, k);
+  if (!sum_d.empty()) {
+    distance_between(what + ", clipped sum before noise", sum_d, sum_x, 1.0, a.max_grad_norm, a.relative_slack, 0.0,
+                     report);
+  }
+  check_structure(what, on_d, on_x, on_ref, report);
+}
+
+// The audit's seed for batches arranged as `plan` at its step k.
+inline std::uint64_t audit_seed(const DpSgdAudit& a, std::int64_t n, BatchPlan plan) {
+  plan.step = a.step;
+  return replay_seed(n, sampling_rate(a.batch_size, n), sampling_rate(a.batch_size, n + 1), plan);
+}
+
+// Runs on D and on D ∪ {x} with the seed of `plan`, for the check named `what`.
+struct ReplayPair {
+  std::string what;
+  std::size_t k;  // the audited step, from 0
+  std::vector<StageRun> on_d, on_x;
+};
+inline ReplayPair replay_pair(const DpSgdAudit& a, const ReplayData& d, const Neighbour& x, const BatchPlan& plan,
+                              const std::string& label) {
+  const std::uint64_t seed = audit_seed(a, d.size(), plan);
+  return {a.name + ", x = " + x.name + label, static_cast<std::size_t>(a.step - 1),
+          a.runner(a.mechanism, seed, a.model, d), a.runner(a.mechanism, seed, a.model, d.with(x.image, x.label))};
+}
+
+// x alone in the k-th batch: D's step is pure noise (an empty batch), D ∪ {x}'s is x's clipped
+// gradient plus the same noise.
+inline void audit_alone(const DpSgdAudit& a, const ReplayData& d, const Neighbour& x, Report& report) {
+  const ReplayPair p = replay_pair(a, d, x, BatchPlan{1, true, true, 0}, " alone in the batch");
+  check_frozen(p.what, p.on_x, report);
+  if (!check_earlier_steps(p.what, p.on_d, p.on_x, p.k, report)) return;
+  const double x_norm = check_fidelity(p.what, p.on_d, p.on_x, p.k, a.fidelity, report);
+  distance_between(p.what + ", released update", p.on_d[0].releases[p.k], p.on_x[0].releases[p.k], release_scale(a),
+                   a.max_grad_norm, a.relative_slack, 0.0, report, x_norm);
+  for (std::size_t r = 0; r < p.on_x.size(); ++r) {
+    report.add(first_difference(p.what + ": a released count, shape or decision depends on x's presence",
+                                p.on_d[r].trace.released, p.on_x[r].trace.released));
+  }
+}
+
+// x in the data set but in no batch up to step k: only the public N has changed, so the releases
+// must not move.
+inline void audit_out_of_batch(const DpSgdAudit& a, const ReplayData& d, const Neighbour& x, Report& report) {
+  const ReplayPair p = replay_pair(a, d, x, BatchPlan{1, false, false, 0}, " not in the batch");
+  if (!check_earlier_steps(p.what, p.on_d, p.on_x, p.k, report)) return;
+  distance_between(p.what + ", released update", p.on_d[0].releases[p.k], p.on_x[0].releases[p.k], release_scale(a),
+                   0.0, 0.0, 1e-9 * a.max_grad_norm, report);
+}
+
 }  // namespace detail
 
-/// Runs the audit: D, D ∪ {x_ref} and D ∪ {x} for each neighbour with identical randomness (x in
-/// the first logical step's batch), then once more with x left out of the batch (the release must
-/// then be the same). Returns every finding and the measured distances (in units of C).
-inline Report audit_dp_sgd(const DpSgdAudit& a, const at::Tensor& images, const std::vector<Neighbour>& neighbours,
+/// Runs the audit of logical step k = a.step: D, D ∪ {x_ref} and D ∪ {x} for each neighbour with
+/// identical randomness (x in the k-th batch and in none before), then x alone in that batch (D's
+/// empty), then x in no batch (the release must then be the same). Returns every finding and the
+/// measured distances (in units of C).
+inline Report audit_dp_sgd(const DpSgdAudit& a, const ReplayData& d, const std::vector<Neighbour>& neighbours,
                            const Neighbour& reference) {
   Report report;
-  const std::int64_t n = images.size(0);
-  const ReplayData d(images);
-  const double scale = static_cast<double>(a.batch_size) / a.lr;  // q N / lr: released update -> clipped sum + noise
-  const std::uint64_t seed =
-      replay_seed(n, sampling_rate(a.batch_size, n), sampling_rate(a.batch_size, n + 1), /*x_in_batch=*/true);
+  const std::uint64_t seed = detail::audit_seed(a, d.size(), BatchPlan{1, true, false, a.x_alone_in_chunk});
   const std::vector<StageRun> on_d = a.runner(a.mechanism, seed, a.model, d);
   const std::vector<StageRun> on_ref = a.runner(a.mechanism, seed, a.model, d.with(reference.image, reference.label));
-  for (const Neighbour& x : neighbours) {
-    const std::string what = a.name + ", x = " + x.name;
-    const std::vector<StageRun> on_x = a.runner(a.mechanism, seed, a.model, d.with(x.image, x.label));
-    const double x_norm = detail::check_fidelity(what, on_d, on_x, a.fidelity, report);
-    distance_between(what + ", released update", on_d[0].releases.front(), on_x[0].releases.front(), scale,
-                     a.max_grad_norm, a.relative_slack, 0.0, report, x_norm);
-    const auto sum_d = detail::summed_over_ranks(on_d, 0), sum_x = detail::summed_over_ranks(on_x, 0);
-    if (!sum_d.empty()) {
-      distance_between(what + ", clipped sum before noise", sum_d, sum_x, 1.0, a.max_grad_norm, a.relative_slack, 0.0,
-                       report);
-    }
-    detail::check_structure(what, on_d, on_x, on_ref, report);
-  }
-  // x alone in the batch: D's step is pure noise (an empty batch), D ∪ {x}'s is x's clipped gradient
-  // plus the same noise.
-  if (!neighbours.empty() && a.check_alone) {
-    const std::uint64_t alone_seed = replay_seed(n, sampling_rate(a.batch_size, n), sampling_rate(a.batch_size, n + 1),
-                                                 /*x_in_batch=*/true, /*d_batch_empty=*/true);
-    const Neighbour& x = neighbours.front();
-    const std::string what = a.name + ", x = " + x.name + " alone in the batch";
-    const std::vector<StageRun> empty = a.runner(a.mechanism, alone_seed, a.model, d);
-    const std::vector<StageRun> alone = a.runner(a.mechanism, alone_seed, a.model, d.with(x.image, x.label));
-    const double x_norm = detail::check_fidelity(what, empty, alone, a.fidelity, report);
-    distance_between(what + ", released update", empty[0].releases.front(), alone[0].releases.front(), scale,
-                     a.max_grad_norm, a.relative_slack, 0.0, report, x_norm);
-    for (std::size_t r = 0; r < alone.size(); ++r) {
-      report.add(first_difference(what + ": a released count, shape or decision depends on x's presence",
-                                  empty[r].trace.released, alone[r].trace.released));
-    }
-  }
-  // x in the data set but not in the batch: only the public N has changed.
-  if (!neighbours.empty()) {
-    const std::uint64_t out_seed =
-        replay_seed(n, sampling_rate(a.batch_size, n), sampling_rate(a.batch_size, n + 1), /*x_in_batch=*/false);
-    const std::string what = a.name + ", x = " + neighbours.front().name + " not in the batch";
-    const std::vector<StageRun> without = a.runner(a.mechanism, out_seed, a.model, d);
-    const std::vector<StageRun> with = a.runner(a.mechanism, out_seed, a.model, d.with(neighbours.front().image));
-    distance_between(what + ", released update", without[0].releases.front(), with[0].releases.front(), scale, 0.0,
-                     0.0, 1e-9 * a.max_grad_norm, report);
-  }
+  detail::check_frozen(a.name + ", on D", on_d, report);
+  for (const Neighbour& x : neighbours) detail::audit_in_batch(a, d, seed, x, on_d, on_ref, report);
+  if (!neighbours.empty() && a.check_alone) detail::audit_alone(a, d, neighbours.front(), report);
+  if (!neighbours.empty()) detail::audit_out_of_batch(a, d, neighbours.front(), report);
   return report;
+}
+
+/// audit_dp_sgd on unlabelled images (every label 0).
+inline Report audit_dp_sgd(const DpSgdAudit& a, const at::Tensor& images, const std::vector<Neighbour>& neighbours,
+                           const Neighbour& reference) {
+  return audit_dp_sgd(a, ReplayData(images), neighbours, reference);
 }
 
 /// DpSgdOptions for an audit: one or two logical steps of plain SGD (lr 1, no momentum, no EMA)
@@ -713,213 +1042,45 @@ MechanismFactory recording(engine::DpSgdOptions options) {
 // ---------------------------------------------------------------------------------------------
 // Neighbours
 
-/// Extreme but finite records for a 1x4x4 model, plus typical random ones; `magnitude` sets how
-/// far out the extreme pixels go.
-inline std::vector<Neighbour> adversarial_neighbours(double magnitude, int random_ones = 3) {
+/// The shape [C, H, W] of one record (ReplayModel's: 1x4x4).
+using ImageShape = std::vector<std::int64_t>;
+
+/// Extreme but finite records of `shape`, plus typical random ones; `magnitude` sets how far out the
+/// extreme pixels go.
+inline std::vector<Neighbour> adversarial_neighbours(double magnitude, int random_ones = 3,
+                                                     const ImageShape& shape = {1, 4, 4}) {
   const auto opt = at::TensorOptions().dtype(at::kDouble);
+  const std::string m = std::to_string(static_cast<long long>(magnitude));
   std::vector<Neighbour> xs;
-  xs.push_back({"every pixel +" + std::to_string(static_cast<long long>(magnitude)), at::full({1, 4, 4}, magnitude, opt)});
-  xs.push_back({"every pixel -" + std::to_string(static_cast<long long>(magnitude)), at::full({1, 4, 4}, -magnitude, opt)});
-  const at::Tensor checker = (at::arange(16, opt).remainder(2) * 2 - 1).reshape({1, 4, 4}) * magnitude;
-  xs.push_back({"checkerboard +-" + std::to_string(static_cast<long long>(magnitude)), checker});
-  at::Tensor hot = at::zeros({1, 4, 4}, opt);
+  xs.push_back({"every pixel +" + m, at::full(shape, magnitude, opt)});
+  xs.push_back({"every pixel -" + m, at::full(shape, -magnitude, opt)});
+  std::int64_t pixels = 1;
+  for (const std::int64_t side : shape) pixels *= side;
+  const at::Tensor stripes = (at::arange(pixels, opt).remainder(2) * 2 - 1).reshape(shape) * magnitude;
+  xs.push_back({"checkerboard +-" + m, stripes});  // on 4-wide images, alternating columns
+  at::Tensor hot = at::zeros(shape, opt);
   hot[0][1][2] = magnitude;
   xs.push_back({"one hot pixel", hot});
-  xs.push_back({"all zero", at::zeros({1, 4, 4}, opt)});
+  xs.push_back({"all zero", at::zeros(shape, opt)});
   for (int i = 0; i < random_ones; ++i) {
     auto gen = at::make_generator<at::CPUGeneratorImpl>(1000 + i);
-    xs.push_back({"random " + std::to_string(i + 1), at::rand({1, 4, 4}, gen, opt) * 2 - 1});
+    xs.push_back({"random " + std::to_string(i + 1), at::rand(shape, gen, opt) * 2 - 1});
   }
   return xs;
 }
 
 /// A typical record: what the adversarial ones are compared with for content independence.
-inline Neighbour typical_reference() {
+inline Neighbour typical_reference(const ImageShape& shape = {1, 4, 4}) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(99);
-  return {"typical reference", at::rand({1, 4, 4}, gen, at::TensorOptions().dtype(at::kDouble)) * 2 - 1};
+  return {"typical reference", at::rand(shape, gen, at::TensorOptions().dtype(at::kDouble)) * 2 - 1};
 }
 
-/// N records uniform in [-1, 1].
-inline at::Tensor random_images(std::int64_t n, std::uint64_t seed = 7) {
+/// N records of `shape` uniform in [-1, 1].
+inline at::Tensor random_images(std::int64_t n, std::uint64_t seed = 7, const ImageShape& shape = {1, 4, 4}) {
+  std::vector<std::int64_t> sizes{n};
+  sizes.insert(sizes.end(), shape.begin(), shape.end());
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  return at::rand({n, 1, 4, 4}, gen, at::TensorOptions().dtype(at::kDouble)) * 2 - 1;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Central images (DP-FETA): the queries and whole releases
-
-/// One mean query's release from a subsample (engine::central_mean, or a planted bug).
-using MeanQuery = std::function<at::Tensor(const at::Tensor& sampled, const at::Tensor& labels,
-                                           const std::vector<double>& class_sizes,
-                                           const engine::CentralImageOptions&, engine::GaussianNoise&)>;
-/// One mode query's release (engine::central_mode, or a planted bug).
-using ModeQuery = std::function<at::Tensor(const at::Tensor& sampled, const at::Tensor& labels, std::int64_t classes,
-                                           const engine::CentralImageOptions&, engine::GaussianNoise&)>;
-
-/// The mean query on a subsample and on it plus x (x: [C, r, r] in [0, 1]), with the same noise:
-/// per class, (release(D + x) - release(D)) times the public divisor q N_class is x's image in x's
-/// class and zero elsewhere: its L2 norm must be at most Delta = sqrt(C r^2), and no other class's
-/// release may move (the per-class parallel composition the event assumes).
-inline Report audit_central_mean(const MeanQuery& query, const engine::CentralImageOptions& o, const at::Tensor& sampled,
-                                 const at::Tensor& labels, const std::vector<double>& class_sizes,
-                                 const std::vector<Neighbour>& neighbours, std::uint64_t noise_seed) {
-  Report report;
-  const double delta = engine::central_mean_sensitivity(sampled.size(1), sampled.size(2));
-  const auto classes = static_cast<std::int64_t>(class_sizes.size());
-  const at::Tensor divisor = at::tensor(class_sizes, at::kDouble).view({classes, 1, 1, 1}) * o.sampling_rate;
-  auto noise = engine::GaussianNoise::seeded(noise_seed);
-  const at::Tensor on_d = query(sampled, labels, class_sizes, o, noise);
-  for (const Neighbour& x : neighbours) {
-    const std::string what = "central mean query, x = " + x.name;
-    auto same_noise = engine::GaussianNoise::seeded(noise_seed);
-    const at::Tensor on_x = query(at::cat({sampled, x.image.to(sampled.scalar_type()).unsqueeze(0)}),
-                                  at::cat({labels, at::full({1}, x.label, at::kLong)}), class_sizes, o, same_noise);
-    distance_between(what, {on_d * divisor}, {on_x * divisor}, 1.0, delta, 1e-9, 0.0, report,
-                     x.image.to(at::kDouble).norm().item<double>());
-    if (on_d.sizes() == on_x.sizes()) {
-      for (std::int64_t c = 0; c < classes; ++c) {
-        if (c != x.label && !at::equal(on_d[c], on_x[c])) {
-          report.add(what + ": the release of class " + std::to_string(c) + " moved, though x is in class " +
-                     std::to_string(x.label));
-        }
-      }
-    }
-  }
-  return report;
-}
-
-/// The per-pixel histograms the mode query declares: counts[class, pixel, bin] of p in `bins`
-/// equal bins over [0, 1] (the top edge in the last bin).
-inline at::Tensor declared_histograms(const at::Tensor& sampled, const at::Tensor& labels, std::int64_t classes,
-                                      std::int64_t bins) {
-  const at::Tensor p = sampled.to(at::kDouble).flatten(1);
-  const std::int64_t dims = p.size(1);
-  at::Tensor counts = at::zeros({classes, dims, bins}, at::kDouble);
-  for (std::int64_t i = 0; i < p.size(0); ++i) {
-    const std::int64_t c = labels[i].item<std::int64_t>();
-    for (std::int64_t j = 0; j < dims; ++j) {
-      const auto b = std::min<std::int64_t>(bins - 1, static_cast<std::int64_t>(std::floor(p[i][j].item<double>() * bins)));
-      counts[c][j][b] += 1;
-    }
-  }
-  return counts;
-}
-
-/// The mode query on a subsample and on it plus x, with the same noise. The release is a noisy
-/// argmax, so the harness replays the declared noise (the query's first draw of the seeded
-/// stream: N(0, (sigma sqrt(d))^2) per count) over the declared histograms and checks:
-///  - fidelity: release(D) is the argmax of D's histograms plus that noise;
-///  - sensitivity: on D + x only x's class moves, each pixel only to x's bin, and only where x's one
-///    count (the declared per-histogram sensitivity 1, L2 sqrt(d) over the d pixels) can make that
-///    bin win: the count a flip implies, max_k(n_k + z_k) - (n_b + z_b), is at most 1.
-inline Report audit_central_mode(const ModeQuery& query, const engine::CentralImageOptions& o, const at::Tensor& sampled,
-                                 const at::Tensor& labels, std::int64_t classes,
-                                 const std::vector<Neighbour>& neighbours, std::uint64_t noise_seed) {
-  Report report;
-  const std::int64_t dims = sampled[0].numel(), bins = o.bins;
-  const at::Tensor counts = declared_histograms(sampled, labels, classes, bins);
-  const at::Tensor z = engine::GaussianNoise::seeded(noise_seed)
-                           .sample(at::zeros({classes * dims * bins}, at::kDouble),
-                                   o.noise_multiplier * std::sqrt(static_cast<double>(dims)))
-                           .view({classes, dims, bins});
-  const at::Tensor noisy = counts + z;
-  auto winners = [&](const at::Tensor& release) {  // midpoints -> bin indices [classes, dims]
-    return (release.to(at::kDouble).reshape({classes, dims}) * bins - 0.5).round().to(at::kLong);
-  };
-  auto noise = engine::GaussianNoise::seeded(noise_seed);
-  const at::Tensor on_d = winners(query(sampled, labels, classes, o, noise));
-  if (!at::equal(on_d, noisy.argmax(2))) {
-    report.add("central mode query: the release on D is not the noisy argmax of the declared histograms (" +
-               std::to_string(on_d.ne(noisy.argmax(2)).sum().item<std::int64_t>()) +
-               " pixels differ): the counts or the noise are not what the mechanism declares");
-  }
-  for (const Neighbour& x : neighbours) {
-    const std::string what = "central mode query, x = " + x.name;
-    auto same_noise = engine::GaussianNoise::seeded(noise_seed);
-    const at::Tensor on_x = winners(query(at::cat({sampled, x.image.to(sampled.scalar_type()).unsqueeze(0)}),
-                                          at::cat({labels, at::full({1}, x.label, at::kLong)}), classes, o, same_noise));
-    const at::Tensor x_bins =
-        (x.image.to(at::kDouble).flatten() * bins).floor().clamp(0, bins - 1).to(at::kLong);  // [dims]
-    double implied = 0;
-    std::int64_t flips = 0;
-    for (std::int64_t c = 0; c < classes; ++c) {
-      for (std::int64_t j = 0; j < dims; ++j) {
-        const std::int64_t before = on_d[c][j].item<std::int64_t>(), after = on_x[c][j].item<std::int64_t>();
-        if (before == after) continue;
-        if (c != x.label) {
-          report.add(what + ": class " + std::to_string(c) + " pixel " + std::to_string(j) + " moved, though x is in class " +
-                     std::to_string(x.label));
-          continue;
-        }
-        if (after != x_bins[j].item<std::int64_t>()) {
-          report.add(what + ": pixel " + std::to_string(j) + " moved to bin " + std::to_string(after) +
-                     ", where x does not fall");
-          continue;
-        }
-        ++flips;
-        implied = std::max(implied, noisy[c][j].max().item<double>() - noisy[c][j][after].item<double>());
-      }
-    }
-    report.measurements.push_back({what + " (" + std::to_string(flips) + " pixels flipped)", implied, 1.0, std::nan("")});
-    if (implied > 1 + 1e-9) {
-      report.add(what + ": a pixel's mode moved to x's bin where that takes " + std::to_string(implied) +
-                 " counts, more than x's one count per pixel histogram (L2 sensitivity sqrt(d))");
-    }
-  }
-  return report;
-}
-
-/// Whole releases (release_central_images or the central_images mechanism) on D (N records) and
-/// D ∪ {x}: the same number of images, shapes and labels; per query and class, for the mean (with
-/// post_process off, resolution = the image size and noise too small to clamp, so the release
-/// inverts to p = (image + 1) / 2), (p' q (N + 1) / classes - p q N / classes) has L2 norm at most
-/// Delta over each query, and is zero outside x's class; for the mode, only x's class moves, and
-/// only to x's bins.
-inline Report compare_central_releases(const std::string& name, const engine::CentralImageOptions& o,
-                                       const engine::CentralImages& d, const engine::CentralImages& dx,
-                                       const Neighbour& x, std::int64_t n, std::int64_t classes) {
-  Report report;
-  const std::string what = name + ", x = " + x.name;
-  if (d.images.sizes() != dx.images.sizes() || d.images.scalar_type() != dx.images.scalar_type()) {
-    report.add(what + ": released " + shape_of(d.images) + " on D, " + shape_of(dx.images) + " on D + x");
-    return report;
-  }
-  if (!at::equal(d.labels, dx.labels)) report.add(what + ": the released labels differ");
-  const std::int64_t queries = d.images.size(0) / classes;
-  const at::Tensor p = (d.images.to(at::kDouble) + 1) / 2, px = (dx.images.to(at::kDouble) + 1) / 2;
-  if (o.statistic == engine::CentralStatistic::mean) {
-    const double delta = engine::central_mean_sensitivity(d.images.size(1), o.resolution);
-    const double div = o.sampling_rate * static_cast<double>(n) / static_cast<double>(classes);
-    const double div_x = o.sampling_rate * static_cast<double>(n + 1) / static_cast<double>(classes);
-    for (std::int64_t q = 0; q < queries; ++q) {
-      const at::Tensor sums = p.narrow(0, q * classes, classes) * div, sums_x = px.narrow(0, q * classes, classes) * div_x;
-      distance_between(what + ", query " + std::to_string(q), {sums}, {sums_x}, 1.0, delta, 1e-4, 0.0, report);
-      for (std::int64_t c = 0; c < classes; ++c) {
-        if (c != x.label && !at::allclose(sums[c], sums_x[c], 1e-5, 1e-5)) {
-          report.add(what + ", query " + std::to_string(q) + ": class " + std::to_string(c) + " moved");
-        }
-      }
-    }
-  } else {
-    const at::Tensor x_mid = ((x.image.to(at::kDouble) + 1) / 2 * o.bins).floor().clamp(0, o.bins - 1).add(0.5) / o.bins;
-    for (std::int64_t q = 0; q < queries; ++q) {
-      for (std::int64_t c = 0; c < classes; ++c) {
-        const at::Tensor a = p[q * classes + c], b = px[q * classes + c];
-        const at::Tensor moved = (a - b).abs() > 1e-5;
-        if (c == x.label) {
-          report.measurements.push_back({what + ", query " + std::to_string(q) + ": pixels whose mode moved",
-                                         moved.sum().item<double>(), static_cast<double>(a.numel()), std::nan("")});
-        }
-        if (!moved.any().item<bool>()) continue;
-        if (c != x.label) {
-          report.add(what + ", query " + std::to_string(q) + ": class " + std::to_string(c) + " moved");
-        } else if (!((b - x_mid).abs() < 1e-5).masked_select(moved).all().item<bool>()) {
-          report.add(what + ", query " + std::to_string(q) + ": a pixel moved to a bin where x does not fall");
-        }
-      }
-    }
-  }
-  return report;
+  return at::rand(sizes, gen, at::TensorOptions().dtype(at::kDouble)) * 2 - 1;
 }
 
 }  // namespace privdiff::testing::replay

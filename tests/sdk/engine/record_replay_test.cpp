@@ -1,11 +1,14 @@
 // Record-replay sensitivity audit of every private mechanism and path (issue #36 item 7; the harness
 // is record_replay.hpp): DP-SGD on the vectorised and micro-batch paths, whole and chunked batches,
-// flat and per-layer clipping, DPDM's noise multiplicity K > 1, bf16 autocast, two c10d ranks;
+// flat and per-layer clipping, DPDM's noise multiplicity K > 1, bf16 autocast, two c10d ranks, later
+// steps (x in no earlier batch) and a run stopped and resumed from its checkpoint;
 // DP-FETA's central images (mean and mode queries, whole releases). Each runs the mechanism on D and
 // D ∪ {x} with identical randomness for extreme and random x, and checks the release moved by at
 // most the declared sensitivity and that nothing released or decided depends on x. The planted-bug
-// tests show that the harness reports a sensitivity of 2C and chunking that depends on x.
+// tests show that the harness reports a sensitivity of 2C (at the first step and a later one) and
+// chunking that depends on x. The real networks and adapters: tests/plugins/record_replay_models_test.cpp.
 #include "record_replay.hpp"
+#include "record_replay_central.hpp"
 
 #include "parallel/local_launcher.hpp"
 #include "parallel/process_group.hpp"
@@ -16,6 +19,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <map>
@@ -40,10 +44,12 @@ struct Path {
   engine::Precision precision = engine::Precision::float32;
   at::ScalarType dtype = at::kDouble;
   double clip = ::clip;  // C
+  std::int64_t step = 1;  // k, the audited step (the stage takes max(2, k))
 };
 
 DpSgdAudit audit_of(const Path& p) {
   engine::DpSgdOptions o = audit_options(batch, p.clip, sigma);
+  o.steps = std::max<std::int64_t>(2, p.step);
   o.engine_path = p.path;
   o.physical_batch_size = p.physical;
   o.noise_multiplicity = p.k;
@@ -55,6 +61,7 @@ DpSgdAudit audit_of(const Path& p) {
   a.model.dtype = p.dtype;
   a.batch_size = batch;
   a.max_grad_norm = p.clip;
+  a.step = p.step;
   if (p.dtype == at::kFloat) {  // float32 sums and updates: rounding of order 1e-7 relative
     a.relative_slack = 1e-4;
     a.fidelity = p.precision == engine::Precision::bf16 ? 1e-2 : 1e-5;
@@ -182,6 +189,45 @@ TEST(RecordReplay, TwoGlooRanksKeepSensitivityCAndTheirDecisionsIndependentOfX) 
                                engine::EnginePath::vectorised, 0, 2});
   a.model.loss_noise = 0;
   a.runner = ranks.runner();
+  expect_clean(a, 1e6);
+}
+
+// ---- Later steps and resumed runs -------------------------------------------------------------
+
+// Step k > 1 with x in no earlier batch: the runs reach step k from the same state (the earlier
+// releases are checked equal), so the k-th release differs by x's clipped gradient alone.
+TEST(RecordReplay, LaterStepsWithFixedMembershipKeepSensitivityC) {
+  for (const std::int64_t k : {2, 4}) {
+    for (const auto path : {engine::EnginePath::vectorised, engine::EnginePath::micro_batch}) {
+      Path p{"dpsgd step " + std::to_string(k) + ", " + engine::to_string(path) + ", chunks of 2", path, 2};
+      p.step = k;
+      expect_clean(audit_of(p), 1e6);
+    }
+  }
+}
+
+// A run stopped after 2 of 4 steps, its checkpoint written and read back by the host's own
+// save_checkpoint / load_checkpoint: with Adam, EMA and K = 2 it releases what the uninterrupted run
+// does and ends with the same weights and ledger; with SGD its first step after the resume keeps C.
+TEST(RecordReplay, AResumedRunEqualsTheUninterruptedOneAndKeepsC) {
+  engine::DpSgdOptions o = audit_options(batch, clip, sigma);
+  o.steps = 4;
+  o.optimizer = "adam";
+  o.lr = 1e-2;
+  o.ema = 0.9;
+  o.noise_multiplicity = 2;
+  o.physical_batch_size = 3;
+  const MechanismFactory make = recording<RecordingMechanism>(o);
+  const Report same = audit_resume("Adam + EMA, K = 2, resumed after step 2", make, make, 3, ModelSpec{},
+                                   ReplayData(random_images(records)), 2);
+  std::cout << same.describe();
+  EXPECT_TRUE(same.violations.empty()) << same.describe();
+  EXPECT_EQ(same.measurements.size(), 5u);  // four steps and the final weights, each at distance 0
+
+  Path p{"dpsgd step 3, resumed after step 2", engine::EnginePath::vectorised, 2};
+  p.step = 3;
+  DpSgdAudit a = audit_of(p);
+  a.model.resume_after = 2;
   expect_clean(a, 1e6);
 }
 
@@ -334,15 +380,32 @@ TEST(RecordReplay, CentralImagesReleasesOnNeighbouringDatasets) {
 // ---- Planted bugs: the harness reports each ------------------------------------------------
 
 TEST(RecordReplay, ReportsAPlantedSensitivityOf2C) {
+  for (const std::int64_t step : {1, 3}) {  // the first step, and a later one
+    engine::DpSgdOptions o = audit_options(batch, clip, sigma);
+    o.steps = 3;
+    DpSgdAudit a;
+    a.name = "planted: clips at 2C, step " + std::to_string(step);
+    a.mechanism = recording<ClipsAtTwiceC>(o);
+    a.step = step;
+    const Report r = audit_dp_sgd(a, random_images(records), adversarial_neighbours(1e6, 1), typical_reference());
+    std::cout << r.describe();
+    ASSERT_FALSE(r.violations.empty());
+    EXPECT_NE(r.violations.front().find("more than the declared sensitivity"), std::string::npos) << r.violations.front();
+    EXPECT_NEAR(r.worst_ratio(), 2.0, 1e-6);  // an extreme x contributes 2C
+  }
+}
+
+TEST(RecordReplay, ReportsAPlantedResumeThatStartsOver) {
   engine::DpSgdOptions o = audit_options(batch, clip, sigma);
-  DpSgdAudit a;
-  a.name = "planted: clips at 2C";
-  a.mechanism = recording<ClipsAtTwiceC>(o);
-  const Report r = audit_dp_sgd(a, random_images(records), adversarial_neighbours(1e6, 1), typical_reference());
+  o.steps = 4;
+  const Report r = audit_resume("planted: a resume that starts over", recording<RecordingMechanism>(o),
+                                recording<StartsOverOnResume>(o), 3, ModelSpec{}, ReplayData(random_images(records)), 2);
   std::cout << r.describe();
   ASSERT_FALSE(r.violations.empty());
-  EXPECT_NE(r.violations.front().find("more than the declared sensitivity"), std::string::npos) << r.violations.front();
-  EXPECT_NEAR(r.worst_ratio(), 2.0, 1e-6);  // an extreme x contributes 2C
+  EXPECT_NE(r.violations.front().find("4 steps uninterrupted, 6 resumed"), std::string::npos) << r.describe();
+  bool ledger = false;  // and it spent the two steps again
+  for (const auto& v : r.violations) ledger |= v.find(": the ledger is ") != std::string::npos;
+  EXPECT_TRUE(ledger) << r.describe();
 }
 
 TEST(RecordReplay, ReportsPlantedChunkingThatDependsOnX) {
