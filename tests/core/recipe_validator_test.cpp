@@ -64,7 +64,8 @@ TEST(RecipeValidator, AccountantOptionTablesAreChecked) {
   } catch (const RecipeError& e) {
     EXPECT_EQ(std::string(e.what()),
               "r.toml:4:1: accountants.fixture_accountant.eps_error: unknown key 'eps_error'; valid keys: none\n"
-              "r.toml:5:1: accountants.prv: unknown accountant 'prv'; available accountants: fixture_accountant");
+              "r.toml:5:1: accountants.prv: unknown accountant 'prv'; available accountants: fixture_accountant, "
+              "fixture_approximate_accountant");
   }
 }
 
