@@ -76,8 +76,8 @@ PrivacyStatement run_statement(const sdk::PrivacyLedger& ledger, const NamedAcco
 }
 
 json run_privacy_json(const PrivacyStatement& st, const sdk::PrivacyLedger& ledger) {
-  json report = {{"ledger", json::parse(sdk::to_json(ledger))}, {"caveats", st.caveats}, {"delta", st.delta},
-                 {"results", st.results}};
+  json report = {{"ledger", json::parse(sdk::to_json(ledger))}, {"caveats", st.caveats}};
+  if (st.delta > 0) report["delta"] = st.delta, report["results"] = st.results;  // a recipe without delta has none
   if (!st.accountant.empty()) report["accountant"] = st.accountant, report["epsilon"] = st.epsilon;
   return report;
 }

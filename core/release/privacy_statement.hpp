@@ -57,7 +57,9 @@ std::string approximation_caveat(const std::string& accountant_id);
 PrivacyStatement run_statement(const sdk::PrivacyLedger& ledger, const NamedAccountants& accountants, double delta,
                                bool approximation_allowed);
 
-/// privacy.json of a run: {"ledger", "caveats", "delta", "results", "epsilon", "accountant"}.
+/// privacy.json of a run: {"ledger", "caveats", "delta", "results", "epsilon", "accountant"}; without
+/// "delta" and "results" for a statement of no delta (a recipe that sets none), without "epsilon" and
+/// "accountant" when the guarantee's accountant could not evaluate the ledger.
 nlohmann::json run_privacy_json(const PrivacyStatement& statement, const sdk::PrivacyLedger& ledger);
 
 /// Writes DIR/privacy.json (atomically, 0644: it is what may be published).

@@ -61,22 +61,22 @@ void check_recorded_guarantee(const SweepState& s) {
 void check_budgets(const SweepState& s, const std::vector<CandidateRecord>& records) {
   const auto& orders = sdk::rdp::default_orders();
   std::vector<std::size_t> over;
+  double at_order = 0;  // the first over-spender's RDP at the budget's order
   sdk::selection::CandidateCurve worst{orders, std::vector<double>(orders.size(), 0.0)};
   for (const auto& r : records) {
     const sdk::PrivacyEvent spent = r.ledger.total();
-    if (!sdk::rdp::cannot_evaluate(spent).empty()) {
+    if (const std::string why = sdk::rdp::cannot_evaluate(spent); !why.empty()) {
       throw ReleaseRefused("candidate " + std::to_string(r.index) + "'s ledger holds events the RDP accountant cannot "
-                           "evaluate (" + sdk::rdp::cannot_evaluate(spent) + "); the selection theorem needs its RDP");
+                           "evaluate (" + why + "); the selection theorem needs its RDP");
     }
     const auto curve = sdk::selection::candidate_curve(spent, orders);
     for (std::size_t k = 0; k < orders.size(); ++k) worst.rdp[k] = std::max(worst.rdp[k], curve.rdp[k]);
-    if (!sdk::selection::within_budget(s.count, s.budget, spent, orders, conversion)) over.push_back(r.index);
+    if (sdk::selection::within_budget(s.count, s.budget, spent, orders, conversion)) continue;
+    if (over.empty()) at_order = sdk::rdp::event_rdp(spent, {s.budget.order}).front();
+    over.push_back(r.index);
   }
   if (over.empty()) return;
   const auto actual = sdk::selection::best_budget(s.count, worst, s.delta, conversion);
-  const double at_order = sdk::rdp::event_rdp(
-      std::find_if(records.begin(), records.end(), [&](const auto& r) { return r.index == over.front(); })->ledger.total(),
-      {s.budget.order}).front();
   std::string which;
   for (auto i : over) which += (which.empty() ? "" : ", ") + std::to_string(i);
   throw ReleaseRefused(

@@ -88,30 +88,26 @@ void RunOrchestrator::run_evals(RunSession& s) {
 }
 
 void RunOrchestrator::write_reports(RunSession& s) {
-  s.write_ledger();  // with the caveats the evaluations may have added
-  // The guarantee, by the release gate, from the ledger the run wrote.
-  nlohmann::json results = nlohmann::json::array();
+  // The guarantee, by the release gate, from the ledger the run wrote; its caveats go into the ledger
+  // before it is written, so ledger.json, privacy.json and summary.json carry the same ones.
+  release::PrivacyStatement statement;
   if (recipe_.privacy.has("delta")) {
     release::NamedAccountants accountants;
     for (const auto& id : recipe_.accountant_ids) accountants.emplace_back(id, components_.accountants.at(id).get());
-    const release::PrivacyStatement statement = release::run_statement(
-        s.summary.ledger, accountants, recipe_.privacy.get_double("delta"), approximation_allowed());
-    for (const auto& caveat : statement.caveats) s.summary.ledger.add_caveat(caveat);
-    results = statement.results;
-    for (const auto& entry : results) {
-      if (!entry.contains("epsilon")) continue;
-      sdk::EpsilonResult r;
-      r.epsilon = entry["epsilon"].get<double>();
-      s.summary.privacy.push_back({entry["accountant"].get<std::string>(), r});
-    }
-    release::write_privacy_json(s.run_dir, release::run_privacy_json(statement, s.summary.ledger));
-  } else {
-    release::PrivacyStatement none;
-    none.caveats = s.summary.ledger.caveats();
-    nlohmann::json report = release::run_privacy_json(none, s.summary.ledger);
-    report.erase("delta"), report.erase("results");
-    release::write_privacy_json(s.run_dir, report);
+    statement = release::run_statement(s.summary.ledger, accountants, recipe_.privacy.get_double("delta"),
+                                       approximation_allowed());
   }
+  for (const auto& caveat : statement.caveats) s.summary.ledger.add_caveat(caveat);
+  statement.caveats = s.summary.ledger.caveats();
+  s.write_ledger();  // with the caveats the evaluations may have added
+  const nlohmann::json& results = statement.results;
+  for (const auto& entry : results) {
+    if (!entry.contains("epsilon")) continue;
+    sdk::EpsilonResult r;
+    r.epsilon = entry["epsilon"].get<double>();
+    s.summary.privacy.push_back({entry["accountant"].get<std::string>(), r});
+  }
+  release::write_privacy_json(s.run_dir, release::run_privacy_json(statement, s.summary.ledger));
   const auto& caveats = s.summary.ledger.caveats();
 
   // summary.json: what `privdiff compare` tabulates; and the same, short, on the log.

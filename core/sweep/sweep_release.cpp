@@ -52,6 +52,15 @@ void export_selected(const SweepState& s, const release::PrivacyStatement& state
   write_model_export(e, out);
 }
 
+// A run's [[eval]] results, eval-0.json, eval-1.json, ... in order.
+std::vector<json> eval_results(const fs::path& run_dir) {
+  std::vector<json> results;
+  for (int e = 0; fs::is_regular_file(run_dir / ("eval-" + std::to_string(e) + ".json")); ++e) {
+    results.push_back(json::parse(sdk::read_file(run_dir / ("eval-" + std::to_string(e) + ".json"))));
+  }
+  return results;
+}
+
 // What every candidate left for the gate: its ledger and its [[eval]] results.
 std::vector<release::CandidateRecord> candidate_records(const SweepState& s, const fs::path& dir) {
   std::vector<release::CandidateRecord> records;
@@ -65,9 +74,7 @@ std::vector<release::CandidateRecord> candidate_records(const SweepState& s, con
       throw UsageError("sweep: release refused: candidate " + std::to_string(i) + "'s ledger cannot be read (" + e.what() +
                        "): the guarantee is computed from what every candidate spent");
     }
-    for (int e = 0; fs::is_regular_file(run_dir / ("eval-" + std::to_string(e) + ".json")); ++e) {
-      r.evals.push_back(json::parse(sdk::read_file(run_dir / ("eval-" + std::to_string(e) + ".json"))));
-    }
+    r.evals = eval_results(run_dir);
     records.push_back(std::move(r));
   }
   return records;
@@ -77,8 +84,7 @@ std::vector<release::CandidateRecord> candidate_records(const SweepState& s, con
 
 double candidate_score(const fs::path& run_dir, const std::string& metric) {
   std::string seen;
-  for (int e = 0; fs::is_regular_file(run_dir / ("eval-" + std::to_string(e) + ".json")); ++e) {
-    const json result = json::parse(sdk::read_file(run_dir / ("eval-" + std::to_string(e) + ".json")));
+  for (const json& result : eval_results(run_dir)) {
     for (const auto& [evaluator, scored] : result.at("evaluators").items()) {
       for (const auto& [name, value] : scored.at("metrics").items()) {
         if (metric == evaluator + "." + name && value.is_number()) return value.get<double>();
