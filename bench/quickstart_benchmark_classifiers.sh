@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 images="$run/samples/edm_heun-$samples-images-idx3-ubyte.gz"
 [ -s "$images" ] || "$privdiff" sample "$run" --count "$samples"
 start=$(date +%s)
-"$privdiff" eval "$images" --evaluator benchmark_classifiers --epochs "$epochs" \
+"$privdiff" eval "$images" --allow-near-duplicates --evaluator benchmark_classifiers --epochs "$epochs" \
   --set 'benchmark_classifiers.networks=["resnet","wrn"]' --set benchmark_classifiers.batch_size=64 --json > "$run/benchmark-classifiers.json"
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(json.dumps(r["evaluators"]["benchmark_classifiers"], indent=1)); print("seconds", sys.argv[2])' \
   "$run/benchmark-classifiers.json" "$(( $(date +%s) - start ))"

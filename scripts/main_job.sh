@@ -44,4 +44,4 @@ PY
 more=""
 [ "$count" = 10000 ] || more="; --count 10000: about $full min"
 echo "   next: $privdiff sample $out --count $count   (about $minutes min at the $rate images/s of samples.png$more)"
-echo "   then: $privdiff eval $out/samples/edm_heun-$count-images-idx3-ubyte.gz"
+echo "   then: $privdiff eval $out/samples/edm_heun-$count-images-idx3-ubyte.gz --allow-near-duplicates"

@@ -31,7 +31,7 @@ struct EvalArguments {
   std::string images, labels, real = "fashion-mnist", real_path, run, reference = "test", device = "auto";
   std::vector<std::string> evaluators, classifiers, overrides;  // the first two: comma-separated on the line
   std::int64_t epochs = 0, max_samples = 0, threads = 0, seed = 0;
-  bool json = false, real_given = false, allow_private = false;
+  bool json = false, real_given = false, allow_private = false, allow_near_duplicates = false;
 };
 
 /// The run a samples file belongs to: RUN/samples/PREFIX-images-idx3-ubyte.gz -> RUN.
@@ -128,6 +128,10 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions& global, int& exit
                "score against real data that holds records the run trained on privately (refused otherwise): its "
                "scores are noise-free statistics of them, and the run's guarantee then carries a caveat in "
                "ledger.json, privacy.json, summary.json, account and compare");
+  cmd->add_flag("--allow-near-duplicates", args->allow_near_duplicates,
+               "score against real data that holds near-duplicates (not copies) of the run's private records, "
+               "stating that they are independent pictures (as Fashion-MNIST's test split holds of some of its "
+               "training images): the run's guarantee then carries a caveat that says so");
   cmd->add_option("--classifiers", args->classifiers,
                   "shorthand for --set dpdm_classifiers.classifiers=[...]: comma-separated logreg, mlp, cnn")
       ->delimiter(',');
@@ -171,7 +175,8 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions& global, int& exit
     std::optional<PrivateRecordsGuard> guard;
     if (!run.empty() && is_run_directory(run)) {
       try {
-        guard.emplace(run, args->allow_private, record_key());
+        guard.emplace(run, args->allow_private, record_key(), earlier_run_data(registry), &log,
+                      args->allow_near_duplicates);
       } catch (const std::runtime_error& e) {
         throw UsageError(std::string("eval: ") + e.what());
       }

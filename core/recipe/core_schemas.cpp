@@ -79,7 +79,13 @@ const Schema& eval_schema() {
       .add(Key::integer("seed").at_least(0).defaults(0).doc("seed of the sampler noise and the classifiers"))
       .add(Key::string("reference").one_of({"held_out", "training"}).defaults("held_out")
                .doc("real data the scores are fitted to: held_out = the test split (disjoint from training); "
-                    "training = the training split, whose non-private statistics then put a caveat on the run"));
+                    "training = the training split, whose non-private statistics then put a caveat on the run"))
+      .add(Key::string("held_out_near_duplicates").one_of({"refuse", "caveat"}).defaults("refuse")
+               .doc("a held-out test split holding near-duplicates of records the run trains on privately (a "
+                    "copy changed by a grey level, shifted, rotated, cropped, resized or noisy): refused, or "
+                    "scored with a caveat on the run (your statement that they are independent pictures, as "
+                    "Fashion-MNIST's test split holds some of its training images'); see "
+                    "docs/privacy.md#data-identity"));
   return schema;
 }
 

@@ -4,14 +4,42 @@
 #include "run/run_ledger.hpp"
 #include "util/atomic_file.hpp"
 
+#include <algorithm>
+#include <map>
 #include <stdexcept>
 
 namespace privdiff::core {
 
 namespace fs = std::filesystem;
 
-PrivateRecordsGuard::PrivateRecordsGuard(fs::path run_dir, bool allowed, const RecordKey& key)
-    : run_dir_(std::move(run_dir)), allowed_(allowed), key_(key) {
+namespace {
+
+// Near-duplicates only (not copies) are what a standard benchmark's own test split holds of its training
+// split (Fashion-MNIST: 1%), so the way forward offered first is the statement that they are other pictures.
+std::string refusal(const std::string& split, const std::string& name, const std::string& shares, bool near_only) {
+  const std::string what = "the " + split + " split of " + name + " " + shares + ": scores fitted to it are " +
+                           (near_only ? "in part " : "") + "noise-free statistics of private records and would be "
+                           "published with the run; ";
+  if (near_only) {
+    return what + "if they are independent pictures (as Fashion-MNIST's test split holds of its training split), "
+                  "--allow-near-duplicates says so and the run carries a caveat (see docs/privacy.md#data-identity); "
+                  "otherwise score against other data (--real), or allow it with --allow-private-data (with a caveat)";
+  }
+  return what + "score against data the run did not train on (--reference test, or --real another dataset), or "
+                "allow it with --allow-private-data (the run's guarantee then carries a caveat everywhere it is "
+                "reported)";
+}
+
+}  // namespace
+
+PrivateRecordsGuard::PrivateRecordsGuard(fs::path run_dir, bool allowed, const RecordKey& key,
+                                         RunDataOpener open_run_data, std::ostream* log, bool near_duplicates_stated)
+    : run_dir_(std::move(run_dir)),
+      allowed_(allowed),
+      key_(key),
+      open_run_data_(std::move(open_run_data)),
+      log_(log),
+      near_duplicates_stated_(near_duplicates_stated) {
   std::error_code ec;
   const fs::path records = run_dir_ / record_sets_file;
   if (fs::is_regular_file(records, ec)) {
@@ -35,42 +63,88 @@ PrivateRecordsGuard::PrivateRecordsGuard(fs::path run_dir, bool allowed, const R
   }
 }
 
+const std::vector<ProtectedData>& PrivateRecordsGuard::protected_data() {
+  // The data of this run and of every run its private sets came from, opened from their recipes and
+  // matched to the sets by hash (a dataset that no longer holds a set's records is not its images).
+  if (protected_) return *protected_;
+  const auto place = [](const fs::path& run) {  // one name per directory, however it was written
+    std::error_code ec;
+    const fs::path canonical = fs::weakly_canonical(run, ec);
+    return ec ? run : canonical;
+  };
+  std::vector<fs::path> runs{place(run_dir_)};
+  for (const auto& set : *private_sets_) {
+    if (std::find(runs.begin(), runs.end(), place(set.origin)) == runs.end()) runs.push_back(place(set.origin));
+  }
+  std::vector<DatasetIdentity> identities;
+  std::map<std::string, std::string> unopened;  // run directory -> why
+  for (const auto& run : runs) {
+    try {
+      if (!open_run_data_) throw std::runtime_error("not opened by this command");
+      for (auto& data : open_run_data_(run)) {
+        identities.push_back(dataset_identity(*data));
+        opened_.push_back(std::move(data));
+      }
+    } catch (const std::exception& e) {
+      unopened[run.string()] = e.what();
+    }
+  }
+  protected_.emplace();
+  for (const auto& set : *private_sets_) {
+    ProtectedData data{"the data run " + set.origin + " trained on privately (" + set.description + ")", set, nullptr, ""};
+    for (std::size_t i = 0; i < identities.size() && !data.images; ++i) {
+      if (overlap(identities[i], set, key_).records > 0) data.images = opened_[i].get();
+    }
+    if (!data.images) {
+      const auto why = unopened.find(place(set.origin).string());
+      data.unopened = why != unopened.end() ? "its data cannot be opened: " + why->second
+                                             : "its recipe's data no longer hold these records";
+    }
+    protected_->push_back(std::move(data));
+  }
+  return *protected_;
+}
+
 void PrivateRecordsGuard::check(const std::string& split, const sdk::Dataset& data) {
-  std::string shares;
+  std::string shares, caveat;  // for the refusal (counts, record numbers) and for the written caveat
+  bool near_only = false;
   if (!private_sets_) {
-    shares = "cannot be compared with the data the run trained on privately (" + unknown_why_ + ")";
+    shares = caveat = "cannot be compared with the data the run trained on privately (" + unknown_why_ + ")";
   } else if (!private_sets_->empty()) {
-    const DatasetIdentity identity = dataset_identity(data);
-    for (const auto& set : *private_sets_) {
-      const Overlap o = overlap(identity, set, key_);
-      if (!o.known) {
-        shares = "cannot be compared with " + set.description + ", which run " + set.origin + " trained on privately "
-                 "(recorded under another record key than " + key_.file.string() + ")";
-        break;
-      }
-      if (o.records > 0) {
-        shares = "holds records that run " + set.origin + " trained on privately (" + set.description + ")";
-        break;
-      }
+    const Disjointness found = check_disjointness(data, protected_data(), key_, log_);
+    shares = found.finding(), caveat = found.summary();
+    if (found.disjoint() && !found.unopened.empty()) {
+      hashes_only_.push_back(split + " split of " + data.name() + " (" + found.checked() + ")");
+    }
+    near_only = found.nearest && found.shared == 0;
+    if (near_only && near_duplicates_stated_) {  // --allow-near-duplicates
+      stated_.push_back(split + " split of " + data.name() + " (" + caveat + ")");
+      return;
     }
   }
   if (shares.empty()) return;
-  if (!allowed_) {
-    throw std::invalid_argument(
-        "the " + split + " split of " + data.name() + " " + shares + ": scores fitted to it are noise-free statistics "
-        "of private records and would be published with the run; score against data the run did not train on "
-        "(--reference test, or --real another dataset), or allow it with --allow-private-data (the run's guarantee "
-        "then carries a caveat everywhere it is reported)");
-  }
-  private_splits_.push_back(split + " split of " + data.name() + " (" + shares + ")");
+  if (!allowed_) throw std::invalid_argument(refusal(split, data.name(), shares, near_only));
+  private_splits_.push_back(split + " split of " + data.name() + " (" + caveat + ")");
 }
 
 std::string PrivateRecordsGuard::caveat(const std::string& result_file) const {
-  if (private_splits_.empty()) return {};
-  std::string text = result_file + " (privdiff eval --allow-private-data): scored against";
-  for (std::size_t i = 0; i < private_splits_.size(); ++i) text += (i ? "; and the " : " the ") + private_splits_[i];
-  return text + ": its scores are noise-free statistics of private records, not covered by the guarantee; do not "
-                "publish them";
+  std::string text;  // empty unless something was let through on the user's word
+  if (!private_splits_.empty()) {
+    text = result_file + " (privdiff eval --allow-private-data): scored against";
+    for (std::size_t i = 0; i < private_splits_.size(); ++i) text += (i ? "; and the " : " the ") + private_splits_[i];
+    text += ": its scores are noise-free statistics of private records, not covered by the guarantee; do not "
+            "publish them";
+  }
+  for (const auto& split : stated_) {
+    text += (text.empty() ? "" : "; ") + result_file + " (privdiff eval --allow-near-duplicates): the " + split +
+            ": stated to be independent pictures; where they are copies, its scores are statistics of private "
+            "records, not covered by the guarantee";
+  }
+  for (const auto& split : hashes_only_) {
+    text += (text.empty() ? result_file + ": the " : "; " + result_file + ": the ") + split +
+            ": held out by hash only; where it holds near-copies of private records, its scores are statistics of them";
+  }
+  return text;
 }
 
 }  // namespace privdiff::core

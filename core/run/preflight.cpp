@@ -3,7 +3,7 @@
 // the privacy plan (privacy_plan.cpp), and warnings a researcher can act on.
 #include "run/run_session.hpp"
 
-#include "data/near_duplicates.hpp"
+#include "data/disjointness.hpp"
 #include "weights/safetensors_weights.hpp"
 #include "sample/sample_set.hpp"
 #include <privdiff/diffusion/pretrained_weights.hpp>
@@ -149,38 +149,39 @@ void RunOrchestrator::prepare_init_from(RunSession& s) {
 
 std::string RunOrchestrator::check_disjoint_statement(RunSession& s, const InitSource& source) const {
   // [run] init_from_disjoint: the user states that no one in this run's private data is in the data
-  // the source (or its ancestry) trained on. Hashes cannot refute that for a near-copy of a record
-  // (one changed pixel, a mirror image, a shift): the source's data are opened and compared.
-  if (!open_run_data_) return "not checked for near-duplicates: the source's data could not be opened here";
+  // the source (or its ancestry) trained on. The recorded hashes cannot refute that for a near-copy of
+  // a record, nor under another record key: the source's data are opened and compared with this run's
+  // by the data-identity service (plain hashes, then near-duplicates).
+  if (!open_run_data_) {
+    return std::string("not checked for near-duplicates: the source's data could not be opened here; not looked "
+                       "for: ") + near_duplicates_not_looked_for;
+  }
   std::vector<fs::path> runs{source.run_dir};
   for (const auto& set : source.records ? *source.records : std::vector<RecordSet>{}) {
     if (set.is_private && std::find(runs.begin(), runs.end(), fs::path(set.origin)) == runs.end()) runs.push_back(set.origin);
   }
-  const sdk::Dataset& mine = *s.datasets.at(s.private_data);
-  std::int64_t compared = 0;
-  std::string unchecked;
+  std::vector<std::unique_ptr<sdk::Dataset>> opened;
+  std::vector<ProtectedData> theirs;
   for (const auto& run : runs) {
-    std::vector<std::unique_ptr<sdk::Dataset>> theirs;
     try {
-      theirs = open_run_data_(run);
-    } catch (const std::exception& e) {
-      unchecked += (unchecked.empty() ? "" : "; ") + run.string() + ": " + e.what();
-      continue;
-    }
-    for (const auto& data : theirs) {
-      if (const auto pair = find_near_duplicate(mine, *data, near_duplicate_threshold, &s.log)) {
-        throw std::runtime_error(
-            "run.init_from_disjoint: you state that this run's private data share no one with the data " + run.string() +
-            " trained on, but record " + std::to_string(pair->first) + " of " + mine.name() + " and record " +
-            std::to_string(pair->second) + " of " + data->name() + " are near-duplicates (" + pair->how() +
-            "): remove the statement (the source's ledger is then carried), or the duplicates from the data "
-            "(see docs/privacy.md#data-identity)");
+      for (auto& data : open_run_data_(run)) {
+        theirs.push_back({data->name() + " of run " + run.string(), public_record_set(dataset_identity(*data), run),
+                          data.get(), ""});
+        opened.push_back(std::move(data));
       }
-      compared += data->size();
+    } catch (const std::exception& e) {
+      theirs.push_back({"the data of run " + run.string(), RecordSet{}, nullptr, e.what()});
     }
   }
-  std::string done = "no near-duplicate among " + std::to_string(compared) + " records of the source's data";
-  return unchecked.empty() ? done : done + "; not checked for near-duplicates: " + unchecked;
+  const sdk::Dataset& mine = *s.datasets.at(s.private_data);
+  const Disjointness found = check_disjointness(mine, theirs, RecordKey{}, &s.log);  // plain digests: no key
+  if (!found.disjoint()) {
+    throw std::runtime_error("run.init_from_disjoint: you state that this run's private data share no one with the "
+                             "data " + source.run_dir.string() + " trained on, but " + mine.name() + " " +
+                             found.finding() + ": remove the statement (the source's ledger is then carried), or the "
+                             "duplicates from the data (see docs/privacy.md#data-identity)");
+  }
+  return "no shared record or near-duplicate found: " + found.checked();
 }
 
 const DataSection* RunOrchestrator::eval_data() const {
@@ -216,8 +217,9 @@ void RunOrchestrator::check_eval_reference(RunSession& s) const {
 }
 
 void RunOrchestrator::check_test_split_is_held_out(RunSession& s, const DataSection& data, std::size_t e) const {
-  // By content, not by the split's name: a test split that holds records the run trains on privately
-  // would put noise-free statistics of them into eval.json (as privdiff eval refuses, with the same rule).
+  // By content, not by the split's name: a test split that holds records the run trains on privately,
+  // or near-copies of them, would put noise-free statistics of them into eval.json. The data-identity
+  // service decides, as it does for privdiff eval (evaluation_data_use.hpp) and sweeps' scores.
   std::unique_ptr<sdk::Dataset> opened;
   try {
     opened = open_dataset_(split_section(data, "test"));
@@ -225,14 +227,29 @@ void RunOrchestrator::check_test_split_is_held_out(RunSession& s, const DataSect
     throw std::runtime_error("eval[" + std::to_string(e) + "]: the held-out test split of '" + data.name +
                              "' cannot be opened: " + ex.what());
   }
-  const std::int64_t shared = shared_records(dataset_identity(*opened).records, s.identities.at(s.private_data).records);
-  if (shared > 0) {
-    throw std::runtime_error("eval[" + std::to_string(e) + "].reference: \"held_out\" scores against the test split "
-                             "of '" + data.name + "', but it holds records the run trains on privately (" +
-                             opened->name() + "); its scores would be noise-free statistics of them: score against "
-                             "data the run does not train on, or set reference = \"training\" (the run then "
-                             "carries a caveat)");
+  const sdk::Dataset& mine = *s.datasets.at(s.private_data);
+  const ProtectedData trained{"the data the run trains on privately (" + mine.name() + ")",
+                              public_record_set(s.identities.at(s.private_data), ""), &mine, ""};
+  const Disjointness found = check_disjointness(*opened, {trained}, RecordKey{}, &s.log);  // plain digests
+  if (found.disjoint()) return;
+  const std::string entry = "eval[" + std::to_string(e) + "]";
+  const bool stated = recipe_.evals[e].settings.get_string("held_out_near_duplicates") == "caveat";
+  if (found.shared == 0 && stated) {  // near-duplicates only, which the user states are other pictures
+    s.data_caveats.push_back("eval-" + std::to_string(e) + ".json: the held-out test split of '" + data.name + "' " +
+                             found.summary() + " ([[eval]] held_out_near_duplicates = \"caveat\": stated to be "
+                             "independent pictures); where they are copies, its scores are statistics of private "
+                             "records, not covered by the guarantee");
+    s.log << "warning: " << entry << ": the held-out test split " << found.summary() << "; scored anyway, with a "
+          << "caveat (held_out_near_duplicates = \"caveat\")\n";
+    return;
   }
+  throw std::runtime_error(entry + ".reference: \"held_out\" scores against the test split of '" + data.name +
+                           "', but it " + found.finding() + "; its scores would be noise-free statistics of them: "
+                           "score against data the run does not train on, or set reference = \"training\" (the run "
+                           "then carries a caveat)" +
+                           (found.shared == 0 ? ", or held_out_near_duplicates = \"caveat\" if they are independent "
+                                                "pictures (see docs/privacy.md#data-identity)"
+                                              : std::string()));
 }
 
 void RunOrchestrator::preflight(RunSession& s) {

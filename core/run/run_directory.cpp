@@ -131,6 +131,7 @@ void RunOrchestrator::open_run_directory(RunSession& s) {
     s.summary.ledger.add_caveat(private_diagnostics_caveat);
   }
   if (approximate_guarantee_) s.summary.ledger.add_caveat(release::approximation_caveat(recipe_.privacy.get_string("accountant")));
+  for (const auto& caveat : s.data_caveats) s.summary.ledger.add_caveat(caveat);
   s.write_ledger();
   if (s.writes()) s.metrics.open(s.metrics_path(), std::ios::app);
 }

@@ -16,6 +16,7 @@
 //                  private records, plain digests of public ones; data/record_set.hpp), written
 //                  before training
 
+#include "data/disjointness.hpp"
 #include "recipe/recipe.hpp"
 #include "run/composed_run.hpp"
 #include "run/init_from.hpp"
@@ -41,10 +42,6 @@ struct RunSession;  // one invocation's state (run_session.hpp)
 
 /// Opens one of the recipe's datasets (open_dataset with the registry, or a test's stand-in).
 using DatasetOpener = std::function<std::unique_ptr<sdk::Dataset>(const DataSection& data)>;
-
-/// Opens the datasets an earlier run's recorded recipe.toml names (for [run] init_from_disjoint's
-/// near-duplicate check). Throws std::runtime_error when they cannot be opened.
-using RunDataOpener = std::function<std::vector<std::unique_ptr<sdk::Dataset>>(const std::filesystem::path& run_dir)>;
 
 struct AccountantResult {
   std::string accountant;

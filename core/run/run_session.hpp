@@ -53,6 +53,7 @@ struct RunSession {
   bool carry = false;              // its ledger is carried into this run's
   std::string carry_reason;
   std::vector<std::string> init_caveats;  // what [run] init_from_disjoint waived
+  std::vector<std::string> data_caveats;  // what pre-flight's data checks let through on the user's word
   std::vector<RecordSet> record_sets;     // what the run trained on by content, with the ancestry's
   std::string recipe_sha;
   std::optional<LoadedCheckpoint> resumed;

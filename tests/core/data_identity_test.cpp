@@ -1,11 +1,15 @@
 // Data identity by content (core/data/): SipHash-2-4 against its reference vectors, record digests
 // that ignore order, names and labels, keyed private record sets (no plain digest, padded to N,
-// incomparable under another key), their file format and its damage checks.
+// incomparable under another key), their file format and its damage checks; near-duplicates under what
+// pipelines do to images, and the data-identity service that combines them (disjointness.hpp).
 #include "data/dataset_identity.hpp"
+#include "data/disjointness.hpp"
 #include "data/near_duplicates.hpp"
 #include "data/record_key.hpp"
 #include "data/record_set.hpp"
 #include "data/siphash.hpp"
+
+#include "image_changes.hpp"
 
 #include <privdiff/data/image_dataset.hpp>
 
@@ -132,12 +136,12 @@ TEST(RecordKey, IsMadeOnceOwnerOnlyAndADamagedOneIsRefused) {
   fs::remove_all(dir);
 }
 
-// Near-duplicates (issue 36): what the hashes cannot see — a changed pixel, a mirror image, a
-// one-pixel shift, another brightness and contrast, another size — found and named; other images
-// are not near-duplicates of each other.
+// Near-duplicates (issues 36, 50): what the hashes cannot see — a changed grey level, a mirror image,
+// shifts, rotations, crops, padding, resizing, noise, another brightness, contrast or size — found and
+// named; other images are not near-duplicates of each other.
 namespace {
 
-// Smooth random images (shapes, like photographs, not noise): [n, c, h, w] bytes.
+// Smooth random images (shapes, like photographs, not noise) filling the frame: [n, c, h, w] bytes.
 at::Tensor smooth_images(std::int64_t n, std::int64_t c, std::int64_t side, std::uint64_t seed) {
   at::manual_seed(seed);
   const at::Tensor coarse = at::rand({n, c, side / 4, side / 4});
@@ -145,9 +149,29 @@ at::Tensor smooth_images(std::int64_t n, std::int64_t c, std::int64_t side, std:
   return (fine.clamp(0, 1) * 255).round().to(at::kByte);
 }
 
+// Objects on black, as Fashion-MNIST photographs its products: smooth random texture inside an ellipse
+// of random size and place near the middle, [n, 1, 28, 28] bytes.
+at::Tensor object_images(std::int64_t n, std::uint64_t seed) {
+  at::manual_seed(seed);
+  const at::Tensor texture = at::upsample_bilinear2d(at::rand({n, 1, 8, 8}), {28, 28}, false);
+  const at::Tensor c = (at::arange(28, at::kFloat) - 13.5).view({1, 1, 1, 28});
+  const at::Tensor rx = 8 + 5 * at::rand({n, 1, 1, 1}), ry = 9 + 4 * at::rand({n, 1, 1, 1});
+  const at::Tensor cx = 2 * at::rand({n, 1, 1, 1}) - 1, cy = 2 * at::rand({n, 1, 1, 1}) - 1;
+  const at::Tensor inside = ((c - cx) / rx).pow(2) + ((c.transpose(2, 3) - cy) / ry).pow(2);
+  const at::Tensor mask = at::sigmoid((1 - inside) * 8);
+  return ((0.25 + 0.75 * texture) * mask * 255).round().to(at::kByte);
+}
+
 std::optional<NearDuplicate> near(const at::Tensor& a, const at::Tensor& b) {
   const auto labels = [](const at::Tensor& x) { return at::zeros({x.size(0)}, at::kLong); };
   return find_near_duplicate(*images(a, labels(a), "a"), *images(b, labels(b), "b"));
+}
+
+// b: 200 other objects with `copy` (a changed copy of a[123]) at 45.
+at::Tensor others_with(const at::Tensor& copy) {
+  at::Tensor b = object_images(200, 2);
+  b[45].copy_(copy);
+  return b;
 }
 
 }  // namespace
@@ -156,6 +180,8 @@ TEST(NearDuplicates, OtherImagesAreNone) {
   const at::Tensor a = smooth_images(300, 1, 28, 1), b = smooth_images(300, 1, 28, 2);
   EXPECT_FALSE(near(a, b).has_value());
   EXPECT_FALSE(near(smooth_images(50, 3, 32, 3), smooth_images(50, 3, 32, 4)).has_value());
+  const auto objects = near(object_images(300, 1), object_images(300, 2));
+  EXPECT_FALSE(objects.has_value()) << objects->first << " / " << objects->second << ": " << objects->how();
 }
 
 TEST(NearDuplicates, ChangedPixelsMirrorsShiftsContrastAndSizeAreFound) {
@@ -180,13 +206,11 @@ TEST(NearDuplicates, ChangedPixelsMirrorsShiftsContrastAndSizeAreFound) {
   EXPECT_TRUE(found->mirrored);
   EXPECT_EQ(found->how().rfind("a mirror image, correlation 1.0000", 0), 0u) << found->how();
 
-  at::Tensor moved = at::zeros_like(a[123]);
-  moved.narrow(1, 1, 27).copy_(a[123].narrow(1, 0, 27));  // one row down
-  found = near(a, with(moved));
+  found = near(a, with(image_changes::shifted(a.narrow(0, 123, 1), 0, 1)[0]));  // one row down
   ASSERT_TRUE(found.has_value());
   EXPECT_EQ(found->shift_y, 1);
   EXPECT_EQ(found->shift_x, 0);
-  EXPECT_NE(found->how().find("shifted by (0, 1) pixels"), std::string::npos) << found->how();
+  EXPECT_NE(found->how().find("the same image shifted by (0, 1) pixels"), std::string::npos) << found->how();
 
   const at::Tensor dimmer = (a[123].to(at::kFloat) * 0.6 + 20).round().to(at::kByte);
   found = near(a, with(dimmer));
@@ -198,4 +222,100 @@ TEST(NearDuplicates, ChangedPixelsMirrorsShiftsContrastAndSizeAreFound) {
   found = near(big, a);
   ASSERT_TRUE(found.has_value());
   EXPECT_EQ(found->first, found->second);
+}
+
+// What the field's pipelines do to a record (issue 50): each change of one object among 200 others is
+// found as that object, with the transform that undoes it.
+TEST(NearDuplicates, ShiftsRotationsCropsPaddingResizingAndNoiseAreFound) {
+  using namespace privdiff::image_changes;
+  const at::Tensor a = object_images(150, 1);
+  const at::Tensor one = a.narrow(0, 123, 1);
+  struct Case {
+    const char* name;
+    at::Tensor b;
+    double rotation, scale;  // expected, within 2 degrees (3 degrees may read as none) and 0.04
+  };
+  const std::vector<Case> cases{
+      {"one grey level up", others_with(one_grey_level(one)[0]), 0, 1},
+      {"shift (2, 0)", others_with(shifted(one, 2, 0)[0]), 0, 1},
+      {"shift (-2, 2)", others_with(shifted(one, -2, 2)[0]), 0, 1},
+      {"rotation 3", others_with(rotated(one, 3)[0]), 3, 1},
+      {"rotation -7", others_with(rotated(one, -7)[0]), -7, 1},
+      {"rotation 10", others_with(rotated(one, 10)[0]), 10, 1},
+      {"crop 2 per side", others_with(cropped(one, 2, 2, 2, 2)[0]), 0, 28.0 / 24},
+      {"crop 2 left and top", others_with(cropped(one, 2, 2, 0, 0)[0]), 0, 28.0 / 26},
+      {"noise 25", others_with(noisy(one, 25, 7)[0]), 0, 1},
+      // Another size: compared at 28 x 28, padding to 32 shrinks the content by 28 / 32.
+      {"padded to 32", padded(others_with(one[0]), 32), 0, 28.0 / 32},
+      {"resized to 32", resized(others_with(one[0]), 32), 0, 1},
+  };
+  for (const auto& c : cases) {
+    const auto found = near(a, c.b);
+    ASSERT_TRUE(found.has_value()) << c.name;
+    EXPECT_EQ(found->first, 123) << c.name;
+    EXPECT_EQ(found->second, 45) << c.name;
+    EXPECT_FALSE(found->mirrored) << c.name;
+    if (std::abs(c.rotation) > 5) {
+      EXPECT_NEAR(found->rotation, c.rotation, 2) << c.name << ": " << found->how();
+    }
+    EXPECT_NEAR(found->scale, c.scale, 0.04) << c.name << ": " << found->how();
+  }
+  const auto turned = near(a, others_with(rotated(one, 8)[0]));
+  ASSERT_TRUE(turned.has_value());
+  EXPECT_NE(turned->how().find("rotated clockwise by"), std::string::npos) << turned->how();
+}
+
+// The data-identity service (data/disjointness.hpp): hashes first, then near-duplicates, and an answer
+// that says what it looked for and what not.
+namespace {
+
+ProtectedData protect(const sdk::Dataset& data, const std::string& description, bool with_images) {
+  return {description, public_record_set(dataset_identity(data), "run"), with_images ? &data : nullptr,
+          with_images ? "" : "its data cannot be opened: gone"};
+}
+
+}  // namespace
+
+TEST(Disjointness, SharedRecordsThenNearCopiesAreFoundAndWhatWasNotCheckedIsSaid) {
+  const at::Tensor bytes = object_images(100, 1);
+  const auto labels = at::zeros({100}, at::kLong);
+  const auto secret = images(bytes, labels, "secret");
+  const std::vector<ProtectedData> opened{protect(*secret, "the private data", true)};
+  const RecordKey key = key_from(1, "one");
+
+  const auto copies = images(bytes.narrow(0, 10, 5).clone(), at::zeros({5}, at::kLong), "copies");
+  Disjointness d = check_disjointness(*copies, opened, key);
+  EXPECT_FALSE(d.disjoint());
+  EXPECT_EQ(d.shared, 5);
+  EXPECT_EQ(d.finding(), "holds 5 records of the private data");
+  EXPECT_EQ(d.summary(), "holds records of the private data");
+
+  // The audit's held-out split: other records, and copies of private ones each one grey level up.
+  at::Tensor split = object_images(30, 3);
+  split.narrow(0, 0, 4).copy_(image_changes::one_grey_level(bytes.narrow(0, 20, 4)));
+  const auto held_out = images(split, at::zeros({30}, at::kLong), "held out");
+  d = check_disjointness(*held_out, opened, key);
+  EXPECT_FALSE(d.disjoint());
+  EXPECT_EQ(d.shared, 0);
+  EXPECT_EQ(d.near_copies, 4);
+  ASSERT_TRUE(d.nearest.has_value());
+  EXPECT_EQ(d.nearest->second, d.nearest->first + 20);
+  EXPECT_EQ(d.finding().rfind("holds 4 records that are near-duplicates of records of the private data (e.g. its "
+                              "record ", 0), 0u) << d.finding();
+  EXPECT_EQ(d.summary(), "holds near-duplicates of records of the private data");  // no record numbers
+  EXPECT_NE(d.checked().find("not looked for: larger crops"), std::string::npos) << d.checked();
+
+  // Private images that cannot be opened: the hashes alone decide, and the answer says so.
+  d = check_disjointness(*held_out, {protect(*secret, "the private data", false)}, key);
+  EXPECT_TRUE(d.disjoint());
+  EXPECT_NE(d.checked().find("not checked for near-duplicates against the private data (its data cannot be opened: "
+                             "gone)"), std::string::npos) << d.checked();
+
+  // Keyed sets under another key cannot be compared: that is not disjoint.
+  const RecordSet keyed = private_record_set(dataset_identity(*secret), key, "run");
+  d = check_disjointness(*held_out, {{"the keyed data", keyed, secret.get(), ""}}, key_from(2, "two"));
+  EXPECT_FALSE(d.disjoint());
+  EXPECT_EQ(d.finding().rfind("cannot be compared with the keyed data (recorded under another record key", 0), 0u);
+  d = check_disjointness(*held_out, {{"the keyed data", keyed, secret.get(), ""}}, key);
+  EXPECT_EQ(d.near_copies, 4);  // under its own key: compared, then near-copies found
 }
