@@ -13,7 +13,8 @@ namespace {
 
 using nlohmann::json;
 using sdk::selection::CandidateCount;
-const auto conversion = sdk::rdp::Conversion::improved;
+const auto conversion = sweep_conversion;
+const auto delta_hat_source = sweep_delta_hat_source;
 
 std::string text(double v) {
   std::ostringstream out;
@@ -71,7 +72,7 @@ void check_budgets(const SweepState& s, const std::vector<CandidateRecord>& reco
     }
     const auto curve = sdk::selection::candidate_curve(spent, orders);
     for (std::size_t k = 0; k < orders.size(); ++k) worst.rdp[k] = std::max(worst.rdp[k], curve.rdp[k]);
-    if (sdk::selection::within_budget(s.count, s.budget, spent, orders, conversion)) continue;
+    if (sdk::selection::within_budget(s.count, s.budget, spent, orders, conversion, delta_hat_source)) continue;
     if (over.empty()) at_order = sdk::rdp::event_rdp(spent, {s.budget.order}).front();
     over.push_back(r.index);
   }
@@ -93,7 +94,7 @@ std::string selection_theorem(const CandidateCount& c) {
   if (c.kind == CandidateCount::Kind::truncated_negative_binomial) {
     return "Papernot & Steinke 2022, Theorem 2 (RDP), converted at its order";
   }
-  if (c.kind == CandidateCount::Kind::poisson) return "Papernot & Steinke 2022, Theorem 6 (RDP), converted at its order";
+  if (c.kind == CandidateCount::Kind::poisson) return "Papernot & Steinke 2022, Theorem 6 (RDP; delta_hat: the smaller of the RDP and PRV bounds), converted at its order";
   return "composition of the K candidates (a fixed K: no selection theorem applies)";
 }
 

@@ -17,6 +17,11 @@
 
 namespace privdiff::core {
 
+/// How a sweep converts RDP to (epsilon, delta), and where Theorem 6's delta_hat comes from: the plan and
+/// the release gate must use the same (a candidate calibrated to the PRV bound exceeds the RDP one).
+inline constexpr auto sweep_conversion = sdk::rdp::Conversion::improved;
+inline constexpr auto sweep_delta_hat_source = sdk::selection::DeltaHatSource::rdp_and_prv;
+
 struct SweepCandidate {
   std::map<std::string, std::string> values;  ///< the searched keys' values (--set KEY=VALUE)
   double noise_multiplier = 0;                ///< calibrated to the sweep's per-candidate budget

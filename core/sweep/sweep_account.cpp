@@ -18,7 +18,7 @@ nlohmann::json account_sweep_directory(const std::filesystem::path& dir) {
   } catch (const std::exception& e) {
     throw UsageError(e.what());
   }
-  const double epsilon = sdk::selection::selection_epsilon(s.count, s.budget, s.delta, sdk::rdp::Conversion::improved);
+  const double epsilon = sdk::selection::selection_epsilon(s.count, s.budget, s.delta, sweep_conversion);
   return {{"sweep", dir.string()},
           {"epsilon", epsilon},
           {"delta", s.delta},

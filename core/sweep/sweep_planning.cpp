@@ -16,7 +16,8 @@ namespace privdiff::core {
 namespace {
 
 using sdk::selection::CandidateCount;
-const auto conversion = sdk::rdp::Conversion::improved;
+const auto conversion = sweep_conversion;
+const auto delta_hat_source = sweep_delta_hat_source;
 
 // A recipe's spending as a function of its "auto" stage's noise multiplier (and the stage's index).
 struct Spending {
@@ -80,7 +81,7 @@ std::unique_ptr<Spending> spending_of(const SweepState& s, const std::vector<std
 sdk::selection::BestBudget reference_budget(const CandidateCount& count, const Spending& reference) {
   const auto& orders = sdk::rdp::default_orders();
   auto best_at = [&](double sigma) {
-    return sdk::selection::best_budget(count, sdk::selection::candidate_curve(reference.events(sigma), orders),
+    return sdk::selection::best_budget(count, sdk::selection::candidate_curve(reference.events(sigma), orders, delta_hat_source),
                                        reference.delta, conversion);
   };
   double low = 0, high = 1;
@@ -183,7 +184,8 @@ void plan_sweep(SweepState& state, const std::vector<std::string>& plugin_paths,
     SweepCandidate c;
     for (const auto& p : space) c.values[p.key] = draw_sweep_value(p, rng);
     const auto spending = spending_of(state, with_values(state.overrides, c.values), plugin_paths);
-    c.noise_multiplier = sdk::selection::calibrate_candidate(state.count, state.budget, spending->events, orders, conversion);
+    c.noise_multiplier = sdk::selection::calibrate_candidate(state.count, state.budget, spending->events, orders, conversion,
+                                                             delta_hat_source);
     c.single_run_epsilon = sdk::rdp::epsilon(orders, sdk::rdp::event_rdp(spending->events(c.noise_multiplier), orders),
                                              state.delta, conversion).epsilon;
     state.candidates.push_back(std::move(c));

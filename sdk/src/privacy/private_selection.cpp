@@ -1,5 +1,10 @@
 #include <privdiff/privacy/private_selection.hpp>
 
+#include <privdiff/privacy/gaussian_steps.hpp>
+#include <privdiff/privacy/prv_composition.hpp>
+
+#include <algorithm>
+
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -102,18 +107,69 @@ double selection_epsilon(const CandidateCount& c, const CandidateBudget& b, doub
   return rdp::epsilon({b.order}, {selection_rdp(c, b)}, delta, conversion).epsilon;
 }
 
-CandidateCurve candidate_curve(const PrivacyEvent& candidate, const std::vector<double>& orders) {
-  return {orders, rdp::event_rdp(candidate, orders)};
+double prv_delta_hat(const PrivacyEvent& candidate, double eps_hat) {
+  if (!(eps_hat > 0)) throw std::invalid_argument("selection: eps_hat must be > 0");
+  if (!non_gaussian_reason(candidate).empty()) return std::numeric_limits<double>::infinity();
+  const auto steps = gaussian_steps(candidate);
+  if (steps.empty()) return 0;
+  for (const auto& s : steps) {
+    if (s.noise_multiplier == 0) return 1;
+  }
+  constexpr double truncated_mass = 1e-12;
+  return prv::PrvComposition(steps, eps_hat / 100, truncated_mass, {false, eps_hat}).delta_upper(eps_hat);
 }
+
+double candidate_delta_hat(const PrivacyEvent& candidate, double order, const std::vector<double>& orders,
+                           rdp::Conversion conversion, DeltaHatSource source) {
+  const double eps_hat = std::log1p(1 / (order - 1));
+  const double from_rdp = rdp::delta(orders, rdp::event_rdp(candidate, orders), eps_hat, conversion);
+  return source == DeltaHatSource::rdp ? from_rdp : std::min(from_rdp, prv_delta_hat(candidate, eps_hat));
+}
+
+CandidateCurve candidate_curve(const PrivacyEvent& candidate, const std::vector<double>& orders, DeltaHatSource source) {
+  CandidateCurve curve{orders, rdp::event_rdp(candidate, orders), {}};
+  if (source == DeltaHatSource::rdp_and_prv) {
+    curve.prv_delta = [candidate](double eps_hat) { return prv_delta_hat(candidate, eps_hat); };
+  }
+  return curve;
+}
+
+namespace {
+
+// Theorem 6 at each order, the PRV bound (a composition each) asked only at orders that could still win:
+// with delta_hat = 0 an order's epsilon is a lower bound on what it gives, so orders are tried from the
+// lowest such bound up, until one cannot beat the best so far.
+BestBudget best_poisson_budget(const CandidateCount& c, const CandidateCurve& curve, double delta, rdp::Conversion conversion) {
+  const auto& o = curve.orders;
+  std::vector<std::pair<double, std::size_t>> floors;
+  for (std::size_t i = 0; i < o.size(); ++i) {
+    if (!(o[i] > 1) || std::isinf(curve.rdp[i])) continue;
+    floors.emplace_back(selection_epsilon(c, {o[i], curve.rdp[i]}, delta, conversion), i);
+  }
+  std::sort(floors.begin(), floors.end());
+  BestBudget best{{}, std::numeric_limits<double>::infinity()};
+  for (const auto& [floor, i] : floors) {
+    if (!(floor < best.epsilon)) break;
+    const double eps_hat = std::log1p(1 / (o[i] - 1));
+    CandidateBudget b{o[i], curve.rdp[i]};
+    b.delta_hat = rdp::delta(o, curve.rdp, eps_hat, conversion);
+    if (curve.prv_delta) b.delta_hat = std::min(b.delta_hat, curve.prv_delta(eps_hat));
+    const double eps = selection_epsilon(c, b, delta, conversion);
+    if (eps < best.epsilon) best = {b, eps};
+  }
+  return best;
+}
+
+}  // namespace
 
 BestBudget best_budget(const CandidateCount& c, const CandidateCurve& curve, double delta, rdp::Conversion conversion) {
   check(c);
   BestBudget best{{}, std::numeric_limits<double>::infinity()};
+  if (c.kind == Kind::poisson) best = best_poisson_budget(c, curve, delta, conversion);
   const auto& o = curve.orders;
-  for (std::size_t i = 0; i < o.size(); ++i) {
+  for (std::size_t i = 0; i < o.size() && c.kind != Kind::poisson; ++i) {
     if (!(o[i] > 1) || std::isinf(curve.rdp[i])) continue;
     CandidateBudget b{o[i], curve.rdp[i]};
-    if (c.kind == Kind::poisson) b.delta_hat = rdp::delta(o, curve.rdp, std::log1p(1 / (o[i] - 1)), conversion);
     const std::size_t hats = c.kind == Kind::truncated_negative_binomial ? o.size() : 1;
     for (std::size_t j = 0; j < hats; ++j) {
       if (c.kind == Kind::truncated_negative_binomial) {
@@ -130,20 +186,20 @@ BestBudget best_budget(const CandidateCount& c, const CandidateCurve& curve, dou
 }
 
 bool within_budget(const CandidateCount& c, const CandidateBudget& b, const PrivacyEvent& candidate,
-                   const std::vector<double>& orders, rdp::Conversion conversion) {
+                   const std::vector<double>& orders, rdp::Conversion conversion, DeltaHatSource source) {
   const auto at = rdp::event_rdp(candidate, {b.order});
   if (!(at[0] <= b.rdp)) return false;
   if (c.kind == Kind::truncated_negative_binomial && !(rdp::event_rdp(candidate, {b.order_hat})[0] <= b.rdp_hat)) return false;
-  if (c.kind == Kind::poisson) {
-    const auto curve = rdp::event_rdp(candidate, orders);
-    if (!(rdp::delta(orders, curve, std::log1p(1 / (b.order - 1)), conversion) <= b.delta_hat)) return false;
+  if (c.kind == Kind::poisson && !(candidate_delta_hat(candidate, b.order, orders, conversion, source) <= b.delta_hat)) {
+    return false;
   }
   return true;
 }
 
 double calibrate_candidate(const CandidateCount& c, const CandidateBudget& b, const std::function<PrivacyEvent(double)>& events,
-                           const std::vector<double>& orders, rdp::Conversion conversion, double tolerance, double max_sigma) {
-  auto fits = [&](double sigma) { return within_budget(c, b, events(sigma), orders, conversion); };
+                           const std::vector<double>& orders, rdp::Conversion conversion, DeltaHatSource source,
+                           double tolerance, double max_sigma) {
+  auto fits = [&](double sigma) { return within_budget(c, b, events(sigma), orders, conversion, source); };
   if (!fits(max_sigma)) {
     throw std::runtime_error("selection: even noise multiplier " + std::to_string(max_sigma) +
                              " spends more than the sweep's per-candidate budget");

@@ -56,30 +56,51 @@ PRIVDIFF_SDK_API double selection_rdp(const CandidateCount& count, const Candida
 PRIVDIFF_SDK_API double selection_epsilon(const CandidateCount& count, const CandidateBudget& budget, double delta,
                                           rdp::Conversion conversion);
 
-/// A candidate's RDP curve and what it implies for a budget.
+/// Where Theorem 6's delta_hat (a candidate's delta at eps_hat) comes from: its RDP curve through the
+/// conversion, or the smaller of that and the PRV accountant's upper bound (Gopi, Lee & Wutschitz 2021)
+/// where the candidate is made of Gaussian steps. Both are upper bounds, so their minimum is one; PRV is
+/// much tighter at the small eps_hat the theorem needs (log1p(1/(lambda - 1)): 0.05 at order 21).
+enum class DeltaHatSource { rdp, rdp_and_prv };
+
+/// A candidate's RDP curve and what it implies for a budget; with_prv: delta_hat(eps_hat) from the PRV
+/// accountant too (DeltaHatSource::rdp_and_prv), for Poisson counts.
 struct CandidateCurve {
   std::vector<double> orders, rdp;
+  std::function<double(double eps_hat)> prv_delta;  ///< empty: RDP only
 };
-PRIVDIFF_SDK_API CandidateCurve candidate_curve(const PrivacyEvent& candidate, const std::vector<double>& orders);
+PRIVDIFF_SDK_API CandidateCurve candidate_curve(const PrivacyEvent& candidate, const std::vector<double>& orders,
+                                                DeltaHatSource source = DeltaHatSource::rdp);
+
+/// The PRV accountant's upper bound on `candidate`'s delta at `eps_hat` (> 0), its grid refined to 1% of
+/// eps_hat (the bound is the estimate at eps_hat less the mesh, plus the truncated mass, 1e-12); +inf
+/// where the candidate is not made of Gaussian steps; 1 where a step has no noise.
+PRIVDIFF_SDK_API double prv_delta_hat(const PrivacyEvent& candidate, double eps_hat);
+
+/// Theorem 6's delta_hat of `candidate` at the budget order `order` (eps_hat = log1p(1/(order - 1))).
+PRIVDIFF_SDK_API double candidate_delta_hat(const PrivacyEvent& candidate, double order, const std::vector<double>& orders,
+                                            rdp::Conversion conversion, DeltaHatSource source);
 
 /// The budget a candidate with this curve spends that gives the smallest selection epsilon at
-/// `delta`: over the order pairs (truncated negative binomial) or the orders (Poisson, fixed).
+/// `delta`: over the order pairs (truncated negative binomial) or the orders (Poisson, with the curve's
+/// delta_hat source; fixed).
 struct BestBudget {
   CandidateBudget budget;
   double epsilon = 0;
 };
 PRIVDIFF_SDK_API BestBudget best_budget(const CandidateCount& count, const CandidateCurve& curve, double delta,
                                         rdp::Conversion conversion);
-/// Whether a candidate spends at most `budget` (its RDP at the budget's orders; for Poisson its delta
-/// at eps_hat over `orders`).
+/// Whether a candidate spends at most `budget` (its RDP at the budget's orders; for Poisson its delta_hat
+/// from `source`, its RDP over `orders`).
 PRIVDIFF_SDK_API bool within_budget(const CandidateCount& count, const CandidateBudget& budget, const PrivacyEvent& candidate,
-                                    const std::vector<double>& orders, rdp::Conversion conversion);
+                                    const std::vector<double>& orders, rdp::Conversion conversion,
+                                    DeltaHatSource source = DeltaHatSource::rdp);
 
 /// The smallest noise multiplier (to a relative `tolerance`) whose candidate stays within `budget`;
 /// `events(sigma)` is what the candidate spends. Throws std::runtime_error when even `max_sigma` does not.
 PRIVDIFF_SDK_API double calibrate_candidate(const CandidateCount& count, const CandidateBudget& budget,
                                             const std::function<PrivacyEvent(double)>& events,
                                             const std::vector<double>& orders, rdp::Conversion conversion,
-                                            double tolerance = 1e-4, double max_sigma = 1e4);
+                                            DeltaHatSource source = DeltaHatSource::rdp, double tolerance = 1e-4,
+                                            double max_sigma = 1e4);
 
 }  // namespace privdiff::sdk::selection
