@@ -8,7 +8,7 @@
 //   privdiff account RUN_DIR [--delta D] [--accountant ID]... [--json]
 #include "cli/command_setup.hpp"
 #include "cli/commands.hpp"
-#include "release/privacy_statement.hpp"
+#include "release/accounting_query.hpp"
 #include "selection/sweep_report.hpp"
 #include "sweep/sweep_account.hpp"
 #include "recipe/suggest.hpp"
@@ -16,7 +16,6 @@
 #include "run/run_ledger.hpp"
 
 #include <privdiff/components/accountant.hpp>
-#include <privdiff/privacy/calibration.hpp>
 #include <privdiff/privacy/event_json.hpp>
 
 #include <nlohmann/json.hpp>
@@ -31,7 +30,6 @@ namespace privdiff::core::cli {
 
 namespace {
 
-using sdk::ComponentKind;
 using sdk::PrivacyEvent;
 
 struct AccountArgs {
@@ -107,44 +105,6 @@ PrivacyEvent schedule_event(const std::vector<Schedule>& schedules) {
   return parts.size() == 1 ? parts.front() : PrivacyEvent::composed(std::move(parts));
 }
 
-struct Target {
-  std::string id;
-  std::unique_ptr<sdk::Accountant> accountant;
-};
-
-std::vector<Target> make_accountants(const ComponentRegistry& registry, const AccountArgs& args) {
-  std::vector<std::string> ids = args.accountants.empty() ? registry.ids(ComponentKind::accountant) : args.accountants;
-  if (ids.empty()) throw std::runtime_error("no accountant plugins are installed (see `privdiff plugins list`)");
-  std::vector<Target> out;
-  for (const auto& id : ids) {
-    auto found = registry.find(ComponentKind::accountant, id);
-    if (!found) {
-      const auto available = registry.ids(ComponentKind::accountant);
-      std::string hint = registry.refused_hint(id);
-      throw UsageError("--accountant: unknown accountant '" + id + "'" + did_you_mean(id, available) +
-                       "; available accountants: " + join(available) + (hint.empty() ? "" : "; " + hint));
-    }
-    std::map<std::string, sdk::ConfigValue> values;
-    if (found->registration->schema.find("conversion")) values["conversion"] = args.conversion;
-    const sdk::Config config = sdk::make_config(found->registration->schema, "accountants." + id, values);
-    out.push_back({id, create_component<sdk::Accountant>(registry, id, config)});
-  }
-  return out;
-}
-
-nlohmann::json result_json(const Target& t, const sdk::EpsilonResult& r, double delta) {
-  nlohmann::json j = {{"accountant", t.id}, {"epsilon", r.epsilon}, {"delta", delta}};
-  for (const auto& [k, v] : r.details) j[k] = v;
-  std::vector<std::string> warnings = r.warnings;
-  if (!release::certifies_upper_bound(*t.accountant, r)) {
-    j["upper_bound"] = false;
-    warnings.push_back(t.id + " is an approximation, not an upper bound on epsilon: a run refuses it as its "
-                       "calibrating accountant unless [privacy] allow_approximate_accountant = true");
-  }
-  if (!warnings.empty()) j["warnings"] = warnings;
-  return j;
-}
-
 std::string details_text(const nlohmann::json& j) {
   std::string out;
   for (const auto& [k, v] : j.items()) {
@@ -170,30 +130,6 @@ void print_table(const nlohmann::json& results, bool calibrated) {
       for (const auto& w : r["warnings"]) std::cout << "  warning: " << w.get<std::string>() << "\n";
     }
   }
-}
-
-// The events of a calibration: what was spent before (`earlier`, e.g. DP-FETA's central-image
-// queries; no_op when none), then the schedule at noise multiplier `sigma`.
-PrivacyEvent after(const PrivacyEvent& earlier, const Schedule& schedule, double sigma) {
-  const PrivacyEvent final_schedule = schedule_event({{sigma, schedule.q, schedule.steps}});
-  if (earlier.kind() == PrivacyEvent::Kind::no_op) return final_schedule;
-  return PrivacyEvent::composed({earlier, final_schedule});
-}
-
-nlohmann::json evaluate(const Target& t, const AccountArgs& args, const PrivacyEvent& event, const Schedule& schedule,
-                        bool has_epsilon) {
-  if (args.calibrate) {
-    const double tolerance = args.o_tolerance->count() ? args.tolerance : (t.id == "prv" ? 1e-4 : 1e-10);
-    auto events = [&](double sigma) { return after(event, schedule, sigma); };
-    const auto c = sdk::calibrate_noise_multiplier(*t.accountant, events, args.epsilon, args.delta, tolerance);
-    nlohmann::json j = result_json(t, t.accountant->epsilon(events(c.noise_multiplier), args.delta), args.delta);
-    j["noise_multiplier"] = c.noise_multiplier;
-    return j;
-  }
-  if (has_epsilon) {
-    return {{"accountant", t.id}, {"epsilon", args.epsilon}, {"delta", t.accountant->delta(event, args.epsilon)}};
-  }
-  return result_json(t, t.accountant->epsilon(event, args.delta), args.delta);
 }
 
 // A sweep directory: its guarantee (core/sweep/sweep_account.hpp), printed.
@@ -288,37 +224,21 @@ void run_account(const GlobalOptions& global, AccountArgs& args) {
     throw UsageError("--conversion must be improved or classic, got '" + args.conversion + "'");
   }
 
+  release::AccountingQuestion question;
+  question.spent = event;
+  question.delta = args.delta;
+  if (has_epsilon && !args.calibrate) question.epsilon = args.epsilon;
+  if (args.calibrate) {
+    question.calibrate = release::CalibratedSchedule{schedule.q, schedule.steps, args.epsilon, std::nullopt};
+    if (args.o_tolerance->count()) question.calibrate->tolerance = args.tolerance;
+  }
+  question.conversion = args.conversion;
+  question.accountants = args.accountants;
   ComponentRegistry registry;
   load_plugins(registry, global, nullptr);
-  std::vector<Target> targets = make_accountants(registry, args);
-
-  // Accountants named explicitly must handle the events; from the default set, those that cannot
-  // are skipped with the reason.
-  const PrivacyEvent probe = args.calibrate ? after(event, schedule, 1.0) : event;
-  nlohmann::json skipped = nlohmann::json::array();
-  std::vector<Target> usable;
-  for (auto& t : targets) {
-    const std::string why = t.accountant->cannot_evaluate(probe);
-    if (why.empty()) {
-      usable.push_back(std::move(t));
-    } else if (!args.accountants.empty()) {
-      throw UsageError("--accountant " + t.id + ": " + why);
-    } else {
-      skipped.push_back({{"accountant", t.id}, {"reason", why}});
-    }
-  }
-  if (usable.empty()) throw UsageError("no installed accountant can evaluate these events");
-
-  nlohmann::json results = nlohmann::json::array();
-  for (auto& t : usable) {
-    try {
-      results.push_back(evaluate(t, args, event, schedule, has_epsilon));
-    } catch (const std::exception& e) {
-      if (!args.accountants.empty()) throw;  // asked for by name: its failure is the command's
-      skipped.push_back({{"accountant", t.id}, {"reason", e.what()}});
-    }
-  }
-  if (results.empty()) throw std::runtime_error("no accountant could evaluate these events: " + skipped.dump());
+  const release::AccountingAnswer answer = release::answer(registry, question);
+  const nlohmann::json& results = answer.results;
+  const nlohmann::json& skipped = answer.skipped;
 
   if (args.json) {
     nlohmann::json out = {{"results", results}};

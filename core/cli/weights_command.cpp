@@ -7,6 +7,7 @@
 #include "cli/command_setup.hpp"
 #include "cli/commands.hpp"
 #include "run/composed_run.hpp"
+#include "release/run_export.hpp"
 #include "run/run_checkpoint.hpp"
 #include "util/shape_text.hpp"
 #include "weights/model_export.hpp"
@@ -188,7 +189,7 @@ void export_run(const std::string& source, const std::string& format, const fs::
   }
   ModelExport e;
   try {
-    e = export_run_model(files.run_dir, *model);
+    e = release::export_run(files.run_dir, *model);
   } catch (const std::runtime_error& err) {
     throw UsageError(std::string("weights export: ") + err.what());
   }

@@ -1,6 +1,7 @@
 #include "data/disjointness.hpp"
 
 #include "data/dataset_identity.hpp"
+#include "data/near_duplicate_cache.hpp"
 
 #include <set>
 
@@ -58,7 +59,7 @@ Disjointness check_disjointness(const sdk::Dataset& candidate, const std::vector
       d.unopened.push_back(data.description + " (" + data.unopened + ")");
       continue;
     }
-    for (const auto& pair : find_near_duplicates(candidate, *data.images, near_duplicate_threshold, log)) {
+    for (const auto& pair : remembered_near_duplicates(candidate, *data.images, near_duplicate_threshold, log)) {
       copies.insert(pair.first);
       if (!d.nearest || pair.correlation > d.nearest->correlation) d.nearest = pair, d.nearest_in = data.description;
     }

@@ -1,5 +1,7 @@
 #include "evaluate/evaluation.hpp"
 
+#include "util/cache_directory.hpp"
+
 #include <privdiff/data/idx_file.hpp>
 #include <privdiff/data/pixels.hpp>
 
@@ -112,14 +114,6 @@ class RealSplits {
   std::int64_t classes_ = 0;
   std::string name_;
 };
-
-fs::path cache_directory(const fs::path& chosen) {
-  if (!chosen.empty()) return chosen;
-  if (const char* dir = std::getenv("PRIVDIFF_CACHE_DIR"); dir && *dir) return dir;
-  if (const char* dir = std::getenv("XDG_CACHE_HOME"); dir && *dir) return fs::path(dir) / "privdiff";
-  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache" / "privdiff";
-  return fs::temp_directory_path() / "privdiff-cache";
-}
 
 /// The set's images and labels must be the real data's kind: same image shape, labels its classes.
 void check_comparable(const sdk::LabelledImages& set, const sdk::LabelledImages& test, std::int64_t classes,

@@ -1,6 +1,7 @@
 #include "sweep/sweep_release.hpp"
 
 #include "run/recipe_loading.hpp"
+#include "release/run_export.hpp"
 #include "release/sweep_statement.hpp"
 #include "run/composed_run.hpp"
 #include "run/run_checkpoint.hpp"
@@ -46,7 +47,7 @@ void export_selected(const SweepState& s, const release::PrivacyStatement& state
   const Recipe recipe = load_recipe(files.recipe.string(), {}, plugin_paths, registry);
   auto model = create_model(recipe, registry);
   load_model_weights(files.checkpoint, *model);
-  ModelExport e = export_run_model(files.run_dir, *model);
+  ModelExport e = release::export_run(files.run_dir, *model);
   release::apply_to_export(e, s, statement);
   e.model_card = without_candidate_path(e.model_card, run_dir);
   write_model_export(e, out);

@@ -1,5 +1,7 @@
 #include "weights/model_export.hpp"
 
+#include "util/json_file.hpp"
+
 #include <privdiff/build_config.hpp>
 #include <privdiff/io/atomic_file.hpp>
 #include <privdiff/io/safetensors.hpp>
@@ -17,35 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-nlohmann::json read_json(const fs::path& path) {
-  try {
-    return nlohmann::json::parse(sdk::read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(path.string() + ": not valid JSON (" + e.what() + ")");
-  }
-}
-
-std::string number(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.6g", value);
-  return text;
-}
-
-// The run's guarantee as one JSON object: what the reports say, and the ledger it came from.
-nlohmann::json privacy_of(const fs::path& run_dir, const nlohmann::json& summary) {
-  nlohmann::json p;
-  const auto& results = summary.value("privacy", nlohmann::json::array());
-  p["private"] = !results.empty();
-  p["accountant"] = summary.value("calibration_accountant", "");
-  p["epsilon"] = nlohmann::json::object();
-  for (const auto& r : results) p["epsilon"][r.value("accountant", "?")] = r.value("epsilon", 0.0);
-  for (const char* key : {"delta", "target_epsilon", "ledger_steps", "data", "data_use", "caveats"}) {
-    if (summary.contains(key)) p[key] = summary[key];
-  }
-  if (fs::is_regular_file(run_dir / "ledger.json")) p["ledger"] = read_json(run_dir / "ledger.json");
-  return p;
-}
-
 std::string list_or_none(const nlohmann::json& items) {
   if (!items.is_array() || items.empty()) return "none\n";
   std::string out = "\n";
@@ -61,10 +34,10 @@ std::string guarantee_text(const nlohmann::json& p) {
   const std::string accountant = p["accountant"].get<std::string>();
   std::string others;
   for (const auto& [name, eps] : p["epsilon"].items()) {
-    if (name != accountant) others += (others.empty() ? "" : ", ") + name + ": " + number(eps.get<double>());
+    if (name != accountant) others += (others.empty() ? "" : ", ") + name + ": " + export_number(eps.get<double>());
   }
-  std::string text = "(ε, δ) = (" + number(p["epsilon"].value(accountant, 0.0)) + ", " +
-                     number(p.value("delta", 0.0)) + ")-differential privacy at the level of one example, by the " +
+  std::string text = "(ε, δ) = (" + export_number(p["epsilon"].value(accountant, 0.0)) + ", " +
+                     export_number(p.value("delta", 0.0)) + ")-differential privacy at the level of one example, by the " +
                      accountant + " accountant" + (others.empty() ? "" : " (" + others + ")") + ", over " +
                      std::to_string(p.value("ledger_steps", 0)) + " steps of its privacy ledger.\n\n";
   const auto& use = p.value("data_use", nlohmann::json::object());
@@ -107,6 +80,12 @@ bool drew_reproducible_noise(const nlohmann::json& privacy) {
 
 }  // namespace
 
+std::string export_number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", value);
+  return text;
+}
+
 std::string without_seeds(const std::string& recipe_text) {
   static const std::regex seed_line(R"(^\s*seed\s*=.*$)");
   std::istringstream in(recipe_text);
@@ -119,13 +98,8 @@ std::string without_seeds(const std::string& recipe_text) {
   return out;
 }
 
-ModelExport export_run_model(const fs::path& run_dir, sdk::Model& model) {
-  const fs::path summary_file = run_dir / "summary.json";
-  if (!fs::is_regular_file(summary_file)) {
-    throw std::runtime_error(summary_file.string() + " is missing: the run has not finished, so its privacy "
-                             "guarantee is not final (finish it with privdiff run RECIPE --resume " + run_dir.string() + ")");
-  }
-  const nlohmann::json summary = read_json(summary_file);
+ModelExport export_run_model(const fs::path& run_dir, sdk::Model& model, const nlohmann::json& privacy) {
+  const nlohmann::json summary = read_json_file(run_dir / "summary.json");
   const std::string model_type = summary.value("model", nlohmann::json::object()).value("type", "unknown");
   ModelExport e;
   std::int64_t values = 0;
@@ -137,16 +111,7 @@ ModelExport export_run_model(const fs::path& run_dir, sdk::Model& model) {
     e.tensors.emplace_back(b.key(), b.value().detach());
     values += b.value().numel();
   }
-  const nlohmann::json privacy = privacy_of(run_dir, summary);
-  const bool is_private = privacy["private"].get<bool>();
-  const std::string accountant = privacy["accountant"].get<std::string>();
-  e.metadata = {{"format", "pt"},
-                {export_keys::model, model_type},
-                {export_keys::version, PRIVDIFF_SDK_VERSION},
-                {export_keys::privacy, privacy.dump()},
-                {export_keys::accountant, is_private ? accountant : ""},
-                {export_keys::epsilon, is_private ? number(privacy["epsilon"].value(accountant, 0.0)) : ""},
-                {export_keys::delta, is_private ? number(privacy.value("delta", 0.0)) : ""}};
+  e.metadata = {{"format", "pt"}, {export_keys::model, model_type}, {export_keys::version, PRIVDIFF_SDK_VERSION}};
   e.model_card = card_for(summary, privacy, model_type, e.tensors.size(), values);
   const std::string recipe = sdk::read_file(run_dir / "recipe.toml");
   e.recipe = drew_reproducible_noise(privacy) ? without_seeds(recipe) : recipe;

@@ -6,6 +6,7 @@
 #include <privdiff/components/model.hpp>
 
 #include <ATen/core/Tensor.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <map>
@@ -35,13 +36,17 @@ struct ModelExport {
   std::string recipe;
 };
 
+/// A number as the export writes it into its metadata and card (6 significant digits).
+std::string export_number(double value);
+
 /// `recipe_text` without its `seed = ...` lines, each replaced by a comment saying it was withheld.
 std::string without_seeds(const std::string& recipe_text);
 
-/// The export of `model`, trained by the finished run in `run_dir` (its recipe.toml, summary.json
-/// and ledger.json). Throws std::runtime_error naming the file when the run has not finished (no
-/// summary.json: its guarantee is not final) or a report cannot be read.
-ModelExport export_run_model(const std::filesystem::path& run_dir, sdk::Model& model);
+/// The export of `model`, trained by the finished run in `run_dir` (its recipe.toml and summary.json):
+/// tensors, the model card written around `privacy` (the release gate's statement,
+/// release::run_export_statement) and the recipe. The privacy metadata keys are the gate's to set
+/// (release::export_run does both). Throws std::runtime_error naming a report that cannot be read.
+ModelExport export_run_model(const std::filesystem::path& run_dir, sdk::Model& model, const nlohmann::json& privacy);
 
 /// Writes `e` into `dir` (created): model.safetensors, README.md and privdiff-recipe.toml (e.recipe, also
 /// in the metadata). With a diffusers config.json (a diffusers_unet model), the folder is a diffusers

@@ -4,6 +4,7 @@
 // pipelines do to images, and the data-identity service that combines them (disjointness.hpp).
 #include "data/dataset_identity.hpp"
 #include "data/disjointness.hpp"
+#include "data/near_duplicate_cache.hpp"
 #include "data/near_duplicates.hpp"
 #include "data/record_key.hpp"
 #include "data/record_set.hpp"
@@ -16,7 +17,11 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <optional>
@@ -318,4 +323,41 @@ TEST(Disjointness, SharedRecordsThenNearCopiesAreFoundAndWhatWasNotCheckedIsSaid
   EXPECT_EQ(d.finding().rfind("cannot be compared with the keyed data (recorded under another record key", 0), 0u);
   d = check_disjointness(*held_out, {{"the keyed data", keyed, secret.get(), ""}}, key);
   EXPECT_EQ(d.near_copies, 4);  // under its own key: compared, then near-copies found
+}
+
+// The near-duplicate answers are kept per user (data/near_duplicate_cache.hpp): computed once, read back
+// for the same data, owner-only, under a name that is no plain digest; a damaged answer is computed again.
+TEST(NearDuplicateCache, AnswersAreKeptOwnerOnlyAndReadBack) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("privdiff-nd-cache-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  ::setenv("PRIVDIFF_CACHE_DIR", (dir / "cache").c_str(), 1);
+  ::setenv("PRIVDIFF_RECORD_KEY", (dir / "record.key").c_str(), 1);
+  const at::Tensor a = object_images(40, 1);
+  at::Tensor b = object_images(60, 2);
+  b[7].copy_(image_changes::one_grey_level(a.narrow(0, 3, 1))[0]);
+  const auto labels = [](const at::Tensor& x) { return at::zeros({x.size(0)}, at::kLong); };
+  const auto da = images(a, labels(a), "a"), db = images(b, labels(b), "b");
+
+  const auto first = remembered_near_duplicates(*da, *db);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].first, 3);
+  EXPECT_EQ(first[0].second, 7);
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(dir / "cache" / "near-duplicates")) files.push_back(entry.path());
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(fs::status(dir / "cache" / "near-duplicates").permissions() & fs::perms::all, fs::perms::owner_all);
+  EXPECT_EQ(fs::status(files[0]).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(files[0].filename().string().find(std::to_string(dataset_identity(*da).ordered_digest)), std::string::npos);
+
+  // Read back: an answer planted in the file is what comes back (the check does not run again).
+  std::ofstream(files[0]) << "[[3, 9, 0.999, false, 0, 1, 0, 0]]";
+  const auto again = remembered_near_duplicates(*da, *db);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].second, 9);
+  // Other data, another answer; a damaged file is computed again.
+  EXPECT_TRUE(remembered_near_duplicates(*da, *images(object_images(60, 5), labels(b), "c")).empty());
+  std::ofstream(files[0]) << "not json";
+  EXPECT_EQ(remembered_near_duplicates(*da, *db).at(0).second, 7);
+  fs::remove_all(dir);
 }

@@ -1,13 +1,18 @@
 // The release gate (core/release/): a published guarantee comes from the ledgers the runs wrote, re-checked
 // against the plan, with every caveat; each test is one of the privacy audit's findings (issue 50) as a probe.
 #include "release/privacy_statement.hpp"
+#include "release/run_export.hpp"
 #include "release/sweep_statement.hpp"
 
+#include <privdiff/privacy/event_json.hpp>
 #include <privdiff/privacy/rdp.hpp>
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
 #include <sstream>
 
 namespace privdiff::core::release {
@@ -157,4 +162,44 @@ TEST(ReleaseGate, AnApproximateAccountantsGuaranteeNeedsTheOptInAndCarriesACavea
 }
 
 }  // namespace
+}  // namespace privdiff::core::release
+
+// An export's statement (issue 50): the one summary.json holds, checked against the ledger the run wrote.
+namespace privdiff::core::release {
+
+TEST(ReleaseGate, AnExportsStatementIsCheckedAgainstTheRunsLedger) {
+  const auto dir = std::filesystem::temp_directory_path() / ("privdiff-export-gate-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  sdk::PrivacyLedger ledger;
+  ledger.record(sdk::PrivacyEvent::poisson_sampled(0.01, sdk::PrivacyEvent::gaussian(1.0)), 2);
+  ledger.add_caveat("secure_noise = false: reproducible noise");
+  const auto write = [&](const sdk::PrivacyLedger& l) { std::ofstream(dir / "ledger.json") << sdk::to_json(l); };
+  write(ledger);
+  const nlohmann::json summary = {{"privacy", {{{"accountant", "rdp"}, {"epsilon", 1.5}}}},
+                                  {"calibration_accountant", "rdp"}, {"delta", 1e-5}, {"ledger_steps", 2},
+                                  {"caveats", nlohmann::json::array()}};
+  std::ofstream(dir / "summary.json") << summary.dump();
+
+  nlohmann::json p = run_export_statement(dir);
+  EXPECT_TRUE(p["private"].get<bool>());
+  EXPECT_EQ(p["epsilon"]["rdp"].get<double>(), 1.5);
+  ASSERT_EQ(p["caveats"].size(), 1u);  // the ledger's caveat, which the summary lacked, joins
+  EXPECT_EQ(p["caveats"][0], "secure_noise = false: reproducible noise");
+  EXPECT_TRUE(p.contains("ledger"));
+
+  // The run went on after its statement: the export is refused, saying so.
+  ledger.record(sdk::PrivacyEvent::poisson_sampled(0.01, sdk::PrivacyEvent::gaussian(1.0)), 1);
+  write(ledger);
+  try {
+    run_export_statement(dir);
+    ADD_FAILURE() << "a ledger with steps the statement does not cover was exported";
+  } catch (const ReleaseRefused& e) {
+    EXPECT_NE(std::string(e.what()).find("holds 3 steps, but the statement in summary.json covers 2"), std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove(dir / "summary.json");
+  EXPECT_THROW(run_export_statement(dir), std::runtime_error);  // not finished
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace privdiff::core::release

@@ -47,8 +47,8 @@ at::Tensor all_labels(const sdk::Dataset& data) { return data.labels(at::arange(
 // --- CIFAR-10 -----------------------------------------------------------------------------------
 
 // The fixture's image of class `label`, record g of its split (make_cifar10_fixture.py's formula;
-// stripe amplitude 48 in train, 40 in test).
-at::Tensor cifar_fixture_image(std::int64_t label, std::int64_t g, int amplitude) {
+// stripe amplitude 48 and band height 8 in train, 40 and 4 in test).
+at::Tensor cifar_fixture_image(std::int64_t label, std::int64_t g, int amplitude, std::int64_t band) {
   static const std::array<std::array<int, 3>, 10> palette{{{90, 160, 230}, {220, 40, 40}, {240, 220, 60}, {250, 140, 30},
                                                             {140, 90, 50}, {210, 180, 140}, {40, 180, 70}, {80, 50, 30},
                                                             {20, 40, 130}, {150, 150, 150}}};
@@ -59,18 +59,19 @@ at::Tensor cifar_fixture_image(std::int64_t label, std::int64_t g, int amplitude
     for (std::int64_t y = 0; y < 32; ++y) {
       for (std::int64_t x = 0; x < 32; ++x) {
         a[c][y][x] = static_cast<std::uint8_t>(palette[static_cast<std::size_t>(label)][static_cast<std::size_t>(c)] * 3 / 4 +
-                                               amplitude * (((x + g % w) / w + y / 8) % 2));
+                                               amplitude * (((x + g % w) / w + y / band) % 2));
       }
     }
   }
   return out;
 }
 
-void expect_cifar_split(const sdk::Dataset& data, const std::function<std::int64_t(std::int64_t)>& label_of, int amplitude) {
+void expect_cifar_split(const sdk::Dataset& data, const std::function<std::int64_t(std::int64_t)>& label_of, int amplitude,
+                        std::int64_t band) {
   const at::Tensor bytes = all_bytes(data), labels = all_labels(data);
   for (std::int64_t g = 0; g < data.size(); ++g) {
     EXPECT_EQ(labels[g].item<std::int64_t>(), label_of(g)) << "record " << g;
-    EXPECT_TRUE(bytes[g].equal(cifar_fixture_image(label_of(g), g, amplitude))) << "record " << g;
+    EXPECT_TRUE(bytes[g].equal(cifar_fixture_image(label_of(g), g, amplitude, band))) << "record " << g;
   }
 }
 
@@ -81,7 +82,7 @@ TEST(Cifar10Dataset, TrainIsTheFiveDataBatchesInOrderPixelForPixel) {
   EXPECT_FALSE(train->is_public());
   EXPECT_EQ(train->name(), "cifar10 (train)");
   EXPECT_EQ(train->images(at::arange(2, at::kLong)).sizes(), (std::vector<std::int64_t>{2, 3, 32, 32}));
-  expect_cifar_split(*train, [](std::int64_t g) { return g % 10; }, 48);
+  expect_cifar_split(*train, [](std::int64_t g) { return g % 10; }, 48, 8);
 }
 
 TEST(Cifar10Dataset, TestIsTheTestBatch) {
@@ -89,7 +90,7 @@ TEST(Cifar10Dataset, TestIsTheTestBatch) {
   EXPECT_EQ(test->size(), 10);
   EXPECT_TRUE(test->is_public());
   EXPECT_EQ(test->name(), "cifar10 (test)");
-  expect_cifar_split(*test, [](std::int64_t g) { return (3 * g + 1) % 10; }, 40);
+  expect_cifar_split(*test, [](std::int64_t g) { return (3 * g + 1) % 10; }, 40, 4);
 }
 
 TEST(Cifar10Dataset, RefusesDamagedBatchesNamingFileAndRecord) {

@@ -153,8 +153,49 @@ at::Tensor DiffusersUNet2D::forward(const at::Tensor& sample, const at::Tensor& 
 
 namespace privdiff::sdk::diffusion {
 
+namespace {
+
+std::string must(const std::string& what, const std::string& key, const std::string& rule, std::int64_t value) {
+  return what + ": " + key + " = " + std::to_string(value) + ": " + rule;
+}
+
+// The sizes the port divides by or builds from: refused with the key, before a layer is made (a zero
+// head size would divide by zero).
+void check_sizes(const DiffusersUNet2DConfig& c, const std::string& what) {
+  if (c.block_out_channels.empty()) throw std::invalid_argument(what + ": block_out_channels is empty (one width per level)");
+  if (c.in_channels < 1) throw std::invalid_argument(must(what, "in_channels", "must be >= 1", c.in_channels));
+  if (c.out_channels < 1) throw std::invalid_argument(must(what, "out_channels", "must be >= 1", c.out_channels));
+  if (c.layers_per_block < 1) throw std::invalid_argument(must(what, "layers_per_block", "must be >= 1", c.layers_per_block));
+  if (c.norm_num_groups < 1) throw std::invalid_argument(must(what, "norm_num_groups", "must be >= 1", c.norm_num_groups));
+  if (c.attention_head_dim < 1) {
+    throw std::invalid_argument(must(what, "attention_head_dim", "must be >= 1 (channels per attention head)", c.attention_head_dim));
+  }
+  if (c.num_class_embeds < 0) throw std::invalid_argument(must(what, "num_class_embeds", "must be >= 0", c.num_class_embeds));
+  for (std::size_t l = 0; l < c.block_out_channels.size(); ++l) {
+    const std::int64_t width = c.block_out_channels[l];
+    const std::string key = "block_out_channels[" + std::to_string(l) + "]";
+    if (width < 1) throw std::invalid_argument(must(what, key, "must be >= 1", width));
+    if (width % c.norm_num_groups != 0) {
+      throw std::invalid_argument(must(what, key, "is not divisible by norm_num_groups = " + std::to_string(c.norm_num_groups) +
+                                                      " (GroupNorm splits each width into that many groups)", width));
+    }
+    const bool attends = (l < c.attention.size() && c.attention[l]) || (c.mid_attention && l + 1 == c.block_out_channels.size());
+    if (attends && width % c.attention_head_dim != 0) {
+      throw std::invalid_argument(must(what, key, "is not divisible by attention_head_dim = " +
+                                                      std::to_string(c.attention_head_dim) + " (heads of equal size)", width));
+    }
+  }
+}
+
+}  // namespace
+
 DiffusersUNet2DConfig diffusers_unet2d_config(const std::string& json_text, const std::string& what) {
   const nlohmann::json j = diffusers_config_json(json_text, what, "UNet2DModel");
+  if (j.contains("mid_block_type") && j["mid_block_type"].is_null()) {  // diffusers: no middle block at all
+    throw std::invalid_argument(what + ": mid_block_type = null (no middle block) is not supported by privdiff's "
+                                "UNet2DModel (only \"UNetMidBlock2D\")");
+  }
+  require_diffusers_value(j, "dropout", 0, what, "UNet2DModel");  // training-time dropout is not applied
   for (const auto& [key, expected] : std::vector<std::pair<std::string, nlohmann::json>>{
            {"center_input_sample", false}, {"time_embedding_type", "positional"}, {"time_embedding_dim", nullptr},
            {"mid_block_type", "UNetMidBlock2D"}, {"mid_block_scale_factor", 1}, {"downsample_padding", 1},
@@ -198,6 +239,7 @@ DiffusersUNet2DConfig diffusers_unet2d_config(const std::string& json_text, cons
     }
     c.attention.push_back(attention);
   }
+  check_sizes(c, what);
   return c;
 }
 

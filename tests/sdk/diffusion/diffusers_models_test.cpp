@@ -89,7 +89,7 @@ TEST_P(DiffusersUNet2DFixture, DiscreteObjectiveIsDiffusersDdpm) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, DiffusersUNet2DFixture, ::testing::Values("unet2d_classes", "unet2d_two_attention"));
 
 TEST(DiffusersUNet2D, RefusesOptionsThePortLacksByName) {
-  const std::string base = R"({"_class_name": "UNet2DModel", "block_out_channels": [8, 16],
+  const std::string base = R"({"_class_name": "UNet2DModel", "block_out_channels": [8, 16], "norm_num_groups": 4,
       "down_block_types": ["DownBlock2D", "AttnDownBlock2D"], "up_block_types": ["AttnUpBlock2D", "UpBlock2D"])";
   EXPECT_EQ(diffusers_unet2d_config(base + "}", "c.json").attention, (std::vector<bool>{false, true}));
   auto refusal = [&](const std::string& extra) {
@@ -108,6 +108,22 @@ TEST(DiffusersUNet2D, RefusesOptionsThePortLacksByName) {
             std::string::npos);
   EXPECT_NE(refusal(R"(, "up_block_types": ["UpBlock2D", "UpBlock2D"])").find("mirror"), std::string::npos);
   EXPECT_THROW(diffusers_unet2d_config(R"({"_class_name": "AutoencoderKL"})", "c.json"), std::invalid_argument);
+  // Sizes the port divides by or builds from, and options it would silently not apply (issue 52: a zero
+  // head size ended in SIGFPE; dropout and a missing middle block passed without a word).
+  EXPECT_EQ(refusal(R"(, "attention_head_dim": 0)"),
+            "c.json: attention_head_dim = 0: must be >= 1 (channels per attention head)");
+  EXPECT_NE(refusal(R"(, "attention_head_dim": 3)").find("block_out_channels[1] = 16: is not divisible by "
+                                                          "attention_head_dim = 3"), std::string::npos);
+  EXPECT_NE(refusal(R"(, "norm_num_groups": 0)").find("norm_num_groups = 0: must be >= 1"), std::string::npos);
+  EXPECT_NE(refusal(R"(, "norm_num_groups": 32)").find("block_out_channels[0] = 8: is not divisible by norm_num_groups = 32"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"(, "layers_per_block": 0)").find("layers_per_block = 0: must be >= 1"), std::string::npos);
+  EXPECT_NE(refusal(R"(, "dropout": 0.1)").find("c.json: dropout = 0.1 is not supported"), std::string::npos);
+  EXPECT_EQ(refusal(R"(, "dropout": 0.0)"), "");
+  EXPECT_NE(refusal(R"(, "mid_block_type": null)").find("mid_block_type = null (no middle block) is not supported"),
+            std::string::npos);
+  EXPECT_THROW(diffusers_unet2d_config(R"({"_class_name": "UNet2DModel", "block_out_channels": [],
+      "down_block_types": [], "up_block_types": []})", "c.json"), std::invalid_argument);
 }
 
 class DiffusersAutoencoderKLFixture : public ::testing::TestWithParam<std::string> {};
