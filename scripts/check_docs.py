@@ -12,7 +12,8 @@ What is checked (each failure is printed as FILE:LINE: what is wrong; exit 1 whe
   (GitHub's slugs), in README.md, docs/ and examples/**/README.md;
 - guide pointers in the sources (error messages that name a docs page and anchor) resolve;
 - every `privdiff ...` command line in a bash block and in inline code is parsed by the real CLI
-  (PRIVDIFF_PARSE_ONLY=1); `privdiff plugins ...` lines are run for real (they name real ids);
+  (PRIVDIFF_PARSE_ONLY=1); `privdiff plugins ...` lines are run for real (they name real ids), and so
+  are README.md's `privdiff validate ...` lines (they must work on the setup the README installs);
 - every script a bash block runs (scripts/, bench/, examples/) exists;
 - every recipe the pages name exists, and those under examples/ pass `privdiff validate`.
 """
@@ -45,6 +46,7 @@ class Report:
     def __init__(self):
         self.failures = []
         self.commands = []  # (where, arguments, fragment)
+        self.for_real = set()  # arguments run for real, not only parsed: README.md's `privdiff validate` lines
 
     def fail(self, where, text):
         self.failures.append(f"{where}: {text}")
@@ -231,7 +233,7 @@ def check_command(report, where, privdiff, arguments, repo, fragment=False):
 def check_queued_commands(report, privdiff, repo):
     def outcome(job):
         arguments, fragment = job
-        for_real = arguments[:1] == ("plugins",) and not fragment
+        for_real = (arguments[:1] == ("plugins",) and not fragment) or arguments in report.for_real
         return run_privdiff(privdiff, list(arguments), not for_real, repo)
 
     jobs = sorted({(arguments, fragment) for _, arguments, fragment in report.commands})
@@ -240,8 +242,10 @@ def check_queued_commands(report, privdiff, repo):
     for where, arguments, fragment in report.commands:
         code, output = outcomes[(arguments, fragment)]
         if code != 0 and (not fragment or UNKNOWN_NAME.search(output)):
-            first = output.splitlines()[0] if output else ""
-            report.fail(where, f"`privdiff {shlex.join(arguments)}` is refused by the CLI (exit {code}): {first}")
+            lines = output.splitlines()
+            first = next((line for line in lines if line.startswith("error")), lines[0] if lines else "")
+            how = "fails on the README's setup" if arguments in report.for_real else "is refused by the CLI"
+            report.fail(where, f"`privdiff {shlex.join(arguments)}` {how} (exit {code}): {first}")
     return len(jobs)
 
 
@@ -272,6 +276,8 @@ def check_commands(report, repo, path, text, privdiff, recipes):
                     report.fail(f"{rel}:{number}", f"{script.group(1)}: no such script")
                 arguments = privdiff_arguments(words)
                 if arguments is not None:
+                    if str(rel) == "README.md" and arguments[:1] == ["validate"]:
+                        report.for_real.add(tuple(arguments))
                     check_command(report, f"{rel}:{number}", privdiff, arguments, repo)
     for number, line, _ in prose_lines(text):
         for recipe in RECIPE_PATH.findall(line):

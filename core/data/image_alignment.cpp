@@ -10,7 +10,7 @@ namespace privdiff::core {
 
 namespace {
 
-constexpr double pi = 3.14159265358979323846;
+constexpr double radians_per_degree = 3.14159265358979323846 / 180;
 constexpr double min_shared_area = 0.6;  // of the first image's pixels: less is not a comparison
 constexpr double flat_variance = 1e-5;   // per pixel, grey in [0, 1]: a spread of about one grey level
 constexpr std::int64_t max_elements = std::int64_t{1} << 22;  // of one [pairs, hypotheses, pixels] tensor
@@ -31,7 +31,7 @@ struct Mapped {
 };
 
 Mapped mapped(const at::Tensor& rotation, const at::Tensor& scale, const at::Tensor& shift, const at::Tensor& points) {
-  const at::Tensor angle = (rotation * (pi / 180)).unsqueeze(-1);
+  const at::Tensor angle = (rotation * radians_per_degree).unsqueeze(-1);
   const at::Tensor c = at::cos(angle), s = at::sin(angle);
   const at::Tensor px = points.select(1, 0), py = points.select(1, 1);
   const at::Tensor rx = c * px - s * py, ry = s * px + c * py;
@@ -82,7 +82,7 @@ Hypotheses coarse_hypotheses(const PairBatch& p, std::int64_t side) {
   const at::Tensor ratio = (p.second_radius / p.first_radius.clamp_min(1e-6)).clamp(min_scale, max_scale);
   const at::Tensor scale = ratio.unsqueeze(1).expand({-1, static_cast<std::int64_t>(rotation.size())});
   const at::Tensor turned = (p.rotation.unsqueeze(1) + row(rotation)).clamp(-max_rotation_degrees, max_rotation_degrees);
-  const at::Tensor angle = turned * (pi / 180);
+  const at::Tensor angle = turned * radians_per_degree;
   const at::Tensor c = at::cos(angle) * scale, s = at::sin(angle) * scale;
   const at::Tensor ax = p.first_centre.select(1, 0).unsqueeze(1), ay = p.first_centre.select(1, 1).unsqueeze(1);
   const double pixel = 2.0 / static_cast<double>(side);
@@ -96,7 +96,7 @@ Hypotheses coarse_hypotheses(const PairBatch& p, std::int64_t side) {
 at::Tensor hypothesis_correlations(const at::Tensor& first, const at::Tensor& points, const at::Tensor& second,
                                    const Hypotheses& h) {
   const std::int64_t p = points.size(0);
-  const at::Tensor angle = h.rotation * (pi / 180);
+  const at::Tensor angle = h.rotation * radians_per_degree;
   const at::Tensor c = at::cos(angle) * h.scale, s = at::sin(angle) * h.scale;
   const at::Tensor coefficients =
       at::stack({at::stack({c, -s, h.shift.select(2, 0)}, 2), at::stack({s, c, h.shift.select(2, 1)}, 2)}, 2);
@@ -166,7 +166,7 @@ Alignment refined(const at::Tensor& first, const at::Tensor& second, const at::T
       offset = ma - gain * mb;
     }
     const at::Tensor s = scale.unsqueeze(1);
-    const at::Tensor jacobian = at::stack({gain * (by * q.rx - bx * q.ry) * s * (pi / 180),  // [M, P, 6]
+    const at::Tensor jacobian = at::stack({gain * (by * q.rx - bx * q.ry) * s * radians_per_degree,  // [M, P, 6]
                                            gain * (bx * q.rx + by * q.ry), gain * bx, gain * by, b, at::ones_like(b)}, 2);
     const at::Tensor residual = (gain * b + offset - first) * w;
     const at::Tensor jw = jacobian * w.unsqueeze(2);

@@ -38,7 +38,7 @@ std::optional<fs::path> answer_file(const sdk::Dataset& a, const sdk::Dataset& b
   return cache_directory() / "near-duplicates" / name;
 }
 
-nlohmann::json to_json(const std::vector<NearDuplicate>& found) {
+nlohmann::json answers_to_json(const std::vector<NearDuplicate>& found) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& d : found) {
     out.push_back({d.first, d.second, d.correlation, d.mirrored, d.rotation, d.scale, d.shift_x, d.shift_y});
@@ -46,7 +46,7 @@ nlohmann::json to_json(const std::vector<NearDuplicate>& found) {
   return out;
 }
 
-std::vector<NearDuplicate> from_json(const nlohmann::json& j) {
+std::vector<NearDuplicate> answers_from_json(const nlohmann::json& j) {
   std::vector<NearDuplicate> out;
   for (const auto& row : j) {
     NearDuplicate d;
@@ -62,7 +62,7 @@ void remember(const fs::path& file, const std::vector<NearDuplicate>& found) {
   fs::create_directories(file.parent_path(), ec);
   fs::permissions(file.parent_path(), fs::perms::owner_all, fs::perm_options::replace, ec);
   try {
-    write_file_atomically(file, to_json(found).dump());
+    write_file_atomically(file, answers_to_json(found).dump());
     fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace, ec);
   } catch (const std::exception&) {  // a cache that cannot be written costs time, not the answer
   }
@@ -76,7 +76,7 @@ std::vector<NearDuplicate> remembered_near_duplicates(const sdk::Dataset& a, con
   std::error_code ec;
   if (file && fs::is_regular_file(*file, ec)) {
     try {
-      return from_json(nlohmann::json::parse(read_file(*file)));
+      return answers_from_json(nlohmann::json::parse(read_file(*file)));
     } catch (const std::exception&) {  // damaged: computed again and rewritten
     }
   }

@@ -37,6 +37,10 @@ LabelledBytes read_split(const Config& c) {
     if (dir == system_idx_directory("fashion-mnist") && why.find("not a directory") != std::string::npos) {
       why += " (install Debian's dataset-fashion-mnist, or set path)";
     }
+    if (dir == system_idx_directory("mnist") && why.find("not a directory") != std::string::npos) {
+      why += " (Debian ships no MNIST package: download its four IDX files, train-images-idx3-ubyte.gz and the "
+             "others, into a directory and set path to it, e.g. --set data.path=DIR)";
+    }
     if (prefix.empty() && why.find("not found") != std::string::npos && holds_emnist(dir)) {
       why += " (EMNIST's files are named emnist-<split>-...: set prefix, e.g. prefix = \"emnist-letters-\")";
     }
