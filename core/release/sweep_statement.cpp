@@ -63,7 +63,7 @@ void check_budgets(const SweepState& s, const std::vector<CandidateRecord>& reco
   const auto& orders = sdk::rdp::default_orders();
   std::vector<std::size_t> over;
   double at_order = 0;  // the first over-spender's RDP at the budget's order
-  sdk::selection::CandidateCurve worst{orders, std::vector<double>(orders.size(), 0.0)};
+  sdk::selection::CandidateCurve worst{orders, std::vector<double>(orders.size(), 0.0), {}};
   for (const auto& r : records) {
     const sdk::PrivacyEvent spent = r.ledger.total();
     if (const std::string why = sdk::rdp::cannot_evaluate(spent); !why.empty()) {
