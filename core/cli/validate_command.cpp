@@ -5,6 +5,7 @@
 #include "recipe/suggest.hpp"
 #include "run/composed_run.hpp"
 #include "run/run_orchestrator.hpp"
+#include "sweep/sweep_runner.hpp"
 
 #include <iostream>
 
@@ -13,7 +14,7 @@ namespace privdiff::core::cli {
 CLI::App* add_validate_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
   CLI::App* validate = app.add_subcommand(
       "validate", "Check a recipe: the installed plugins' schemas, then every check run makes before training "
-                  "(data, privacy plan, batch sizes)");
+                  "(data, privacy plan, batch sizes), and a [sweep] table as privdiff sweep checks it");
   const auto args = add_recipe_arguments(*validate, "stage.0.epochs=3");
   validate->callback([&global, &exit_code, args] {
     ComponentRegistry registry;
@@ -27,6 +28,8 @@ CLI::App* add_validate_command(CLI::App& app, const GlobalOptions& global, int& 
     } catch (const RunRefused& refused) {
       throw UsageError(args->recipe + ": " + refused.what());
     }
+    // A [sweep] table: everything `privdiff sweep` checks before it draws K and anything spends.
+    if (recipe.sweep) check_recipe_sweep(args->recipe, args->overrides, global.plugin_paths, std::cout);
     std::vector<std::string> stages;
     for (const auto& s : recipe.stages) stages.push_back(s.name + " (" + s.mechanism.id + ")");
     std::cout << args->recipe << ": valid\n"

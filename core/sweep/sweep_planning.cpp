@@ -136,7 +136,9 @@ void check_search_space(const SweepState& s, const std::vector<SweepParameter>& 
 
 }  // namespace
 
-void plan_sweep(SweepState& state, const std::vector<std::string>& plugin_paths, std::ostream& log) {
+namespace {
+
+std::vector<SweepParameter> parsed_space(const SweepState& state) {
   std::vector<SweepParameter> space;
   for (const auto& spec : state.space) {
     try {
@@ -145,6 +147,13 @@ void plan_sweep(SweepState& state, const std::vector<std::string>& plugin_paths,
       throw UsageError(std::string("sweep --param: ") + e.what());
     }
   }
+  return space;
+}
+
+}  // namespace
+
+void plan_budget(SweepState& state, const std::vector<std::string>& plugin_paths, std::ostream& log) {
+  const std::vector<SweepParameter> space = parsed_space(state);
   const auto reference = spending_of(state, state.overrides, plugin_paths, &log);
   // The score is fixed before any candidate runs (choosing it after seeing the results would be a
   // selection the theorem does not cover): it must name a metric of one of the recipe's evaluators.
@@ -167,6 +176,11 @@ void plan_sweep(SweepState& state, const std::vector<std::string>& plugin_paths,
   log << "sweep: " << describe_count(state.count) << ", target epsilon " << state.target_epsilon << " at delta "
       << state.delta << ": each candidate within RDP " << state.budget.rdp << " at order " << state.budget.order
       << " (the recipe as given: noise multiplier within it)\n";
+}
+
+void plan_sweep(SweepState& state, const std::vector<std::string>& plugin_paths, std::ostream& log) {
+  plan_budget(state, plugin_paths, log);
+  const std::vector<SweepParameter> space = parsed_space(state);
   // Unseeded (the default), K and the draws come from the OS's secure randomness, K from bits of its own:
   // the selected candidate's released hyperparameters then say nothing about K. Neither is kept but in
   // the (private) state.

@@ -9,9 +9,13 @@
 
 namespace privdiff::core {
 
-/// The plan of a new sweep: `state` holds what the user chose (recipe, overrides, space, score,
-/// count, seed); fills in the target, the noise key, the budget, the sweep's epsilon, K and the
-/// candidates. Throws UsageError for a recipe the sweep cannot account for.
+/// The part of the plan that draws nothing: `state` holds what the user chose (recipe, overrides, space,
+/// score, count, seed); checks the score and every value the search can draw, and fills in the target,
+/// the noise key, the budget and the sweep's epsilon. Throws UsageError for a recipe the sweep cannot
+/// account for.
+void plan_budget(SweepState& state, const std::vector<std::string>& plugin_paths, std::ostream& log);
+
+/// plan_budget, then K (drawn once) and the candidates with their noise.
 void plan_sweep(SweepState& state, const std::vector<std::string>& plugin_paths, std::ostream& log);
 
 }  // namespace privdiff::core

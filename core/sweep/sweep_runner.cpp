@@ -130,9 +130,8 @@ SweepRequest with_recipe_sweep(SweepRequest a, const std::vector<std::string>& p
   return a;
 }
 
-SweepState new_sweep(const SweepRequest& given, const std::vector<std::string>& plugin_paths, fs::path& dir,
-                     std::ostream& log) {
-  const SweepRequest a = with_recipe_sweep(given, plugin_paths);
+// What the user chose, before anything is planned: refused where it is incomplete or out of range.
+SweepState chosen_sweep(const SweepRequest& a, std::ostream& log) {
   if (a.score.empty() || a.params.empty()) {
     throw UsageError("sweep: give the searched keys and the score, with --param (at least one) and --score METRIC or in "
                      "the recipe's [sweep] table (docs/sweep.md)");
@@ -156,6 +155,13 @@ SweepState new_sweep(const SweepRequest& given, const std::vector<std::string>& 
   } catch (const std::invalid_argument& e) {
     throw UsageError(std::string("sweep --candidates: ") + e.what());
   }
+  return s;
+}
+
+SweepState new_sweep(const SweepRequest& given, const std::vector<std::string>& plugin_paths, fs::path& dir,
+                     std::ostream& log) {
+  const SweepRequest a = with_recipe_sweep(given, plugin_paths);
+  SweepState s = chosen_sweep(a, log);
   dir = a.out.empty() ? fs::path("sweeps") / fs::path(a.recipe).stem() : fs::path(a.out);
   if (fs::exists(dir) && !fs::is_empty(dir)) {
     throw UsageError("sweep: " + dir.string() + " exists and is not empty (continue a sweep with --resume " + dir.string() + ")");
@@ -190,6 +196,15 @@ SweepState resumed_sweep(const fs::path& dir) {
 }
 
 }  // namespace
+
+void check_recipe_sweep(const std::string& recipe, const std::vector<std::string>& overrides,
+                        const std::vector<std::string>& plugin_paths, std::ostream& log) {
+  SweepRequest request;
+  request.recipe = recipe;
+  request.overrides = overrides;
+  SweepState s = chosen_sweep(with_recipe_sweep(request, plugin_paths), log);
+  plan_budget(s, plugin_paths, log);
+}
 
 SweepResult run_sweep(const SweepRequest& request, const std::vector<std::string>& plugin_paths, std::ostream& log) {
   SweepResult r;

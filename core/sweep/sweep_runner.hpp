@@ -34,6 +34,12 @@ struct SweepResult {
   std::int64_t ran = 0;  ///< candidates run by this call
 };
 
+/// What `privdiff validate` checks of a recipe's [sweep] table (with the command line's --set): all that
+/// `privdiff sweep` checks before it draws K — the searched keys and every value they can take, the score,
+/// the count, the per-candidate budget (printed to `log`). Throws UsageError or RecipeError.
+void check_recipe_sweep(const std::string& recipe, const std::vector<std::string>& overrides,
+                        const std::vector<std::string>& plugin_paths, std::ostream& log);
+
 /// Plans a new sweep (or reads a resumed one's state, refusing a recipe changed since its plan), runs the
 /// candidates not done yet, and releases the best. Progress goes to `log`. Throws UsageError for input the
 /// user can fix and for a release the gate refuses.

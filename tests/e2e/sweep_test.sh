@@ -190,4 +190,24 @@ out=$("$privdiff" sweep "$tmp/real.toml" --param stage.0.lr=1e-3 --score benchma
   --out "$tmp/real" 2>&1); code=$?
 [ "$code" = 2 ] && grep -q 'selection = "real" selects on the private training data' <<<"$out" && [ ! -e "$tmp/real" ] \
   || fail "a score fitted to the training data: exit $code: $out"
+# privdiff validate checks a recipe's [sweep] as privdiff sweep does before it draws K (issue 52): every value
+# the search can draw, the searched keys, the score; a valid one prints the per-candidate budget.
+sweep_recipe() { cat "$tmp/tune.toml"; printf '[sweep]\nscore = "%s"\ncandidates = "poisson"\n[sweep.params]\n%s\n' "$1" "$2"; }
+sweep_recipe dpdm_classifiers.accuracy.logreg '"stage.0.lr" = [1e-4, 1e-3]' > "$tmp/valid-sweep.toml"
+out=$("$privdiff" validate "$tmp/valid-sweep.toml" 2>&1) || fail "validate of a valid [sweep]: $out"
+grep -q "sweep: poisson (mu 4; E\[K\] 4), target epsilon 5 at delta 1e-05: each candidate within RDP" <<<"$out" \
+  || fail "validate does not show the sweep's budget: $out"
+for case in '"stage.0.lr" = "log:0:1e-2"|sweep.params.stage.0.lr: sweep parameter' \
+            '"stage.0.lr" = "log:1e-2:1e-4"|LOW must be below HIGH' \
+            '"stage.5.lr" = [1e-3]|index 5 is out of range' \
+            '"privacy.epsilon" = [1.0, 2.0]|the privacy target is the whole search' \
+            '"stage.0.steps" = [2, "many"]|the value "many" is refused before any candidate runs' \
+            '"stage.0.lrr" = [1e-3]|unknown key .lrr.'; do
+  sweep_recipe dpdm_classifiers.accuracy.logreg "${case%%|*}" > "$tmp/bad-sweep.toml"
+  out=$("$privdiff" validate "$tmp/bad-sweep.toml" 2>&1); code=$?
+  [ "$code" = 2 ] && grep -q -- "${case#*|}" <<<"$out" || fail "validate of [sweep.params] ${case%%|*}: exit $code: $out"
+done
+sweep_recipe accuracy '"stage.0.lr" = [1e-3]' > "$tmp/bad-sweep.toml"
+out=$("$privdiff" validate "$tmp/bad-sweep.toml" 2>&1); code=$?
+[ "$code" = 2 ] && grep -q "name it EVALUATOR.METRIC" <<<"$out" || fail "validate of a bad [sweep] score: exit $code: $out"
 echo "sweep: all checks passed"
