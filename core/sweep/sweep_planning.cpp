@@ -3,11 +3,15 @@
 #include "run/recipe_loading.hpp"
 #include "data/open_dataset.hpp"
 #include "run/run_orchestrator.hpp"
+#include "recipe/suggest.hpp"
 #include "selection/sweep_space.hpp"
 
+#include <privdiff/components/evaluator.hpp>
 #include <privdiff/engine/random_stream.hpp>
 #include <privdiff/privacy/rdp.hpp>
 
+#include <algorithm>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -27,6 +31,7 @@ struct Spending {
   std::size_t stage = 0;
   double epsilon_target = 0, delta = 0;
   std::vector<std::string> evaluators;  ///< of the recipe's [[eval]] entries
+  std::map<std::string, std::vector<std::string>> metrics;  ///< each one's metric names, where it knows them
 };
 
 // `warnings` (may be null) gets the pre-flight's warnings (delta not below 1/N, ...).
@@ -48,6 +53,10 @@ std::unique_ptr<Spending> spending_of(const SweepState& s, const std::vector<std
     }
     for (const auto& id : entry.settings.get_string_list("evaluators")) out->evaluators.push_back(id);
     for (const auto& evaluator : entry.evaluators) {
+      try {  // what it will report under this configuration (empty: known only from the data)
+        out->metrics[evaluator.id] = create_component<sdk::Evaluator>(out->registry, evaluator.id, evaluator.config)->metric_names();
+      } catch (const std::exception&) {  // not made here: the candidate's own run refuses it
+      }
       // An evaluator option that fits the score to the training split (the release gate refuses any
       // other way a candidate's score reads it, but only after the candidates have spent).
       if (evaluator.config.has("selection") && evaluator.config.get_string("selection") == "real") {
@@ -150,6 +159,24 @@ std::vector<SweepParameter> parsed_space(const SweepState& state) {
   return space;
 }
 
+// The score's metric is one its evaluator reports with the recipe's settings, where the evaluator says
+// (a misspelt metric would otherwise be found out after the first candidate has trained and spent).
+void check_score_metric(const std::string& score, const std::map<std::string, std::vector<std::string>>& metrics) {
+  for (const auto& [id, names] : metrics) {
+    if (names.empty() || score.rfind(id + ".", 0) != 0) continue;
+    const std::string metric = score.substr(id.size() + 1);
+    if (std::find(names.begin(), names.end(), metric) != names.end()) return;
+    std::string list;
+    for (const auto& name : names) list += (list.empty() ? "" : ", ") + id + "." + name;
+    throw UsageError("sweep --score " + score + ": " + id + " reports " + list + " with the recipe's [[eval]] settings" +
+                     did_you_mean(score, [&] {
+                       std::vector<std::string> full;
+                       for (const auto& name : names) full.push_back(id + "." + name);
+                       return full;
+                     }()));
+  }
+}
+
 }  // namespace
 
 void plan_budget(SweepState& state, const std::vector<std::string>& plugin_paths, std::ostream& log) {
@@ -166,6 +193,7 @@ void plan_budget(SweepState& state, const std::vector<std::string>& plugin_paths
                      "[[eval]] evaluators (" + (ids.empty() ? std::string("it has no [[eval]]") : ids) +
                      "), e.g. dpdm_classifiers.accuracy.cnn");
   }
+  check_score_metric(state.score, reference->metrics);
   state.target_epsilon = reference->epsilon_target;
   state.delta = reference->delta;
   state.noise_key = "stage." + std::to_string(reference->stage) + ".noise_multiplier";

@@ -16,6 +16,10 @@ sweep=(sweep "$tmp/tune.toml" --param stage.0.lr=1e-4,1e-3,1e-2 --param stage.0.
 out=$("$privdiff" "${sweep[@]:0:6}" --score accuracy --out "$tmp/bad" 2>&1); code=$?
 [ "$code" = 2 ] && grep -q "name it EVALUATOR.METRIC" <<<"$out" || fail "a bad --score: exit $code: $out"
 [ -e "$tmp/bad" ] && fail "a refused sweep wrote its directory"
+# A metric the score's evaluator does not report is refused before any candidate spends (issue 52).
+out=$("$privdiff" "${sweep[@]:0:6}" --score dpdm_classifiers.fid --out "$tmp/bad" 2>&1); code=$?
+[ "$code" = 2 ] && grep -q "sweep --score dpdm_classifiers.fid: dpdm_classifiers reports dpdm_classifiers.accuracy.logreg" <<<"$out" \
+  && [ ! -e "$tmp/bad" ] && ! grep -q "candidate 1 of" <<<"$out" || fail "a metric no evaluator reports: exit $code: $out"
 out=$("$privdiff" "${sweep[@]}" --stop-after-candidates -1 2>&1); code=$?
 [ "$code" = 2 ] && grep -q "expected a count >= 0" <<<"$out" && [ ! -e "$tmp/sweep" ] || fail "--stop-after-candidates -1: exit $code: $out"
 out=$("$privdiff" "${sweep[@]}" --stop-after-candidates 1 2>&1); code=$?
@@ -207,6 +211,10 @@ for case in '"stage.0.lr" = "log:0:1e-2"|sweep.params.stage.0.lr: sweep paramete
   out=$("$privdiff" validate "$tmp/bad-sweep.toml" 2>&1); code=$?
   [ "$code" = 2 ] && grep -q -- "${case#*|}" <<<"$out" || fail "validate of [sweep.params] ${case%%|*}: exit $code: $out"
 done
+sweep_recipe dpdm_classifiers.accuracy.cnn '"stage.0.lr" = [1e-3]' > "$tmp/bad-sweep.toml"
+out=$("$privdiff" validate "$tmp/bad-sweep.toml" 2>&1); code=$?
+[ "$code" = 2 ] && grep -q "dpdm_classifiers reports dpdm_classifiers.accuracy.logreg with the recipe" <<<"$out" \
+  || fail "validate of a [sweep] score its evaluator does not report: exit $code: $out"
 sweep_recipe accuracy '"stage.0.lr" = [1e-3]' > "$tmp/bad-sweep.toml"
 out=$("$privdiff" validate "$tmp/bad-sweep.toml" 2>&1); code=$?
 [ "$code" = 2 ] && grep -q "name it EVALUATOR.METRIC" <<<"$out" || fail "validate of a bad [sweep] score: exit $code: $out"

@@ -34,6 +34,15 @@ class BenchmarkClassifiersEvaluator : public Evaluator {
     if (c.has("batch_size")) batch_size_ = c.get_int("batch_size");
   }
 
+  /// With `networks` set; otherwise they follow the image size (DPImageBench's choice), known only then.
+  std::vector<std::string> metric_names() const override {
+    if (networks_.empty()) return {};
+    std::vector<std::string> names;
+    for (const auto network : networks_) names.push_back("accuracy." + evaluation::to_string(network));
+    names.push_back("accuracy.mean");
+    return names;
+  }
+
   EvaluationResult evaluate(const EvaluationInput& in) override {
     const LabelledImages& test = in.real("test");
     const std::int64_t channels = in.samples.images.size(1), size = in.samples.images.size(2);

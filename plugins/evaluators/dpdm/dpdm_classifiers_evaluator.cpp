@@ -21,6 +21,12 @@ class DpdmClassifiersEvaluator : public Evaluator {
     for (const auto& name : c.get_string_list("classifiers")) kinds_.push_back(dpdm_classifier_from_string(name));
   }
 
+  std::vector<std::string> metric_names() const override {
+    std::vector<std::string> names;
+    for (const DpdmClassifier kind : kinds_) names.push_back("accuracy." + to_string(kind));
+    return names;
+  }
+
   EvaluationResult evaluate(const EvaluationInput& in) override {
     const LabelledImages& test = in.real("test");
     const auto split = evaluation::split_for_validation(

@@ -36,6 +36,10 @@ class FeatureCnnEvaluator : public Evaluator {
   explicit FeatureCnnEvaluator(const Config& c)
       : feature_epochs_(c.get_int("feature_epochs")), pr_samples_(c.get_int("pr_samples")) {}
 
+  std::vector<std::string> metric_names() const override {
+    return {"frechet_distance", "frechet_floor", "precision", "recall"};
+  }
+
   EvaluationResult evaluate(const EvaluationInput& in) override {
     const LabelledImages& reference = in.real(in.reference_split);
     std::string description;

@@ -82,6 +82,15 @@ class InceptionEvaluator : public Evaluator {
         batch_size_(c.get_int("batch_size")), splits_(c.get_int("is_splits")),
         pr_samples_(c.get_int("pr_samples")) {}
 
+  std::vector<std::string> metric_names() const override {
+    const std::string suffix = loaded_.verified ? "" : "_not_comparable";
+    std::vector<std::string> names;
+    for (const char* name : {"fid", "fid_floor", "inception_score", "inception_score_std", "precision", "recall"}) {
+      names.push_back(name + suffix);
+    }
+    return names;
+  }
+
   EvaluationResult evaluate(const EvaluationInput& in) override {
     const std::string suffix = loaded_.verified ? "" : "_not_comparable";
     if (!loaded_.verified) {

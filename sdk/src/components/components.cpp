@@ -39,6 +39,7 @@ bool Accountant::is_upper_bound() const { return true; }
 Sampler::~Sampler() = default;
 Dataset::~Dataset() = default;
 Evaluator::~Evaluator() = default;
+std::vector<std::string> Evaluator::metric_names() const { return {}; }
 Auditor::~Auditor() = default;
 
 PrivacyEvent Mechanism::planned_events_with(double, std::int64_t) const {

@@ -66,6 +66,10 @@ class PRIVDIFF_SDK_API Evaluator : public Component {
   /// Throws std::invalid_argument for input it cannot score (image size, missing weights file...),
   /// with a message that says what was expected.
   virtual EvaluationResult evaluate(const EvaluationInput& input) = 0;
+  /// The metrics evaluate() reports under this configuration ("accuracy.cnn", "frechet_distance"), so
+  /// that a metric can be checked before anything runs (privdiff sweep's --score, before any candidate
+  /// spends). Empty (the default): they depend on the data, and are not checked.
+  virtual std::vector<std::string> metric_names() const;
 };
 
 }  // namespace privdiff::sdk
