@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "util/atomic_file.hpp"
+#include "util/json_file.hpp"
 
 #include <privdiff/privacy/event_json.hpp>
 
@@ -22,11 +23,7 @@ nlohmann::json read_json(const fs::path& file, bool required) {
     throw std::runtime_error(file.parent_path().string() + ": not a finished privdiff run (no " +
                              file.filename().string() + ")");
   }
-  try {
-    return nlohmann::json::parse(read_file(file));
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(file.string() + ": not valid JSON (" + e.what() + ")");
-  }
+  return read_json_file(file);
 }
 
 }  // namespace

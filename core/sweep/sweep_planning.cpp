@@ -31,7 +31,7 @@ struct Spending {
   std::size_t stage = 0;
   double epsilon_target = 0, delta = 0;
   std::vector<std::string> evaluators;  ///< of the recipe's [[eval]] entries
-  std::map<std::string, std::vector<std::string>> metrics;  ///< each one's metric names, where it knows them
+  std::vector<ComponentSection> evaluator_sections;  ///< their configurations (for the score's metric names)
 };
 
 // `warnings` (may be null) gets the pre-flight's warnings (delta not below 1/N, ...).
@@ -53,10 +53,7 @@ std::unique_ptr<Spending> spending_of(const SweepState& s, const std::vector<std
     }
     for (const auto& id : entry.settings.get_string_list("evaluators")) out->evaluators.push_back(id);
     for (const auto& evaluator : entry.evaluators) {
-      try {  // what it will report under this configuration (empty: known only from the data)
-        out->metrics[evaluator.id] = create_component<sdk::Evaluator>(out->registry, evaluator.id, evaluator.config)->metric_names();
-      } catch (const std::exception&) {  // not made here: the candidate's own run refuses it
-      }
+      out->evaluator_sections.push_back(evaluator);
       // An evaluator option that fits the score to the training split (the release gate refuses any
       // other way a candidate's score reads it, but only after the candidates have spent).
       if (evaluator.config.has("selection") && evaluator.config.get_string("selection") == "real") {
@@ -160,21 +157,25 @@ std::vector<SweepParameter> parsed_space(const SweepState& state) {
 }
 
 // The score's metric is one its evaluator reports with the recipe's settings, where the evaluator says
-// (a misspelt metric would otherwise be found out after the first candidate has trained and spent).
-void check_score_metric(const std::string& score, const std::map<std::string, std::vector<std::string>>& metrics) {
-  for (const auto& [id, names] : metrics) {
-    if (names.empty() || score.rfind(id + ".", 0) != 0) continue;
-    const std::string metric = score.substr(id.size() + 1);
-    if (std::find(names.begin(), names.end(), metric) != names.end()) return;
-    std::string list;
-    for (const auto& name : names) list += (list.empty() ? "" : ", ") + id + "." + name;
-    throw UsageError("sweep --score " + score + ": " + id + " reports " + list + " with the recipe's [[eval]] settings" +
-                     did_you_mean(score, [&] {
-                       std::vector<std::string> full;
-                       for (const auto& name : names) full.push_back(id + "." + name);
-                       return full;
-                     }()));
+// (a misspelt metric would otherwise be found out after the first candidate has trained and spent). Only
+// the score's evaluator is made, once (the Inception one loads its weights).
+void check_score_metric(const std::string& score, const Spending& reference) {
+  std::vector<std::string> reported;  // by every [[eval]] entry of the score's evaluator
+  std::string id;
+  for (const auto& section : reference.evaluator_sections) {
+    if (score.rfind(section.id + ".", 0) != 0) continue;
+    std::vector<std::string> names;
+    try {
+      names = create_component<sdk::Evaluator>(reference.registry, section.id, section.config)->metric_names();
+    } catch (const std::exception&) {  // not made here: the candidate's own run refuses it
+    }
+    if (names.empty()) return;  // known only from the data: not checked
+    for (const auto& name : names) reported.push_back(section.id + "." + name);
+    id = section.id;
   }
+  if (reported.empty() || std::find(reported.begin(), reported.end(), score) != reported.end()) return;
+  throw UsageError("sweep --score " + score + ": " + id + " reports " + join(reported) +
+                   " with the recipe's [[eval]] settings" + did_you_mean(score, reported));
 }
 
 }  // namespace
@@ -193,7 +194,7 @@ void plan_budget(SweepState& state, const std::vector<std::string>& plugin_paths
                      "[[eval]] evaluators (" + (ids.empty() ? std::string("it has no [[eval]]") : ids) +
                      "), e.g. dpdm_classifiers.accuracy.cnn");
   }
-  check_score_metric(state.score, reference->metrics);
+  check_score_metric(state.score, *reference);
   state.target_epsilon = reference->epsilon_target;
   state.delta = reference->delta;
   state.noise_key = "stage." + std::to_string(reference->stage) + ".noise_multiplier";

@@ -160,14 +160,11 @@ BestBudget best_poisson_budget(const CandidateCount& c, const CandidateCurve& cu
   return best;
 }
 
-}  // namespace
-
-BestBudget best_budget(const CandidateCount& c, const CandidateCurve& curve, double delta, rdp::Conversion conversion) {
-  check(c);
+// Theorem 2 over every order pair (lambda, lambda_hat), or composition (fixed K) over the orders.
+BestBudget best_order_budget(const CandidateCount& c, const CandidateCurve& curve, double delta, rdp::Conversion conversion) {
   BestBudget best{{}, std::numeric_limits<double>::infinity()};
-  if (c.kind == Kind::poisson) best = best_poisson_budget(c, curve, delta, conversion);
   const auto& o = curve.orders;
-  for (std::size_t i = 0; i < o.size() && c.kind != Kind::poisson; ++i) {
+  for (std::size_t i = 0; i < o.size(); ++i) {
     if (!(o[i] > 1) || std::isinf(curve.rdp[i])) continue;
     CandidateBudget b{o[i], curve.rdp[i]};
     const std::size_t hats = c.kind == Kind::truncated_negative_binomial ? o.size() : 1;
@@ -181,6 +178,15 @@ BestBudget best_budget(const CandidateCount& c, const CandidateCurve& curve, dou
       if (eps < best.epsilon) best = {b, eps};
     }
   }
+  return best;
+}
+
+}  // namespace
+
+BestBudget best_budget(const CandidateCount& c, const CandidateCurve& curve, double delta, rdp::Conversion conversion) {
+  check(c);
+  const BestBudget best = c.kind == Kind::poisson ? best_poisson_budget(c, curve, delta, conversion)
+                                                  : best_order_budget(c, curve, delta, conversion);
   if (std::isinf(best.epsilon)) throw std::invalid_argument("selection: the candidate's RDP is unbounded at every order");
   return best;
 }
