@@ -10,6 +10,8 @@
 //               warm-up, the batch then split into chunks of the chosen size
 //   dp_step     auto, then the step's noise (secure stream) and an Adam update: the whole private
 //               step, with its parts ("parts": forward+backward, norms, clipped sum, noise, optimizer)
+//   dp_step_automatic_clipping  dp_step with automatic clipping's rule, R / (||g|| + 0.01), as a
+//               plugin's DpSgdMechanism::clip_factors (examples/out_of_tree_plugin) runs it
 //   materialised forward + all per-example gradients held at once + clipping and summation
 //   oracle      one example at a time through autograd, all gradients held (the test reference)
 //   noise        the Gaussian noise of one logical step for every parameter (secure ChaCha20 stream,
@@ -131,7 +133,7 @@ int bench(int argc, char** argv) {
   if (argc < 4) throw std::invalid_argument("expected a mode, BATCH and K");
   const std::string mode = argv[1];
   const std::vector<std::string> modes{"nonprivate", "vectorised", "materialised_norms", "micro_batch", "auto",
-                                       "dp_step", "materialised", "oracle", "noise", "device_noise", "adam", "libtorch_adam"};
+                                       "dp_step", "dp_step_automatic_clipping", "materialised", "oracle", "noise", "device_noise", "adam", "libtorch_adam"};
   if (std::find(modes.begin(), modes.end(), mode) == modes.end()) {
     throw std::invalid_argument("unknown mode '" + mode + "'");
   }
@@ -195,15 +197,21 @@ int bench(int argc, char** argv) {
     sync();
     return std::chrono::duration<double>(Clock::now() - t).count();
   };
+  const bool whole_step = mode == "dp_step" || mode == "dp_step_automatic_clipping";
+  engine::ClipRule rule;
+  if (mode == "dp_step_automatic_clipping") {
+    rule = [](const at::Tensor& squared) { return 1.0 / (squared.sum(1).sqrt() + 0.01); };
+  }
   auto step = [&] {
     parts.clear();
-    if (mode == "auto" || mode == "dp_step") {
+    if (mode == "auto" || whole_step) {
       if (!planned) {  // the warm-up step: what a stage does before its first step
         engine::EngineCalibration settings;
         settings.synthetic_loss = [&](std::int64_t) { return loss; };
         settings.chunk = batch;
         settings.may_shrink_chunk = true;
         settings.group = k;
+        settings.rule = rule;
         plan = engine::calibrate_engine(unet, settings, planner);
         planned = true;
         for (const auto& [key, value] : plan.describe(planner)) std::fprintf(stderr, "%s: %s\n", key.c_str(), value.c_str());
@@ -213,13 +221,13 @@ int bench(int argc, char** argv) {
       for (std::int64_t start = 0; start < batch; start += plan.chunk) {
         const std::int64_t len = std::min(plan.chunk, batch - start);
         const engine::RowLoss part = [&, start](const at::Tensor& e) { return loss(e + start); };
-        engine::ClippedSum chunk = engine::clipped_sum_along(plan, unet, part, len, k, 1.0, engine::ClipMode::flat, planner);
+        engine::ClippedSum chunk = engine::clipped_sum_along(plan, unet, part, len, k, 1.0, engine::ClipMode::flat, planner, rule);
         for (const auto& [name, value] : chunk.seconds) parts[name] += value;
         if (sums.empty()) sums = std::move(chunk.sums);
         else for (std::size_t j = 0; j < sums.size(); ++j) sums[j].add_(chunk.sums[j]);
       }
       parts["clipping_total"] = seconds_since(clipping_start);  // the micro-batch path has no finer parts
-      if (mode == "dp_step") {
+      if (whole_step) {
         auto t = Clock::now();
         const auto draws = step_noise.sample_all(unet.parameters(), 1.0);
         parts["noise"] = seconds_since(t);

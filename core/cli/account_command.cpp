@@ -235,7 +235,7 @@ void run_account(const GlobalOptions& global, AccountArgs& args) {
   question.conversion = args.conversion;
   question.accountants = args.accountants;
   ComponentRegistry registry;
-  load_plugins(registry, global, nullptr);
+  load_plugins_of_runs(registry, global, from_run ? std::vector<std::string>{args.run_dir} : std::vector<std::string>{});
   const release::AccountingAnswer answer = release::answer(registry, question);
   const nlohmann::json& results = answer.results;
   const nlohmann::json& skipped = answer.skipped;

@@ -1,17 +1,18 @@
-// privdiff audit RECIPE: a white-box gradient-canary audit of the recipe's private training engine
-// (audit/gradient_canaries.hpp). The engine settings of the recipe's private stage (K, C, clip mode,
-// physical batch size, secure noise) train a canary model on the audit's own schedule (q, steps)
-// with the noise calibrated to the recipe's epsilon by its accountant; the empirical lower bound
-// eps_lower (Steinke et al. 2023, one run) must not exceed the reported epsilon.
+// privdiff audit RECIPE: a white-box gradient-canary audit of the recipe's private stage
+// (audit/gradient_canaries.hpp). The stage's own mechanism, whatever plugin it comes from, with the
+// recipe's settings (K, C, clip rule and mode, physical batch size) trains a canary model on the
+// audit's own schedule (q, steps) with the noise calibrated to the recipe's epsilon by its
+// accountant; the empirical lower bound eps_lower (Steinke et al. 2023, one run) must not exceed
+// the reported epsilon.
 #include "cli/command_setup.hpp"
 #include "cli/commands.hpp"
 #include "recipe/suggest.hpp"
 #include "util/atomic_file.hpp"
-#include "run/composed_run.hpp"
+#include "run/stage_under_test.hpp"
 
 #include <privdiff/audit/gradient_canaries.hpp>
 #include <privdiff/components/auditor.hpp>
-#include <privdiff/engine/dp_sgd_mechanism.hpp>
+#include <privdiff/components/accountant.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -29,34 +30,34 @@ struct Args {
   std::vector<std::string> overrides;
   std::string stage;
   std::int64_t canaries = 5000, fillers = 1000, steps = 4;
-  double canary_norm = 2.0, sampling_rate = 1.0, confidence = 0.95;
+  double canary_norm = 10.0, sampling_rate = 1.0, confidence = 0.95;
   std::int64_t seed = 0;
   std::string out;
   std::string auditor = "one_run";
 };
 
-bool is_private_dp_sgd(const sdk::Mechanism& mechanism) {
-  return mechanism.is_private() && dynamic_cast<const sdk::engine::DpSgdMechanism*>(&mechanism) != nullptr;
+// The audit run's settings: "auto" sigma, the audit's steps, the recipe's chunks, and its noise
+// source (seeded by the stage's or the run's seed when the recipe opts into reproducible noise).
+sdk::check::MechanismSettings audit_settings(const Recipe& recipe, const StageUnderTest& stage, std::int64_t steps) {
+  const sdk::Config& config = recipe.stages[stage.index].mechanism.config;
+  sdk::check::MechanismSettings settings;
+  settings.steps = steps;
+  settings.physical_batch_size = config.get_int("physical_batch_size");
+  if (config.has("secure_noise") && !config.get_bool("secure_noise")) {
+    settings.seed = static_cast<std::uint64_t>(config.has("seed") ? config.get_int("seed") : recipe.run.get_int("seed"));
+  }
+  return settings;
 }
 
-// The stage to audit: --stage, or the recipe's only private DP-SGD stage (a central_images stage
-// is private but has no DP-SGD engine to audit).
-std::size_t audited_stage(const Recipe& recipe, const ComposedRun& run, const Args& args) {
-  std::vector<std::size_t> found;
-  for (std::size_t i = 0; i < recipe.stages.size(); ++i) {
-    if (args.stage.empty() ? is_private_dp_sgd(*run.mechanisms[i]) : recipe.stages[i].name == args.stage) {
-      found.push_back(i);
-    }
-  }
-  if (found.empty()) {
-    throw UsageError(args.recipe + ": " + (args.stage.empty() ? "no private DP-SGD stage to audit"
-                                                              : "no stage named '" + args.stage + "'"));
-  }
-  if (found.size() > 1) {
-    throw UsageError(args.recipe + ": several private DP-SGD stages; choose one with --stage (e.g. --stage " +
-                     recipe.stages[found.back()].name + ")");
-  }
-  return found.front();
+// "K 4, C 1, flat clipping, physical batch 200, seeded noise": the stage's engine settings.
+std::string describe_settings(const sdk::Config& config) {
+  std::ostringstream s;
+  const std::int64_t physical = config.get_int("physical_batch_size");
+  s << "K " << (config.has("noise_multiplicity") ? config.get_int("noise_multiplicity") : 1) << ", C "
+    << config.get_double("max_grad_norm") << ", " << config.get_string("clipping") << " clipping, physical batch "
+    << (physical > 0 ? std::to_string(physical) : "all") << ", "
+    << (config.get_bool("secure_noise") ? "secure" : "seeded") << " noise";
+  return s.str();
 }
 
 void write_outputs(const std::filesystem::path& dir, const sdk::audit::GradientCanaryAudit& r, const Args& args,
@@ -105,7 +106,7 @@ CLI::App* add_audit_command(CLI::App& app, const GlobalOptions& global, int& exi
   cmd->add_option("--steps", args->steps, "logical steps of the audit run (default 4)")->check(at_least(1));
   cmd->add_option("--sampling-rate", args->sampling_rate, "q of the audit run (default 1: strongest)")
       ->check(CLI::Range(1e-6, 1.0));
-  cmd->add_option("--canary-norm", args->canary_norm, "canary gradient norm in units of C (default 2)")
+  cmd->add_option("--canary-norm", args->canary_norm, "canary gradient norm in units of C (default 10: a mechanism that does not clip stands out)")
       ->check(CLI::Range(1e-3, 1e6));
   cmd->add_option("--confidence", args->confidence, "of the lower bound (default 0.95)")->check(CLI::Range(0.5, 0.9999));
   cmd->add_option("--seed", args->seed, "canary placement and inclusion (default 0)")->check(at_least(0));
@@ -125,20 +126,9 @@ CLI::App* add_audit_command(CLI::App& app, const GlobalOptions& global, int& exi
     }
     const auto auditor = create_component<sdk::Auditor>(
         registry, args->auditor, sdk::make_config(found->registration->schema, "auditor", {}));
-    ComposedRun run = compose(recipe, registry);
-    const std::size_t index = audited_stage(recipe, run, *args);
-    const std::string& stage = recipe.stages[index].name;
-    const auto* engine = dynamic_cast<const sdk::engine::DpSgdMechanism*>(run.mechanisms[index].get());
-    if (!engine || !engine->is_private()) {
-      throw UsageError(args->recipe + ": stage '" + stage + "' (" + recipe.stages[index].mechanism.id +
-                       ") is not a private DP-SGD stage; the gradient-canary audit needs one");
-    }
-    sdk::engine::DpSgdOptions options = engine->options();
-    options.epochs.reset();
-    options.steps = args->steps;
-    options.noise_multiplier.reset();  // calibrated to the recipe's epsilon for the audit's schedule
+    const StageUnderTest stage = stage_under_test(recipe, registry, args->stage, args->recipe, "audit");
     const std::string accountant_id = recipe.privacy.get_string("accountant");
-    const sdk::Accountant& accountant = *run.accountants.at(accountant_id);
+    const auto accountant = create_component<sdk::Accountant>(registry, accountant_id, recipe.accountants.at(accountant_id));
     const double epsilon = recipe.privacy.get_double("epsilon"), delta = recipe.privacy.get_double("delta");
     sdk::audit::GradientCanaryOptions audit;
     audit.canaries = args->canaries;
@@ -147,15 +137,14 @@ CLI::App* add_audit_command(CLI::App& app, const GlobalOptions& global, int& exi
     audit.sampling_rate = args->sampling_rate;
     audit.seed = static_cast<std::uint64_t>(args->seed);
     audit.confidence = args->confidence;
-    std::cout << "auditing stage '" << stage << "' (" << recipe.stages[index].mechanism.id << ": K "
-              << options.noise_multiplicity << ", C " << options.max_grad_norm << ", "
-              << (options.clipping == sdk::engine::ClipMode::flat ? "flat" : "per-layer") << " clipping, physical batch "
-              << (options.physical_batch_size > 0 ? std::to_string(options.physical_batch_size) : "all") << ", "
-              << (options.secure_noise ? "secure" : "seeded") << " noise)\n"
+    const sdk::check::MechanismSettings settings = audit_settings(recipe, stage, args->steps);
+    std::cout << "auditing stage '" << stage.name << "' (" << stage.mechanism << " from " << stage.plugin
+              << ", its own code: " << describe_settings(recipe.stages[stage.index].mechanism.config) << ")\n"
               << "  " << audit.canaries << " gradient canaries (norm " << audit.canary_norm << " C, each in the data with "
               << "probability 1/2), " << audit.fillers << " fillers, q " << audit.sampling_rate << ", " << args->steps
               << " steps, noise calibrated to epsilon " << epsilon << " (" << accountant_id << ", delta " << delta << ")\n";
-    const auto r = sdk::audit::audit_with_gradient_canaries(options, accountant, epsilon, delta, audit, nullptr, auditor.get());
+    const auto r = sdk::audit::audit_with_gradient_canaries(stage.make, settings, stage.max_grad_norm, *accountant, epsilon,
+                                                            delta, audit, auditor.get());
     std::cout << "  noise multiplier " << r.noise_multiplier << ", dataset " << r.dataset_size << " examples, "
               << r.steps << " steps\n"
               << "  guesses " << r.bound.guesses << ", correct " << r.bound.correct << "\n"
@@ -165,7 +154,7 @@ CLI::App* add_audit_command(CLI::App& app, const GlobalOptions& global, int& exi
               << (r.passed() ? "audit passed: the lower bound does not exceed the reported epsilon\n"
                              : "AUDIT FAILED: the run leaks more than its reported epsilon allows\n");
     if (!args->out.empty()) {
-      write_outputs(args->out, r, *args, stage, accountant_id);
+      write_outputs(args->out, r, *args, stage.name, accountant_id);
       std::cout << "scores: " << (std::filesystem::path(args->out) / "scores.csv").string() << "\n";
     }
     exit_code = r.passed() ? exit_ok : exit_failure;

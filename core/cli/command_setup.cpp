@@ -1,11 +1,22 @@
 #include "cli/command_setup.hpp"
 
+#include <filesystem>
 #include <stdexcept>
 
 namespace privdiff::core::cli {
 
 void load_plugins(ComponentRegistry& registry, const GlobalOptions& global, const RecipeDocument* recipe) {
   core::load_plugins(registry, global.plugin_paths, recipe);
+}
+
+void load_plugins_of_runs(ComponentRegistry& registry, const GlobalOptions& global, const std::vector<std::string>& run_dirs) {
+  load_plugins(registry, global, nullptr);
+  for (const auto& dir : run_dirs) {
+    const std::filesystem::path recipe = std::filesystem::path(dir) / "recipe.toml";
+    if (!std::filesystem::is_regular_file(recipe)) continue;
+    const RecipeDocument document = RecipeDocument::load(recipe);
+    load_plugins(registry, global, &document);  // libraries already loaded are skipped
+  }
 }
 
 std::shared_ptr<RecipeArguments> add_recipe_arguments(CLI::App& command, const std::string& set_example) {

@@ -30,6 +30,9 @@ std::shared_ptr<RecipeArguments> add_recipe_arguments(CLI::App& command, const s
 /// Loads plugins from: --plugin-path dirs, $PRIVDIFF_PLUGIN_PATH, the recipe's [plugins] search
 /// (when a recipe is given), then the plugins installed next to the executable.
 void load_plugins(ComponentRegistry& registry, const GlobalOptions& global, const RecipeDocument* recipe);
+/// The same for commands that read finished runs (account, compare): each run directory's
+/// recipe.toml adds its [plugins] search, so an out-of-tree accountant the run used is found.
+void load_plugins_of_runs(ComponentRegistry& registry, const GlobalOptions& global, const std::vector<std::string>& run_dirs);
 
 /// Parses `file`, applies `overrides`, loads plugins and validates. Throws RecipeError with
 /// every problem found, override errors included.

@@ -31,6 +31,7 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions& global, int& exit
 CLI::App* add_compare_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 CLI::App* add_account_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 CLI::App* add_audit_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
+CLI::App* add_check_mechanism_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 CLI::App* add_weights_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 CLI::App* add_sweep_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 

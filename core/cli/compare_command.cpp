@@ -137,7 +137,7 @@ CLI::App* add_compare_command(CLI::App& app, const GlobalOptions& global, int& e
   cmd->add_option("--points", args->points, "steps at which each epsilon curve is evaluated")->check(CLI::Range(2, 1000));
   cmd->callback([&global, &exit_code, args] {
     // Sweeps get their own section (sweep_report.hpp); the runs, a table together.
-    std::string sweeps;
+    std::string sweeps, sweep_rows, sweep_sections;
     std::vector<std::string> run_dirs;
     for (const auto& dir : args->runs) {
       if (!is_sweep_directory(dir)) {
@@ -145,18 +145,25 @@ CLI::App* add_compare_command(CLI::App& app, const GlobalOptions& global, int& e
         continue;
       }
       try {
-        sweeps += sweep_markdown(read_sweep_state(dir), dir);
+        const SweepState state = read_sweep_state(dir);
+        sweeps += sweep_markdown(state, dir);
+        sweep_rows += sweep_csv_rows(state, dir);
+        sweep_sections += sweep_html(state, dir);
       } catch (const std::runtime_error& e) {
         throw UsageError(std::string("compare: ") + e.what());
       }
     }
-    if (run_dirs.empty()) {
+    if (run_dirs.empty()) {  // sweeps alone: their candidates in compare.md, compare.csv and report.html
       const fs::path out(args->out);
       prepare_report_directory(out, args->force);
       fs::create_directories(out);
       std::cout << sweeps;
       write_file_atomically(out / "compare.md", sweeps);
-      std::cout << "wrote " << (out / "compare.md").string() << "\n";
+      write_file_atomically(out / "compare.csv", sweep_csv_header() + sweep_rows);
+      write_file_atomically(out / "report.html", "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                                                 "<title>privdiff comparison</title></head><body>\n" + sweep_sections +
+                                                 "</body></html>\n");
+      std::cout << "wrote " << (out / "compare.md").string() << ", compare.csv and report.html\n";
       exit_code = exit_ok;
       return;
     }
@@ -185,7 +192,7 @@ CLI::App* add_compare_command(CLI::App& app, const GlobalOptions& global, int& e
     write_file_atomically(out / "compare.csv", to_csv(report.table));
 
     ComponentRegistry registry;
-    load_plugins(registry, global, nullptr);
+    load_plugins_of_runs(registry, global, args->runs);
     const std::vector<PlotSeries> epsilon_series = epsilon_curves(runs, labels, registry, args->points);
     std::vector<std::pair<std::string, std::vector<PlotSeries>>> loss_plots;  // by stage
     for (std::size_t i = 0; i < runs.size(); ++i) {

@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
   add_compare_command(app, global, exit_code);
   add_account_command(app, global, exit_code);
   add_audit_command(app, global, exit_code);
+  add_check_mechanism_command(app, global, exit_code);
   add_weights_command(app, global, exit_code);
   add_sweep_command(app, global, exit_code);
   if (parse_only()) app.parse_complete_callback([] { throw ParsedOnly{}; });

@@ -7,6 +7,8 @@
 #include "run/run_orchestrator.hpp"
 #include "sweep/sweep_runner.hpp"
 
+#include <privdiff/engine/device.hpp>
+
 #include <iostream>
 
 namespace privdiff::core::cli {
@@ -19,6 +21,11 @@ CLI::App* add_validate_command(CLI::App& app, const GlobalOptions& global, int& 
   validate->callback([&global, &exit_code, args] {
     ComponentRegistry registry;
     const Recipe recipe = load_recipe(args->recipe, args->overrides, global, registry);
+    try {  // the device run would train on exists here (a CPU build, or no visible GPU, has no "cuda")
+      (void)sdk::engine::resolve_device(recipe.run.get_string("device"));
+    } catch (const sdk::engine::DeviceUnavailable& e) {
+      throw RecipeError({recipe.diagnostic("run.device", e.what())});
+    }
     // Every check `run` makes before training: the data, the privacy plan, batch sizes.
     RunOrchestrator orchestrator(recipe, compose_for_command(recipe, registry, args->recipe),
                                  [&registry](const DataSection& data) { return open_dataset(data, registry); });

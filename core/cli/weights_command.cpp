@@ -215,13 +215,18 @@ void add_import_command(CLI::App& weights, int& exit_code) {
   cmd->add_option("SRC", args->source, "a diffusers UNet2DModel folder, or DPDM's network as safetensors "
                                        "(scripts/convert_to_safetensors.py --dpdm)")->required();
   cmd->add_option("--image-size", args->image_size, "the images' height and width (DPDM's weights do not record it; "
-                                                    "diffusers: the config's sample_size)")->check(CLI::PositiveNumber);
+                                                    "diffusers: the config's sample_size)")->check(at_least(1));
   cmd->add_option("-o,--out", args->out, "also write the weights under the model's own names to DIR/model.safetensors");
   cmd->add_option("--recipe", args->recipe, "also write the recipe tables to FILE (a recipe privdiff sample runs; add "
                                             "[data] and [[stage]] to fine-tune)");
   cmd->callback([args, &exit_code] {
     if (!args->recipe.empty() && fs::exists(args->recipe)) {
       throw UsageError("weights import --recipe: " + args->recipe + " exists (not overwritten)");
+    }
+    std::error_code ec;
+    if (!args->out.empty() && fs::exists(args->out) && !(fs::is_directory(args->out) && fs::is_empty(args->out, ec))) {
+      throw UsageError("weights import -o: " + args->out + " exists and is not an empty folder (nothing in it is "
+                       "overwritten; give a new folder)");
     }
     WeightsImport result;
     try {

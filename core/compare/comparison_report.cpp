@@ -208,7 +208,8 @@ void plot_svg(const fs::path& svg, const std::string& title, const std::string& 
               const std::vector<PlotSeries>& series, bool log_y) {
   const fs::path base = svg.parent_path() / svg.stem();
   std::ostringstream script;
-  script << "set terminal svg size 720,420 fixed enhanced font 'Sans,12' background rgb 'white'\n"
+  // noenhanced: titles are literal text (gnuplot's enhanced mode set "dp_ldm"'s "ldm" as a subscript).
+  script << "set terminal svg size 720,420 fixed noenhanced font 'Sans,12' background rgb 'white'\n"
          << "set output " << gnuplot_quote(fs::absolute(svg).string()) << "\n"
          << "set title " << gnuplot_quote(title) << "\nset xlabel " << gnuplot_quote(xlabel) << "\nset ylabel "
          << gnuplot_quote(ylabel) << "\nset key outside right top\nset grid\n";

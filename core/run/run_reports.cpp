@@ -34,6 +34,7 @@ void RunOrchestrator::sample_grid(RunSession& s) {
   request.seed = static_cast<std::uint64_t>(recipe_.run.get_int("seed"));
   const auto start = std::chrono::steady_clock::now();
   components_.model->module().eval();
+  at::NoGradGuard no_grad;  // a sampler never needs autograd: the host turns it off for every sampler
   const at::Tensor images = components_.model->decode(components_.sampler->sample(*components_.model, request));
   s.grid_images = request.count;
   s.grid_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

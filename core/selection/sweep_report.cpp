@@ -40,4 +40,76 @@ std::string sweep_markdown(const SweepState& s, const fs::path& dir) {
   return out.str();
 }
 
+namespace {
+
+std::string parameters_of(const SweepState& s, const SweepCandidate& c) {
+  std::string out;
+  for (const auto& spec : s.space) {
+    const std::string key = spec.substr(0, spec.find('='));
+    const auto it = c.values.find(key);
+    out += (out.empty() ? "" : "; ") + key + "=" + (it == c.values.end() ? "" : it->second);
+  }
+  return out;
+}
+
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char ch : text) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return quoted + "\"";
+}
+
+std::string html_escaped(const std::string& text) {
+  std::string out;
+  for (char ch : text) {
+    if (ch == '<') out += "&lt;";
+    else if (ch == '>') out += "&gt;";
+    else if (ch == '&') out += "&amp;";
+    else if (ch == '"') out += "&quot;";
+    else out += ch;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string sweep_csv_header() {
+  return "sweep,candidate,parameters,noise_multiplier,epsilon_alone,score_metric,score,selected\n";
+}
+
+std::string sweep_csv_rows(const SweepState& s, const fs::path& dir) {
+  std::ostringstream out;
+  out << std::setprecision(17);
+  for (std::size_t i = 0; i < s.candidates.size(); ++i) {
+    const auto& c = s.candidates[i];
+    out << csv_field(dir.string()) << "," << i + 1 << "," << csv_field(parameters_of(s, c)) << "," << c.noise_multiplier
+        << "," << c.single_run_epsilon << "," << csv_field(s.score) << ",";
+    if (c.score) out << *c.score;
+    out << "," << (s.selected && *s.selected == i ? 1 : 0) << "\n";
+  }
+  return out.str();
+}
+
+std::string sweep_html(const SweepState& s, const fs::path& dir) {
+  std::ostringstream out;
+  out << std::setprecision(4) << "<h2>Sweep " << html_escaped(dir.string()) << "</h2>\n<p>The whole search: epsilon "
+      << s.epsilon << " at delta " << s.delta << " (target " << s.target_epsilon << "), the best of K candidates, K ~ "
+      << html_escaped(describe_count(s.count)) << ", selected by " << html_escaped(s.score) << ".</p>\n"
+      << "<p><strong>Private:</strong> the rows below (K, every candidate and its score) are not covered by the "
+         "selection theorem; publish only the selected model and privacy.json.</p>\n<table>\n<tr><th>candidate</th>"
+         "<th>parameters</th><th>noise multiplier</th><th>epsilon alone</th><th>" << html_escaped(s.score)
+      << "</th><th></th></tr>\n";
+  for (std::size_t i = 0; i < s.candidates.size(); ++i) {
+    const auto& c = s.candidates[i];
+    out << "<tr><td>" << i + 1 << "</td><td>" << html_escaped(parameters_of(s, c)) << "</td><td>" << c.noise_multiplier
+        << "</td><td>" << c.single_run_epsilon << "</td><td>";
+    if (c.score) out << *c.score;
+    else out << (c.done ? "?" : "not run");
+    out << "</td><td>" << (s.selected && *s.selected == i ? "<strong>selected</strong>" : "") << "</td></tr>\n";
+  }
+  out << "</table>\n";
+  if (s.candidates.empty()) out << "<p>(no candidate: K = 0 was drawn)</p>\n";
+  return out.str();
+}
+
 }  // namespace privdiff::core

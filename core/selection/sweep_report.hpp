@@ -17,4 +17,12 @@ bool is_sweep_directory(const std::filesystem::path& dir);
 /// The sweep's section of compare.md.
 std::string sweep_markdown(const SweepState& s, const std::filesystem::path& dir);
 
+/// The header of compare.csv for sweeps: one row per candidate of every sweep (sweep_csv_rows).
+std::string sweep_csv_header();
+/// The sweep's candidates as CSV rows (sweep, candidate, parameters "k=v; ...", noise_multiplier,
+/// epsilon_alone, score_metric, score, selected), numbers at full precision.
+std::string sweep_csv_rows(const SweepState& s, const std::filesystem::path& dir);
+/// The sweep's section as an HTML fragment (for report.html when compare is given sweeps alone).
+std::string sweep_html(const SweepState& s, const std::filesystem::path& dir);
+
 }  // namespace privdiff::core

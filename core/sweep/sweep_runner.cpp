@@ -8,6 +8,7 @@
 #include "selection/sweep_space.hpp"
 #include "sweep/sweep_planning.hpp"
 #include "sweep/sweep_release.hpp"
+#include "recipe/recipe_document.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -114,6 +115,10 @@ SweepRequest with_recipe_sweep(SweepRequest a, const std::vector<std::string>& p
   if (from_recipe("--gamma")) a.gamma = o.get_double("gamma");
   if (from_recipe("--mu")) a.mu = o.get_double("mu");
   if (from_recipe("--count")) a.count = o.get_int("count");
+  const RecipeDocument document = RecipeDocument::load(a.recipe);
+  for (const char* key : {"eta", "gamma", "mu", "count"}) {
+    if (document.root()["sweep"][key]) a.set_count_options.insert(std::string("--") + key);
+  }
   std::vector<std::string> params;
   for (const auto& spec : recipe.sweep->params) {
     const std::string key = key_of(spec);
@@ -128,6 +133,24 @@ SweepRequest with_recipe_sweep(SweepRequest a, const std::vector<std::string>& p
   params.insert(params.end(), a.params.begin(), a.params.end());
   a.params = std::move(params);
   return a;
+}
+
+// An option of the count (--eta, --gamma, --mu, --count) that the chosen distribution does not use:
+// refused, since a user who set it believes it shapes K.
+void refuse_unused_count_options(const SweepRequest& a, sdk::selection::CandidateCount::Kind kind) {
+  using Kind = sdk::selection::CandidateCount::Kind;
+  const std::set<std::string> used = kind == Kind::poisson ? std::set<std::string>{"--mu"}
+                                     : kind == Kind::fixed ? std::set<std::string>{"--count"}
+                                                           : std::set<std::string>{"--eta", "--gamma"};
+  std::set<std::string> set = a.set_count_options;
+  set.insert(a.given.begin(), a.given.end());
+  for (const char* option : {"--eta", "--gamma", "--mu", "--count"}) {
+    if (!set.count(option) || used.count(option)) continue;
+    std::string uses;
+    for (const auto& u : used) uses += (uses.empty() ? "" : " and ") + u;
+    throw UsageError(std::string("sweep ") + option + " (or [sweep] " + (option + 2) + "): --candidates " + a.candidates +
+                     " does not use it (it draws K with " + uses + "); remove it, or choose the distribution it belongs to");
+  }
 }
 
 // What the user chose, before anything is planned: refused where it is incomplete or out of range.
@@ -150,6 +173,7 @@ SweepState chosen_sweep(const SweepRequest& a, std::ostream& log) {
   }
   try {
     s.count.kind = sdk::selection::count_kind(a.candidates);
+    refuse_unused_count_options(a, s.count.kind);
     s.count.eta = a.eta, s.count.gamma = a.gamma, s.count.mu = a.mu, s.count.count = a.count;
     sdk::selection::check(s.count);
   } catch (const std::invalid_argument& e) {

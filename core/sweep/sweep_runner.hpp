@@ -23,6 +23,9 @@ struct SweepRequest {
   std::int64_t count = 4, seed = 0, stop_after = -1;  ///< stop_after -1: run them all
   bool minimize = false, seeded = false;
   std::set<std::string> given;  ///< the options given on the command line: they win over the recipe's [sweep]
+  /// The count's options set by the user (command line or [sweep] table), as "--mu": one that the chosen
+  /// --candidates does not use is refused, not ignored.
+  std::set<std::string> set_count_options;
 };
 
 /// The sweep as it stands after run_sweep: stopped (on request, or after `stop_after` candidates) or

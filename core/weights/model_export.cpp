@@ -19,10 +19,24 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A card is meant for publication: absolute local paths (/home/me/runs/pre) become their last part
+// (pre); the metadata keeps the full statement.
+std::string without_local_paths(const std::string& text) {
+  static const std::regex absolute_path(R"re((^|[\s(="'])(/[^\s()";,']+)+)re");
+  std::string out;
+  auto begin = text.cbegin();
+  for (std::smatch m; std::regex_search(begin, text.cend(), m, absolute_path); begin = m.suffix().first) {
+    out += m.prefix().str() + m[1].str() + fs::path(m.str().substr(m[1].length())).filename().string();
+  }
+  return out + std::string(begin, text.cend());
+}
+
 std::string list_or_none(const nlohmann::json& items) {
   if (!items.is_array() || items.empty()) return "none\n";
   std::string out = "\n";
-  for (const auto& item : items) out += "- " + (item.is_string() ? item.get<std::string>() : item.dump()) + "\n";
+  for (const auto& item : items) {
+    out += "- " + without_local_paths(item.is_string() ? item.get<std::string>() : item.dump()) + "\n";
+  }
   return out;
 }
 
@@ -50,11 +64,14 @@ std::string guarantee_text(const nlohmann::json& p) {
   return text;
 }
 
+// Stands for the weights' file name in a card until write_model_export knows the format.
+const std::string weights_file_token = "{weights file}";
+
 std::string card_for(const nlohmann::json& summary, const nlohmann::json& privacy, const std::string& model_type,
                      std::size_t tensors, std::int64_t parameters) {
   const std::string name = summary.value("name", "privdiff run");
   return "# " + name + ": a privdiff model (" + model_type + ")\n\n" +
-         "Trained by privdiff " + PRIVDIFF_SDK_VERSION + ". The weights are in `model.safetensors` (" +
+         "Trained by privdiff " + PRIVDIFF_SDK_VERSION + ". The weights are in `" + weights_file_token + "` (" +
          std::to_string(tensors) + " tensors, " + std::to_string(parameters) +
          " values); the recipe that trained them, with every default written out, is `privdiff-recipe.toml`.\n\n"
          "## Privacy guarantee\n\n" + guarantee_text(privacy) +
@@ -63,7 +80,7 @@ std::string card_for(const nlohmann::json& summary, const nlohmann::json& privac
          "## Loading it in Python\n\n"
          "```python\n"
          "from safetensors import safe_open\n\n"
-         "with safe_open(\"model.safetensors\", framework=\"pt\") as f:\n"
+         "with safe_open(\"" + weights_file_token + "\", framework=\"pt\") as f:\n"
          "    guarantee = (f.metadata()[\"privdiff.epsilon\"], f.metadata()[\"privdiff.delta\"])\n"
          "    state = {name: f.get_tensor(name) for name in f.keys()}\n"
          "```\n\n"
@@ -130,6 +147,9 @@ void write_model_export(const ModelExport& e, const fs::path& dir, const std::st
   sdk::write_safetensors(dir / (diffusers ? "diffusion_pytorch_model.safetensors" : "model.safetensors"), e.tensors, metadata);
   sdk::write_file_atomically(dir / "privdiff-recipe.toml", e.recipe);
   std::string card = e.model_card;
+  for (std::size_t at; (at = card.find(weights_file_token)) != std::string::npos;) {
+    card.replace(at, weights_file_token.size(), diffusers ? "diffusion_pytorch_model.safetensors" : "model.safetensors");
+  }
   if (diffusers) {
     sdk::write_file_atomically(dir / "config.json", diffusers_config);
     card += "\n## Loading it with diffusers\n\nThis folder is a diffusers model folder (`config.json` and "

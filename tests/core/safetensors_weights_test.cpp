@@ -4,12 +4,16 @@
 #include "weights/safetensors_weights.hpp"
 
 #include <privdiff/diffusion/pretrained_weights.hpp>
+#include <privdiff/io/atomic_file.hpp>
 #include <privdiff/io/safetensors.hpp>
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
+#include <functional>
+#include <limits>
 #include <map>
 #include <string>
 #include <unistd.h>
@@ -93,6 +97,51 @@ TEST(SafetensorsWeights, AMismatchIsRefusedByNameAndLeavesTheModelAsItWas) {
   sdk::write_safetensors(scratch.dir / "model.safetensors", before);
   EXPECT_EQ(safetensors_init_file(scratch.dir), scratch.dir / "model.safetensors");
   EXPECT_EQ(safetensors_init_file(scratch.dir / "w.safetensors"), scratch.dir / "w.safetensors");
+}
+
+// Integer tensors for float parameters, and NaN or infinite weights, are refused by name (issue 52,
+// finding 5); a PyTorch checkpoint handed in as safetensors is named as such.
+TEST(SafetensorsWeights, IntegerOrNonFiniteWeightsAreRefused) {
+  Scratch scratch;
+  test::TinyCheckpointModel model;
+  const Tensors before = state_of(model.module());
+  auto refusal = [&](const Tensors& tensors) {
+    const fs::path file = scratch.dir / "w.safetensors";
+    sdk::write_safetensors(file, tensors);
+    try {
+      sdk::load_pretrained_weights(file, model.module());
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  auto changed = [&](const std::function<at::Tensor(const at::Tensor&)>& how) {
+    Tensors t = before;
+    for (auto& [name, value] : t) {
+      if (name == "head.weight") value = how(value);
+    }
+    return t;
+  };
+  EXPECT_NE(refusal(changed([](const at::Tensor& w) { return w.to(at::kInt); })).find("'head.weight' is Int in"),
+            std::string::npos);
+  const std::string nan = refusal(changed([](const at::Tensor& w) { return w.clone().fill_(std::nan("")); }));
+  EXPECT_NE(nan.find("'head.weight' in"), std::string::npos) << nan;
+  EXPECT_NE(nan.find("NaN or infinite values"), std::string::npos) << nan;
+  const std::string inf = refusal(changed([](const at::Tensor& w) {
+    at::Tensor v = w.clone();
+    v.view(-1)[0] = std::numeric_limits<float>::infinity();
+    return v;
+  }));
+  EXPECT_NE(inf.find("holds 1 NaN or infinite values"), std::string::npos) << inf;
+  EXPECT_EQ(refusal(changed([](const at::Tensor& w) { return w.to(at::kDouble); })), "");  // other float widths load
+  const fs::path checkpoint = scratch.dir / "model.pt";
+  sdk::write_file_atomically(checkpoint, std::string("PK\x03\x04", 4) + std::string(60, 'x'));
+  try {
+    sdk::load_pretrained_weights(checkpoint, model.module());
+    ADD_FAILURE() << "a zip archive was read as safetensors";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("a PyTorch checkpoint"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

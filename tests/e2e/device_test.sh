@@ -47,6 +47,8 @@ if grep -q 'device "cuda":' <<<"$out"; then
   [ $code -eq 2 ] || fail "cuda without a GPU: exit $code, not 2: $out"
   grep -q 'device "cuda": .*use device = "cpu"' <<<"$out" || fail "unclear refusal: $out"
   [ ! -e "$tmp/cuda" ] || fail "a refused run wrote $tmp/cuda"
+  out=$("$privdiff" validate "$tmp/cuda.toml" 2>&1); code=$?  # validate refuses what run refuses (issue 52)
+  [ $code -eq 2 ] && grep -q 'cuda.toml:3:[0-9]*: run.device: device "cuda"' <<<"$out" || fail "validate of device = cuda: exit $code: $out"
   out=$("$privdiff" sample "$tmp/cpu" --count 4 --device cuda 2>&1); code=$?
   [ $code -eq 2 ] && grep -q 'sample --device: device "cuda"' <<<"$out" || fail "sample --device cuda: exit $code: $out"
   out=$("$privdiff" eval "$tmp/cpu/samples/eval0-images-idx3-ubyte.gz" --real-path "$tiny" --device cuda 2>&1); code=$?

@@ -64,4 +64,15 @@ json=$("$privdiff" eval "$work/s-images-idx3-ubyte.gz" --real-path "$source/test
 python3 -c 'import json,sys; m=json.loads(sys.argv[1])["evaluators"]["class_balance"]["metrics"]; assert 0.5 < m["label_tv_distance"] <= 1, m' \
   "$json" || fail "class_balance result: $json"
 
+step "the out-of-tree mechanism: its own privacy test (the SDK's checks) and privdiff check-mechanism"
+[ -x "$work/plugin-build/automatic_clipping_test" ] || fail "automatic_clipping_test was not built (GTest not found?)"
+"$work/plugin-build/automatic_clipping_test" > "$work/automatic_clipping_test.log" 2>&1 ||
+  { cat "$work/automatic_clipping_test.log"; fail "automatic_clipping_test"; }
+grep -q "mechanism check passed" "$work/automatic_clipping_test.log" || fail "automatic_clipping_test: no verdict"
+printf '[run]\nseed = 1\n[privacy]\nepsilon = 2.0\ndelta = 1e-5\n[data]\npath = "%s"\n[model]\ntype = "pixel_unet"\nchannels = 8\nchannel_mult = [1, 2]\nnum_res_blocks = 1\nattention_resolutions = []\n[[stage]]\nmechanism = "automatic_clipping"\nbatch_size = 4\nsteps = 2\nsecure_noise = false\n' \
+  "$source/tests/fixtures/data/tiny-fashion-mnist" > "$work/autoclip.toml"
+out=$("$privdiff" check-mechanism "$work/autoclip.toml" --canaries 1000 2>&1) || fail "check-mechanism automatic_clipping: $out"
+grep -q "mechanism check passed" <<<"$out" || fail "check-mechanism: no verdict: $out"
+out=$("$privdiff" run "$work/autoclip.toml" --out "$work/autoclip-run" 2>&1) || fail "run automatic_clipping: $out"
+
 echo "1 passed, 0 failed"

@@ -87,6 +87,13 @@ grep -q "A model selected by privdiff sweep" "$tmp/sweep/selected/README.md" || 
 out=$("$privdiff" compare "$tmp/sweep" --out "$tmp/report" 2>&1) || fail "compare of the sweep failed: $out"
 grep -q '\*\*selected\*\*' <<<"$out" && grep -q "^\*\*Private:\*\*" <<<"$out" && grep -q "The whole search: epsilon" <<<"$out" \
   && [ -s "$tmp/report/compare.md" ] || fail "compare's sweep section: $out"
+# ... and a sweep alone still gets compare.csv (one row per candidate) and report.html (issue 52).
+python3 - "$tmp/report" <<'PY' || fail "compare of a sweep alone: compare.csv / report.html"
+import csv, sys
+rows = list(csv.DictReader(open(f"{sys.argv[1]}/compare.csv")))
+assert rows and sum(int(r["selected"]) for r in rows) == 1 and all(r["parameters"].startswith("stage.0.lr=") for r in rows), rows
+assert "<strong>selected</strong>" in open(f"{sys.argv[1]}/report.html").read()
+PY
 # Sampling it through a recipe works (post-processing); the note points at its metadata.
 sed -n '/^\[model\]/,/^\[\[stage\]\]/p' "$tmp/tune.toml" | sed '$d' > "$tmp/sample.toml"
 printf '[run]\ninit_from = "%s"\n[sampler]\ntype = "ddim"\nsteps = 2\n' "$tmp/sweep/selected" >> "$tmp/sample.toml"
@@ -102,6 +109,11 @@ sed 's/^\[\[eval\]\]$/[[eval]]\nreference = "training"/' "$tmp/tune.toml" > "$tm
 out=$("$privdiff" sweep "$tmp/train-score.toml" --param stage.0.lr=1e-3 --score dpdm_classifiers.accuracy.logreg \
   --out "$tmp/train-score" 2>&1); code=$?
 [ "$code" = 2 ] && grep -q "selects by scores on held-out data only" <<<"$out" || fail "a training-data score: exit $code: $out"
+# A count option the chosen distribution does not use is refused, not ignored (issue 52, finding 6).
+out=$("$privdiff" sweep "$tmp/tune.toml" --param stage.0.lr=1e-3 --score dpdm_classifiers.accuracy.logreg --mu 9 \
+  --out "$tmp/mu" 2>&1); code=$?
+[ "$code" = 2 ] && grep -q "sweep --mu (or \[sweep\] mu): --candidates truncated_negative_binomial does not use it" <<<"$out" \
+  && [ ! -e "$tmp/mu" ] || fail "--mu with the negative binomial: exit $code: $out"
 # A fixed K is offered with its honest cost and a warning.
 out=$("$privdiff" sweep "$tmp/tune.toml" --param stage.0.lr=1e-3 --score dpdm_classifiers.accuracy.logreg \
   --candidates fixed --count 2 --out "$tmp/fixed" --stop-after-candidates 0 2>&1)

@@ -74,4 +74,11 @@ expect_refusal "truncated.safetensors: safetensors: the header length" weights i
 expect_refusal "a privdiff run: privdiff weights export" weights inspect "$tmp/run"
 expect_refusal "does not exist" weights inspect "$tmp/missing.safetensors"
 expect_refusal "no checkpoint at" weights export "$tmp/nowhere" -o "$tmp/x"
+# Issue 52, finding 6: a PyTorch checkpoint is named as one; import -o keeps what a folder holds;
+# --image-size 0 says what it needs in plain words.
+expect_refusal "this is a zip archive, as torch.save writes a PyTorch checkpoint" weights inspect "$tmp/run/checkpoint.pt"
+mkdir -p "$tmp/full" && echo keep > "$tmp/full/notes.txt"
+expect_refusal "exists and is not an empty folder" weights import "$tmp/unet" -o "$tmp/full"
+[ "$(cat "$tmp/full/notes.txt")" = keep ] || fail "import -o touched a non-empty folder"
+expect_refusal "must be an integer >= 1, got 0" weights import "$tmp/unet" --image-size 0
 echo "weights: all checks passed"

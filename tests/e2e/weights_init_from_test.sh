@@ -102,6 +102,11 @@ meta, ours = header(sys.argv[1])
 assert ours == header(sys.argv[2])[1], sorted(set(ours) ^ set(header(sys.argv[2])[1]))
 assert meta["privdiff.model"] == "diffusers_unet" and float(meta["privdiff.epsilon"]) <= 5.0, meta
 PY
+# The card names the file the folder holds, and no local path (issue 52, finding 7).
+card="$tmp/diffusers-export/README.md"
+grep -q 'safe_open("diffusion_pytorch_model.safetensors"' "$card" && ! grep -q '`model.safetensors`' "$card" \
+  || fail "the diffusers card names another file: $(cat "$card")"
+! grep -q "$tmp" "$card" || fail "the card holds local paths: $(grep "$tmp" "$card")"
 # Export -> import -> the same tensors, bit for bit.
 out=$("$privdiff" weights import "$tmp/diffusers-export" -o "$tmp/reimported" 2>&1) || fail "import of the export failed: $out"
 python3 - "$tmp/diffusers-export/diffusion_pytorch_model.safetensors" "$tmp/reimported/model.safetensors" <<'PY' \

@@ -258,6 +258,7 @@ TEST(RecordReplayModels, AResumedRunEqualsTheUninterruptedOne) {
 TEST(RecordReplayModels, TheStepAfterAResumeKeepsC) {
   ModelSpec model = pixel_unet();
   model.resume_after = 2;
+  model.stop_and_resume = checkpointed_stop_and_resume;
   DpSgdAudit a = audit_of("pixel_unet, step 3 after a resume", model, dpsgd_stage({{"steps", integer(3)}}));
   a.step = 3;
   expect_clean(a);

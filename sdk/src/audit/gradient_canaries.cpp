@@ -72,13 +72,33 @@ GradientCanaryAudit audit_with_gradient_canaries(engine::DpSgdOptions options, c
                                                  const GradientCanaryOptions& audit, const DpSgdFactory& factory,
                                                  const Auditor* auditor) {
   if (!options.is_private) throw std::invalid_argument("gradient canary audit: the options are not private");
+  check::MechanismSettings settings;
+  // steps = ceil(epochs N / B) = ceil(epochs / q) with the audit's q.
+  settings.steps = options.steps ? *options.steps
+                                 : static_cast<std::int64_t>(std::ceil(options.epochs.value_or(1.0) / audit.sampling_rate - 1e-9));
+  settings.noise_multiplier = options.noise_multiplier;
+  if (!options.secure_noise) settings.seed = options.seed.value_or(0);
+  settings.physical_batch_size = options.physical_batch_size;
+  const check::MechanismUnderTest make = [options, factory](const check::MechanismSettings& s) -> std::unique_ptr<Mechanism> {
+    const engine::DpSgdOptions o = check::options_for_check(options, s);
+    if (factory) return factory(o);
+    return std::make_unique<engine::DpSgdMechanism>(o);
+  };
+  return audit_with_gradient_canaries(make, settings, options.max_grad_norm, accountant, target_epsilon, delta, audit,
+                                      auditor);
+}
+
+GradientCanaryAudit audit_with_gradient_canaries(const check::MechanismUnderTest& make, check::MechanismSettings settings,
+                                                 double max_grad_norm, const Accountant& accountant,
+                                                 double target_epsilon, double delta,
+                                                 const GradientCanaryOptions& audit, const Auditor* auditor) {
   if (audit.canaries < 2) throw std::invalid_argument("gradient canary audit: need at least 2 canaries");
   if (audit.fillers < 0) throw std::invalid_argument("gradient canary audit: fillers must be >= 0");
   if (!(audit.canary_norm > 0)) throw std::invalid_argument("gradient canary audit: canary_norm must be > 0");
   if (!(audit.sampling_rate > 0 && audit.sampling_rate <= 1)) {
     throw std::invalid_argument("gradient canary audit: sampling_rate must be in (0, 1]");
   }
-  const double c = options.max_grad_norm;
+  const double c = max_grad_norm;
   // Placement and inclusion: canary i on coordinate place[i]; fillers on the last filler_dims.
   auto gen = at::make_generator<at::CPUGeneratorImpl>(audit.seed);
   const std::int64_t m = audit.canaries, dims = m + filler_dims;
@@ -97,18 +117,9 @@ GradientCanaryAudit audit_with_gradient_canaries(engine::DpSgdOptions options, c
   }
   CanaryData data(inputs.view({n, 1, 1, dims}));
   CanaryModel model(dims);
-
-  // What the harness needs of the engine: plain SGD with lr 1 on every parameter, nothing else.
-  options.optimizer = "sgd";
-  options.lr = 1.0;
-  options.momentum = 0.0;
-  options.weight_decay = 0.0;
-  options.ema = 0.0;
-  options.augment.ops_per_image = 0;
-  options.trainable = engine::ParameterSelection{};
-  options.batch_size = std::max<std::int64_t>(1, std::llround(audit.sampling_rate * static_cast<double>(n)));
-  std::unique_ptr<engine::DpSgdMechanism> mechanism =
-      factory ? factory(options) : std::make_unique<engine::DpSgdMechanism>(options);
+  settings.batch_size = std::max<std::int64_t>(1, std::llround(audit.sampling_rate * static_cast<double>(n)));
+  std::unique_ptr<Mechanism> mechanism = make(settings);
+  if (!mechanism->is_private()) throw std::invalid_argument("gradient canary audit: the mechanism is not private");
   if (mechanism->needs_calibration()) {
     const NoiseCalibration calibrated = calibrate_noise_multiplier(
         accountant, [&](double sigma) { return mechanism->planned_events_with(sigma, n); }, target_epsilon, delta);
@@ -120,7 +131,7 @@ GradientCanaryAudit audit_with_gradient_canaries(engine::DpSgdOptions options, c
 
   GradientCanaryAudit result;
   result.delta = delta;
-  result.noise_multiplier = mechanism->options().noise_multiplier.value_or(0.0);
+  result.noise_multiplier = mechanism->noise_multiplier().value_or(0.0);
   result.dataset_size = n;
   result.steps = ledger.steps();
   // theta_0 = 0 and lr = 1: minus the final weights is the sum of every released noisy gradient.

@@ -171,6 +171,23 @@ Schema& Schema::add(Key key) {
   return *this;
 }
 
+Schema& Schema::document(const std::string& name, std::string doc) {
+  for (auto& k : keys_) {
+    if (k.name() == name) {
+      k.doc(std::move(doc));
+      return *this;
+    }
+  }
+  throw std::invalid_argument("schema has no key '" + name + "' to document");
+}
+
+Schema& Schema::remove(const std::string& name) {
+  const auto it = std::find_if(keys_.begin(), keys_.end(), [&](const Key& k) { return k.name() == name; });
+  if (it == keys_.end()) throw std::invalid_argument("schema has no key '" + name + "' to remove");
+  keys_.erase(it);
+  return *this;
+}
+
 const Key* Schema::find(const std::string& name) const {
   for (const auto& k : keys_) {
     if (k.name() == name) return &k;

@@ -52,6 +52,23 @@ bool ldm_bookkeeping(const SafetensorsFile& weights, const std::string& name) {
 
 }  // namespace
 
+// A float parameter takes float weights only, and only finite ones: an integer tensor (a wrong file
+// or a broken export) or NaN / infinity would train or sample garbage without a word.
+static void check_values(const std::string& name, const std::string& where, const at::Tensor& source, const at::Tensor& target) {
+  if (!at::isFloatingType(target.scalar_type())) return;
+  if (!at::isFloatingType(source.scalar_type())) {
+    throw std::runtime_error("'" + name + "' is " + std::string(c10::toString(source.scalar_type())) + " in " + where +
+                             " but a floating-point tensor in this recipe's [model]: integer weights are not this "
+                             "model's (a wrong file, or a broken export)");
+  }
+  const std::int64_t bad = source.numel() - at::isfinite(source).sum().item<std::int64_t>();
+  if (bad > 0) {
+    throw std::runtime_error("'" + name + "' in " + where + " holds " + std::to_string(bad) + " NaN or infinite values (of " +
+                             std::to_string(source.numel()) + "): the weights are broken (a diverged run, or a broken "
+                             "export); privdiff does not train or sample from them");
+  }
+}
+
 void load_pretrained_weights(const fs::path& file, torch::nn::Module& module) {
   const SafetensorsFile weights(file);
   const std::string where = file.string();
@@ -88,6 +105,7 @@ void load_pretrained_weights(const fs::path& file, torch::nn::Module& module) {
     }
     used.insert(entry->name);
     const at::Tensor source = weights.tensor(entry->name);
+    check_values(name, where, source, target);
     copies.emplace_back(target, (transposed ? source.t() : source).reshape(target.sizes()));
   }
   for (const auto& entry : weights.entries()) {

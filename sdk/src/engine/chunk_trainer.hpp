@@ -120,7 +120,7 @@ class ChunkTrainer {
 // A private stage's engine plan: norm strategies, path and chunk measured on synthetic chunks
 // before the first step (engine_path.hpp). With several processes the chunks stay as configured.
 inline EnginePlan plan_engine(const DpSgdOptions& options, torch::nn::Module& module, ChunkTrainer& chunks,
-                       double expected_batch, bool several_processes, NormPlanner& planner) {
+                       double expected_batch, bool several_processes, NormPlanner& planner, ClipRule rule) {
   EngineCalibration settings;
   settings.synthetic_loss = [&chunks](std::int64_t examples) { return chunks.synthetic_loss(examples); };
   settings.chunk = options.physical_batch_size > 0
@@ -130,6 +130,7 @@ inline EnginePlan plan_engine(const DpSgdOptions& options, torch::nn::Module& mo
   settings.group = options.noise_multiplicity;
   settings.max_grad_norm = options.max_grad_norm;
   settings.mode = options.clipping;
+  settings.rule = std::move(rule);
   settings.requested = options.engine_path;
   EnginePlan plan = calibrate_engine(module, settings, planner);
   if (settings.may_shrink_chunk && plan.chunk < settings.chunk) chunks.use_chunk(plan.chunk);

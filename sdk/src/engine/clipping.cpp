@@ -32,7 +32,28 @@ at::Tensor clip_factors(const at::Tensor& squared, double max_grad_norm, ClipMod
   return at::where(finite.unsqueeze(1), (per_tensor / (safe.sqrt() + 1e-6)).clamp_max(1.0), zero);
 }
 
-ClippedSum clip_and_sum(const PerExampleGradients& g, double max_grad_norm, ClipMode mode) {
+at::Tensor clip_factors(const at::Tensor& squared, double max_grad_norm, ClipMode mode, const ClipRule& rule) {
+  if (!rule) return clip_factors(squared, max_grad_norm, mode);
+  const at::Tensor finite = finite_examples(squared);
+  const at::Tensor zero = at::zeros({}, squared.options());
+  const at::Tensor safe = at::where(finite.unsqueeze(1), squared.clamp_min(0), zero);
+  at::Tensor factors = rule(safe).to(squared.options());
+  const std::int64_t b = squared.size(0), p = squared.size(1);
+  const bool flat = mode == ClipMode::flat;
+  if (!flat && factors.dim() == 1) factors = factors.unsqueeze(1).expand({b, p});
+  if (factors.sizes() != (flat ? at::IntArrayRef{b} : at::IntArrayRef{b, p})) {
+    throw std::invalid_argument("a clip rule must return one factor per example" +
+                                std::string(flat ? "" : " (or per example and parameter tensor)"));
+  }
+  // The most each factor may be: the one that brings the norm to exactly C' (no min(1, .): a rule
+  // may scale small gradients up, as automatic clipping does).
+  const double bound = flat ? max_grad_norm : max_grad_norm / std::sqrt(static_cast<double>(std::max<std::int64_t>(p, 1)));
+  const at::Tensor cap = bound / ((flat ? safe.sum(1) : safe).sqrt() + 1e-6);
+  factors = at::where(at::isnan(factors), zero, at::minimum(factors, cap).clamp_min(0));
+  return at::where(flat ? finite : finite.unsqueeze(1), factors, zero);
+}
+
+ClippedSum clip_and_sum(const PerExampleGradients& g, double max_grad_norm, ClipMode mode, const ClipRule& rule) {
   if (!(max_grad_norm > 0)) throw std::invalid_argument("max_grad_norm must be > 0");
   ClippedSum out;
   const std::int64_t b = g.num_examples;
@@ -45,7 +66,7 @@ ClippedSum clip_and_sum(const PerExampleGradients& g, double max_grad_norm, Clip
     squared.select(1, static_cast<std::int64_t>(j)).copy_(squared_norms_of(g.grads[j]));
   }
   out.norms = squared.sum(1).sqrt();
-  out.factors = clip_factors(squared, max_grad_norm, mode);
+  out.factors = clip_factors(squared, max_grad_norm, mode, rule);
   const at::Tensor finite = finite_examples(squared);
   const bool all_finite = b == 0 || finite.all().item<bool>();
   for (std::size_t j = 0; j < p; ++j) {

@@ -335,9 +335,17 @@ void DpSgdMechanism::set_noise_multiplier(double sigma) {
 
 void DpSgdMechanism::select_trainable(Model& model) const { apply_parameter_selection(model, options_.trainable); }
 
+at::Tensor DpSgdMechanism::clip_factors(const at::Tensor& squared_norms) const {
+  return engine::clip_factors(squared_norms, options_.max_grad_norm, options_.clipping);
+}
+
+ClipRule DpSgdMechanism::clip_rule() const {
+  return [this](const at::Tensor& squared_norms) { return clip_factors(squared_norms); };
+}
+
 ClippedSum DpSgdMechanism::clipped_chunk_sum(torch::nn::Module& module, const RowLoss& loss, std::int64_t examples) {
   return clipped_sum_along(engine_plan_, module, loss, examples, options_.noise_multiplicity, options_.max_grad_norm,
-                           options_.clipping, planner_);
+                           options_.clipping, planner_, clip_rule());
 }
 
 void DpSgdMechanism::noise_step_gradient(PrivateGradient& gradient, double expected_batch_size, GaussianNoise& noise) {
@@ -389,7 +397,8 @@ void DpSgdMechanism::run(StageContext& context) {
     // Reproducible streams promise the same run for the same seed, bit for bit: timings must not
     // choose anything there, so the plan follows the shapes alone (cost model, configured chunks).
     planner_ = NormPlanner(measure ? NormPlanner::Mode::calibrate : NormPlanner::Mode::cost_model);
-    engine_plan_ = measure ? detail::plan_engine(options_, model.module(), chunks, expected_batch, ranks != nullptr, planner_)
+    engine_plan_ = measure ? detail::plan_engine(options_, model.module(), chunks, expected_batch, ranks != nullptr, planner_,
+                                                       clip_rule())
                            : EnginePlan{options_.engine_path == EnginePath::micro_batch || !has_closed_form(model.module())
                                             ? EnginePath::micro_batch
                                             : EnginePath::vectorised,

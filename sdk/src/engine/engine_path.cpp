@@ -30,11 +30,11 @@ std::string to_string(EnginePath path) {
 
 ClippedSum clipped_sum_along(const EnginePlan& plan, torch::nn::Module& model, const RowLoss& loss,
                              std::int64_t examples, std::int64_t group, double max_grad_norm, ClipMode mode,
-                             NormPlanner& planner) {
+                             NormPlanner& planner, const ClipRule& rule) {
   if (plan.path == EnginePath::micro_batch) {
-    return micro_batch_clipped_sum(model, loss, examples, group, max_grad_norm, mode);
+    return micro_batch_clipped_sum(model, loss, examples, group, max_grad_norm, mode, rule);
   }
-  return clipped_gradient_sum(model, loss, examples, group, max_grad_norm, mode, planner);
+  return clipped_gradient_sum(model, loss, examples, group, max_grad_norm, mode, planner, rule);
 }
 
 namespace {
@@ -46,7 +46,7 @@ double seconds_per_example(EnginePath path, torch::nn::Module& model, const Engi
   const RowLoss loss = s.synthetic_loss(examples);
   const EnginePlan plan{path, examples, {}};
   const auto start = std::chrono::steady_clock::now();
-  const ClippedSum sums = clipped_sum_along(plan, model, loss, examples, s.group, s.max_grad_norm, s.mode, planner);
+  const ClippedSum sums = clipped_sum_along(plan, model, loss, examples, s.group, s.max_grad_norm, s.mode, planner, s.rule);
   (void)sums.norms.sum().item<double>();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / static_cast<double>(examples);
 }

@@ -148,16 +148,16 @@ void sum_kept_gradients(const ChunkLayers& chunk, KeptGradients& kept, const at:
 }  // namespace
 
 ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, std::int64_t n, std::int64_t group,
-                                double max_grad_norm, ClipMode mode) {
+                                double max_grad_norm, ClipMode mode, const ClipRule& rule) {
   NormPlanner planner;
-  return clipped_gradient_sum(model, loss, n, group, max_grad_norm, mode, planner);
+  return clipped_gradient_sum(model, loss, n, group, max_grad_norm, mode, planner, rule);
 }
 
 ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, std::int64_t n, std::int64_t group,
-                                double max_grad_norm, ClipMode mode, NormPlanner& planner) {
+                                double max_grad_norm, ClipMode mode, NormPlanner& planner, const ClipRule& rule) {
   if (!(max_grad_norm > 0)) throw std::invalid_argument("max_grad_norm must be > 0");
   if (!has_closed_form(model) || n == 0) {
-    return clip_and_sum(per_example_gradients(model, loss, n, group), max_grad_norm, mode);
+    return clip_and_sum(per_example_gradients(model, loss, n, group), max_grad_norm, mode, rule);
   }
   using Clock = std::chrono::steady_clock;
   const auto since = [](Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); };
@@ -185,7 +185,7 @@ ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, s
   for (std::int64_t start = 0; start < n; start += slice) {
     RECORD_USER_SCOPE("privdiff::norms_of_slice");
     slices.push_back(squared_norms_of_slice(chunk, start, std::min(slice, n - start), group, params, planner, kept));
-    slice_factors.push_back(clip_factors(slices.back(), max_grad_norm, mode));  // per example: final per slice
+    slice_factors.push_back(clip_factors(slices.back(), max_grad_norm, mode, rule));  // per example: final per slice
     if (!kept.of.empty()) sum_kept_gradients(chunk, kept, slices.back(), slice_factors.back(), start, n, mode, out.sums);
   }
   const at::Tensor squared = at::cat(slices, 0);

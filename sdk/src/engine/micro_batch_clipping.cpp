@@ -9,7 +9,7 @@
 namespace privdiff::sdk::engine {
 
 ClippedSum micro_batch_clipped_sum(torch::nn::Module& model, const RowLoss& loss, std::int64_t n, std::int64_t group,
-                                   double max_grad_norm, ClipMode mode) {
+                                   double max_grad_norm, ClipMode mode, const ClipRule& rule) {
   if (!(max_grad_norm > 0)) throw std::invalid_argument("max_grad_norm must be > 0");
   const std::vector<at::Tensor> params = trainable_parameters(model);
   const auto p = static_cast<std::int64_t>(params.size());
@@ -28,7 +28,7 @@ ClippedSum micro_batch_clipped_sum(torch::nn::Module& model, const RowLoss& loss
     for (const auto& g : grads) norms.push_back(g.defined() ? at::linalg_vector_norm(g, 2) : at::zeros({}, doubles));
     const at::Tensor row = at::stack(norms).to(at::kDouble).pow(2);
     squared[i].copy_(row);
-    const at::Tensor factors = clip_factors(row.unsqueeze(0), max_grad_norm, mode)[0];
+    const at::Tensor factors = clip_factors(row.unsqueeze(0), max_grad_norm, mode, rule)[0];
     out.factors[i].copy_(factors);
     const at::Tensor on_cpu = factors.to(at::kCPU).reshape({-1});
     const double* f = on_cpu.data_ptr<double>();

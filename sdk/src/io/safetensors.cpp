@@ -167,8 +167,22 @@ std::int64_t SafetensorsEntry::numel() const {
   return n;
 }
 
+// Formats people hand in for safetensors, named instead of read as a nonsense header length.
+static void refuse_other_formats(std::string_view bytes, const std::string& what) {
+  const auto starts = [&](std::string_view magic) { return bytes.substr(0, magic.size()) == magic; };
+  const std::string convert = ": load it in Python and write safetensors (safetensors.torch.save_file(state_dict, "
+                              "\"model.safetensors\")), or use privdiff weights import for a diffusers folder";
+  if (starts("PK\x03\x04")) refuse(what, "this is a zip archive, as torch.save writes a PyTorch checkpoint (.pt, .pth, .ckpt), not safetensors" + convert);
+  if (starts("\x80\x02") || starts("\x80\x03") || starts("\x80\x04") || starts("\x80\x05")) {
+    refuse(what, "this is a Python pickle (an old-style PyTorch checkpoint), not safetensors" + convert);
+  }
+  if (starts("\x93NUMPY")) refuse(what, "this is a NumPy .npy array, not safetensors");
+  if (starts("\x89HDF")) refuse(what, "this is an HDF5 file (Keras weights?), not safetensors");
+}
+
 SafetensorsHeader parse_safetensors(std::string_view bytes, const std::string& what) {
   if (bytes.size() < 8) refuse(what, "the file is " + std::to_string(bytes.size()) + " bytes, shorter than the 8-byte header length");
+  refuse_other_formats(bytes, what);
   std::uint64_t header_bytes = 0;
   std::memcpy(&header_bytes, bytes.data(), 8);
   if (header_bytes > max_header_bytes) {

@@ -228,6 +228,7 @@ TEST(RecordReplay, AResumedRunEqualsTheUninterruptedOneAndKeepsC) {
   p.step = 3;
   DpSgdAudit a = audit_of(p);
   a.model.resume_after = 2;
+  a.model.stop_and_resume = checkpointed_stop_and_resume;
   expect_clean(a, 1e6);
 }
 

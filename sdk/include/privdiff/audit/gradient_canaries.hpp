@@ -20,6 +20,7 @@
 /// signal-to-noise ratio (dividing by the realised batch size scales signal and noise alike).
 
 #include <privdiff/audit/one_run_bound.hpp>
+#include <privdiff/check/mechanism_under_test.hpp>
 #include <privdiff/components/accountant.hpp>
 #include <privdiff/components/auditor.hpp>
 #include <privdiff/engine/dp_sgd_mechanism.hpp>
@@ -35,7 +36,9 @@ namespace privdiff::sdk::audit {
 struct GradientCanaryOptions {
   std::int64_t canaries = 5000;  ///< m: each in the data with probability 1/2
   std::int64_t fillers = 1000;   ///< ordinary examples beside the canaries
-  double canary_norm = 2.0;      ///< a canary gradient's norm, in units of C (> 1: clipping must act)
+  /// A canary gradient's norm, in units of C (> 1: clipping must act; 10: a mechanism that does not
+  /// clip gives its canaries 10 times the weight, which the bound shows even at epsilon 10).
+  double canary_norm = 10.0;
   double sampling_rate = 1.0;    ///< q of the audited run (batch_size = q N); 1 gives the strongest audit
   std::uint64_t seed = 0;        ///< canary placement and inclusion (not the engine's noise)
   double confidence = 0.95;
@@ -67,6 +70,17 @@ PRIVDIFF_SDK_API GradientCanaryAudit audit_with_gradient_canaries(engine::DpSgdO
                                                                   const Accountant& accountant, double target_epsilon,
                                                                   double delta, const GradientCanaryOptions& audit,
                                                                   const DpSgdFactory& factory = nullptr,
+                                                                  const Auditor* auditor = nullptr);
+
+/// The same audit of any mechanism under test (a plugin's own code: check/mechanism_under_test.hpp)
+/// whose ledger states sensitivity `max_grad_norm` (C): `settings` gives its steps, noise multiplier
+/// (empty: calibrated to `target_epsilon`), physical chunks and seed (empty: secure noise); the audit
+/// sets the batch size and the training settings described above.
+PRIVDIFF_SDK_API GradientCanaryAudit audit_with_gradient_canaries(const check::MechanismUnderTest& make,
+                                                                  check::MechanismSettings settings,
+                                                                  double max_grad_norm, const Accountant& accountant,
+                                                                  double target_epsilon, double delta,
+                                                                  const GradientCanaryOptions& audit,
                                                                   const Auditor* auditor = nullptr);
 
 }  // namespace privdiff::sdk::audit

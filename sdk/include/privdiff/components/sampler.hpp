@@ -28,7 +28,8 @@ class PRIVDIFF_SDK_API Sampler : public Component {
   static constexpr ComponentKind kind = ComponentKind::sampler;
   ~Sampler() override;
 
-  /// Samples in the model's sampler space, [count, ...model.sample_shape()]; the caller decodes.
+  /// Samples in the model's sampler space, [count, ...model.sample_shape()]; the caller decodes. The
+  /// host calls it with autograd off (no graph is kept) and the model in eval mode.
   virtual at::Tensor sample(Model& model, const SampleRequest& request) = 0;
 };
 

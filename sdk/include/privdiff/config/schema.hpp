@@ -91,6 +91,11 @@ class PRIVDIFF_SDK_API Schema {
   const std::vector<Key>& keys() const { return keys_; }
   /// nullptr when absent.
   const Key* find(const std::string& name) const;
+  /// Replaces the doc of a key (one a derived component inherits and gives another meaning, e.g.
+  /// max_grad_norm under automatic clipping). Throws std::invalid_argument when absent.
+  Schema& document(const std::string& name, std::string doc);
+  /// Removes a key a derived component does not accept. Throws std::invalid_argument when absent.
+  Schema& remove(const std::string& name);
 
  private:
   std::vector<Key> keys_;

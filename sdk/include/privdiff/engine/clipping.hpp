@@ -10,6 +10,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -32,8 +33,16 @@ struct ClippedSum {
   std::map<std::string, double> seconds;
 };
 
-/// Clips every example's gradient to max_grad_norm and sums. An empty batch gives zero sums.
-PRIVDIFF_SDK_API ClippedSum clip_and_sum(const PerExampleGradients& gradients, double max_grad_norm, ClipMode mode);
+/// A mechanism's own per-example clip rule (DpSgdMechanism::clip_factors): the factor each example's
+/// gradient is scaled by, from the examples' squared norms per parameter tensor ([B, P], float64,
+/// finite and >= 0): [B], or [B, P] for per-layer clipping. Empty: the standard rule,
+/// min(1, C / (||g|| + 1e-6)). Every engine path (vectorised, ghost norms, micro-batch) applies it.
+using ClipRule = std::function<at::Tensor(const at::Tensor& squared_norms)>;
+
+/// Clips every example's gradient to max_grad_norm (with `rule`'s factors when given) and sums. An
+/// empty batch gives zero sums.
+PRIVDIFF_SDK_API ClippedSum clip_and_sum(const PerExampleGradients& gradients, double max_grad_norm, ClipMode mode,
+                                         const ClipRule& rule = {});
 
 /// The clip factors min(1, C' / (||g|| + 1e-6)) from per-example squared norms per parameter tensor
 /// ([B, P], float64): [B] for flat clipping (C' = C on the whole norm), [B, P] per layer
@@ -42,6 +51,14 @@ PRIVDIFF_SDK_API ClippedSum clip_and_sum(const PerExampleGradients& gradients, d
 /// which its sensitivity allows, instead of turning the whole sum into NaN. Negative squared norms
 /// (rounding) count as 0.
 PRIVDIFF_SDK_API at::Tensor clip_factors(const at::Tensor& squared_norms, double max_grad_norm, ClipMode mode);
+
+/// `rule`'s factors (the standard ones when it is empty), held to the sensitivity whatever the rule
+/// returns: each factor is capped at C' / (||g|| + 1e-6) (C' as above, so no scaled gradient's norm
+/// exceeds C), negative or NaN factors and examples whose norms are not finite get 0, and a [B]
+/// rule under per-layer clipping is applied to every tensor. A rule can change how examples are
+/// weighted, never the sensitivity the ledger states.
+PRIVDIFF_SDK_API at::Tensor clip_factors(const at::Tensor& squared_norms, double max_grad_norm, ClipMode mode,
+                                         const ClipRule& rule);
 
 /// [B] bool: the examples whose squared norms ([B, P]) are all finite. The others get factor 0, and
 /// their rows must be left out of the sums too (0 times infinity is NaN).

@@ -89,10 +89,18 @@ class PRIVDIFF_SDK_API DpSgdMechanism : public Mechanism {
   std::int64_t steps_for(std::int64_t dataset_size) const;
 
  protected:
+  /// The per-example clip rule (docs/writing-a-plugin.md#mechanisms): each example's factor from its
+  /// squared gradient norms per parameter tensor ([B, P] float64, finite, >= 0), [B] (or [B, P] with
+  /// per-layer clipping). Default: min(1, C / (||g|| + 1e-6)). Override it for a new rule (automatic
+  /// clipping: C / (||g|| + gamma)); every engine path, ghost norms included, and the engine's
+  /// timing of its paths then run it, and clip_factors(..., rule) holds its result to C, so the
+  /// sensitivity stays what the ledger says.
+  virtual at::Tensor clip_factors(const at::Tensor& squared_norms) const;
   /// The two privacy-critical pieces of a private step, for mechanisms that change how gradients
-  /// are clipped or noised (and for the planted-bug engines that audits are tested against).
-  /// One physical chunk: the sum of its `examples` clipped per-example gradients (fast gradient
-  /// clipping with the options' C and clip mode; `loss` gives K rows per example).
+  /// are clipped or noised beyond the clip rule (and for the planted-bug engines that audits are
+  /// tested against): what these do is not held to anything; `privdiff check-mechanism` measures it.
+  /// One physical chunk: the sum of its `examples` clipped per-example gradients (the engine's
+  /// path with the options' C and clip mode and clip_factors; `loss` gives K rows per example).
   virtual ClippedSum clipped_chunk_sum(torch::nn::Module& module, const RowLoss& loss, std::int64_t examples);
   /// Once per logical step: Gaussian noise of std sigma * C on the sum, division by the expected
   /// batch size q N, the result in each parameter's .grad.
@@ -102,6 +110,7 @@ class PRIVDIFF_SDK_API DpSgdMechanism : public Mechanism {
   /// Throws std::invalid_argument for an empty dataset or a batch_size larger than it (q > 1).
   void check_dataset_size(std::int64_t dataset_size) const;
   DpSgdOptions options_;
+  ClipRule clip_rule() const;  // clip_factors as the engine's functions take it
   EnginePlan engine_plan_;  // set at the start of run(), for clipped_chunk_sum
   NormPlanner planner_;
 };

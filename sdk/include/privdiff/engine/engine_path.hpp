@@ -47,6 +47,7 @@ struct EngineCalibration {
   std::int64_t group = 1;          ///< rows per example (K)
   double max_grad_norm = 1.0;
   ClipMode mode = ClipMode::flat;
+  ClipRule rule;                   ///< the mechanism's clip rule (empty: the standard one), timed as it will run
   EnginePath requested = EnginePath::automatic;  ///< a fixed path is kept, only the norm strategies are planned
 };
 
@@ -71,6 +72,6 @@ PRIVDIFF_SDK_API EnginePlan calibrate_engine(torch::nn::Module& model, const Eng
 /// The clipped sum of one chunk along `plan`'s path.
 PRIVDIFF_SDK_API ClippedSum clipped_sum_along(const EnginePlan& plan, torch::nn::Module& model, const RowLoss& loss,
                                               std::int64_t examples, std::int64_t group, double max_grad_norm,
-                                              ClipMode mode, NormPlanner& planner);
+                                              ClipMode mode, NormPlanner& planner, const ClipRule& rule = {});
 
 }  // namespace privdiff::sdk::engine

@@ -24,10 +24,11 @@ namespace privdiff::sdk::engine {
 /// example, as per_example_gradients). Falls back to the micro-batch path, with the same warning,
 /// for models with parameters outside per-example layers.
 PRIVDIFF_SDK_API ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, std::int64_t num_examples,
-                                                 std::int64_t group, double max_grad_norm, ClipMode mode);
+                                                 std::int64_t group, double max_grad_norm, ClipMode mode,
+                                                 const ClipRule& rule = {});
 /// The same with the caller's planner, which keeps its choices from call to call (a stage keeps one).
 PRIVDIFF_SDK_API ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, std::int64_t num_examples,
                                                  std::int64_t group, double max_grad_norm, ClipMode mode,
-                                                 NormPlanner& planner);
+                                                 NormPlanner& planner, const ClipRule& rule = {});
 
 }  // namespace privdiff::sdk::engine

@@ -18,6 +18,7 @@ namespace privdiff::sdk::engine {
 /// clip_and_sum(micro_batch_per_example_gradients(...)) computes it, in O(#parameters) memory.
 PRIVDIFF_SDK_API ClippedSum micro_batch_clipped_sum(torch::nn::Module& model, const RowLoss& loss,
                                                     std::int64_t num_examples, std::int64_t group,
-                                                    double max_grad_norm, ClipMode mode);
+                                                    double max_grad_norm, ClipMode mode,
+                                                    const ClipRule& rule = {});
 
 }  // namespace privdiff::sdk::engine

@@ -1,0 +1,79 @@
+#include "run/stage_under_test.hpp"
+
+#include "util/usage_error.hpp"
+
+#include <privdiff/components/mechanism.hpp>
+
+#include <stdexcept>
+#include <vector>
+
+namespace privdiff::core {
+
+namespace {
+
+bool is_private_stage(const ComponentRegistry& registry, const StageSection& stage) {
+  return create_component<sdk::Mechanism>(registry, stage.mechanism.id, stage.mechanism.config)->is_private();
+}
+
+// The keys a check sets that the stage's mechanism lacks (empty: it is DP-SGD-style).
+std::vector<std::string> missing_keys(const ComponentRegistry& registry, const StageSection& stage) {
+  const auto found = registry.find(sdk::ComponentKind::mechanism, stage.mechanism.id);
+  if (!found) return {"(unknown mechanism)"};
+  std::vector<std::string> missing = sdk::check::keys_missing_for_check(found->registration->schema);
+  if (missing.empty() && !stage.mechanism.config.has("max_grad_norm")) missing.push_back("max_grad_norm");
+  return missing;
+}
+
+bool is_checkable(const ComponentRegistry& registry, const StageSection& stage) {
+  return is_private_stage(registry, stage) && missing_keys(registry, stage).empty();
+}
+
+std::size_t chosen_stage(const Recipe& recipe, const ComponentRegistry& registry, const std::string& stage,
+                         const std::string& file, const std::string& verb) {
+  std::vector<std::size_t> found;
+  std::string names;
+  for (std::size_t i = 0; i < recipe.stages.size(); ++i) {
+    names += (names.empty() ? "" : ", ") + recipe.stages[i].name;
+    if (stage.empty() ? is_checkable(registry, recipe.stages[i]) : recipe.stages[i].name == stage) found.push_back(i);
+  }
+  if (found.empty()) {
+    throw UsageError(file + ": " + (stage.empty() ? "no private DP-SGD stage to " + verb
+                                                  : "no stage named '" + stage + "' (stages: " + names + ")"));
+  }
+  if (found.size() > 1) {
+    throw UsageError(file + ": several private DP-SGD stages; choose one with --stage (e.g. --stage " +
+                     recipe.stages[found.back()].name + ")");
+  }
+  return found.front();
+}
+
+}  // namespace
+
+StageUnderTest stage_under_test(const Recipe& recipe, const ComponentRegistry& registry, const std::string& stage,
+                                const std::string& file, const std::string& verb) {
+  StageUnderTest out;
+  out.index = chosen_stage(recipe, registry, stage, file, verb);
+  const StageSection& section = recipe.stages[out.index];
+  out.name = section.name;
+  out.mechanism = section.mechanism.id;
+  const std::string where = file + ": stage '" + section.name + "' (" + section.mechanism.id + ")";
+  if (!is_private_stage(registry, section)) throw UsageError(where + " is not private: there is nothing to " + verb);
+  const std::vector<std::string> missing = missing_keys(registry, section);
+  if (!missing.empty()) {
+    std::string list;
+    for (const auto& key : missing) list += (list.empty() ? "" : ", ") + key;
+    throw UsageError(where + " is not a private DP-SGD stage: the checks run mechanisms with DP-SGD's recipe keys, "
+                     "and this one has no " + list + " (a mechanism derived from DpSgdMechanism with "
+                     "engine::dp_sgd_schema has them)");
+  }
+  const auto found = registry.find(sdk::ComponentKind::mechanism, section.mechanism.id);
+  out.plugin = found->plugin->path.string();
+  out.max_grad_norm = section.mechanism.config.get_double("max_grad_norm");
+  const std::string id = section.mechanism.id;
+  out.make = sdk::check::mechanism_from_config(
+      found->registration->schema, section.mechanism.config.path(), section.mechanism.config.values(),
+      [&registry, id](const sdk::Config& config) { return create_component<sdk::Mechanism>(registry, id, config); });
+  return out;
+}
+
+}  // namespace privdiff::core

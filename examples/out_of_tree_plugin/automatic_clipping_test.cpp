@@ -1,0 +1,21 @@
+// The plugin's own privacy test: the SDK's mechanism checks (record replay, noise, canary audit) run
+// automatic_clipping's code, built from its schema as a recipe would build it.
+#include "automatic_clipping.hpp"
+
+#include <privdiff/audit/mechanism_check.hpp>
+
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <memory>
+
+using namespace privdiff::sdk;
+
+TEST(AutomaticClipping, PassesTheMechanismChecks) {
+  const check::MechanismUnderTest mechanism = check::mechanism_from_config(
+      automatic_clipping::schema(), "stage", {{"batch_size", ConfigValue{std::int64_t{8}}}},
+      [](const Config& config) { return std::make_unique<automatic_clipping::AutomaticClipping>(config); });
+  const audit::MechanismCheck result = audit::check_mechanism(mechanism, {});
+  std::cout << result.describe();
+  EXPECT_TRUE(result.passed());
+}

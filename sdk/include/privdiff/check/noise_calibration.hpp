@@ -1,0 +1,55 @@
+#pragma once
+/// @file
+/// The noise check: is the noise on a mechanism's update the sigma C / (q N) its ledger states?
+///
+/// The mechanism under test takes one logical step on fixed data with q = 1 (every record in the
+/// batch) and a deterministic stand-in model (ReplayModel without loss noise), `replays` times with
+/// different seeds: the clipped sum is then the same in every replay and the releases differ by the
+/// noise alone. The pooled sample variance of the release's coordinates around their mean, times
+/// (q N / C)^2, estimates sigma^2 with d (R - 1) degrees of freedom (d coordinates, R replays); the
+/// check fails when sigma_hat / sigma falls outside the chi-square band of two-sided probability
+/// `false_alarm` (Wilson-Hilferty), or the ledger records another event than the Gaussian step it was
+/// configured with. The data are split into several physical chunks, so noise added per chunk
+/// (sqrt(#chunks) too much) shows. Catches: half or double noise, noise per chunk, noise on the wrong
+/// scale (divided by the realised batch, or by K), noise that does not come from the seeded stream
+/// (the same in every replay). Cannot see: noise of the right variance that is not Gaussian or not
+/// independent between coordinates, or that depends on the data (the record-replay check sees that).
+
+#include <privdiff/check/mechanism_under_test.hpp>
+#include <privdiff/sdk_api.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace privdiff::sdk::check {
+
+struct NoiseCheckOptions {
+  std::int64_t replays = 40;              ///< R: runs with different seeds
+  std::int64_t records = 12;              ///< N = B (q = 1)
+  std::int64_t physical_batch_size = 3;   ///< chunks of the batch (several: noise per chunk shows)
+  double noise_multiplier = 1.0;          ///< sigma the mechanism is configured with
+  double max_grad_norm = 1.0;             ///< C: the mechanism's configured clipping norm
+  double false_alarm = 1e-6;              ///< probability that a correct mechanism fails the check
+  std::uint64_t seed = 1;                 ///< the first replay's seed (the next ones count up)
+};
+
+struct NoiseCheck {
+  double configured_std = 0;   ///< sigma C / (q N), per coordinate of the update
+  double measured_std = 0;     ///< pooled over coordinates and replays
+  double low = 0, high = 0;    ///< the band measured / configured must fall in
+  std::int64_t degrees_of_freedom = 0;
+  std::string ledger;          ///< what the ledger recorded in one replay
+  std::vector<std::string> violations;
+  bool passed() const { return violations.empty(); }
+  double ratio() const { return configured_std > 0 ? measured_std / configured_std : 0.0; }
+  PRIVDIFF_SDK_API std::string describe() const;
+};
+
+/// Runs the noise check (see the file comment) on the mechanism `make` builds.
+PRIVDIFF_SDK_API NoiseCheck check_noise_calibration(const MechanismUnderTest& make, const NoiseCheckOptions& options);
+
+/// The band [low, high] of sqrt(chi2_k / k) with two-sided probability `false_alarm` outside it.
+PRIVDIFF_SDK_API std::pair<double, double> chi_ratio_band(std::int64_t degrees_of_freedom, double false_alarm);
+
+}  // namespace privdiff::sdk::check

@@ -1,0 +1,30 @@
+#pragma once
+/// @file
+/// The record-replay check of a mechanism under test (check/record_replay.hpp) as one call: the
+/// mechanism's own code on the stand-in model, with extreme and typical neighbours x, the first and
+/// a later logical step, the batch in one chunk and in several.
+
+#include <privdiff/check/mechanism_under_test.hpp>
+#include <privdiff/check/replay_report.hpp>
+#include <privdiff/sdk_api.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace privdiff::sdk::check {
+
+struct ReplayCheckOptions {
+  double max_grad_norm = 1.0;     ///< C: the sensitivity the mechanism's ledger claims (its recipe's value)
+  double noise_multiplier = 0.5;  ///< sigma of the replayed runs (the noise cancels; any value does)
+  std::int64_t records = 21;      ///< N of D
+  std::uint64_t data_seed = 7;    ///< D's images (uniform in [-1, 1])
+  std::int64_t batch_size = 7;    ///< B (q = B / N)
+  double magnitude = 1e6;         ///< how far out the extreme records' pixels go
+  std::vector<std::int64_t> physical_batch_sizes{0, 3};  ///< the batch in one chunk, and in chunks of 3
+  std::vector<std::int64_t> steps{1, 2};                 ///< the logical steps audited (of 2)
+};
+
+/// Every replay's findings and distances (in units of C), merged.
+PRIVDIFF_SDK_API Report check_by_record_replay(const MechanismUnderTest& make, const ReplayCheckOptions& options);
+
+}  // namespace privdiff::sdk::check

@@ -1,0 +1,47 @@
+#include <privdiff/audit/mechanism_check.hpp>
+
+#include <cstdio>
+#include <sstream>
+
+namespace privdiff::sdk::audit {
+
+MechanismCheck check_mechanism(const check::MechanismUnderTest& make, MechanismCheckOptions o) {
+  o.replay.max_grad_norm = o.max_grad_norm;
+  o.noise.max_grad_norm = o.max_grad_norm;
+  MechanismCheck out;
+  out.replay = check::check_by_record_replay(make, o.replay);
+  out.noise = check::check_noise_calibration(make, o.noise);
+  if (o.accountant) {
+    check::MechanismSettings settings;  // "auto" sigma, secure noise, the whole batch in one chunk
+    settings.steps = 4;
+    out.canaries = audit_with_gradient_canaries(make, settings, o.max_grad_norm, *o.accountant, o.target_epsilon,
+                                                o.delta, o.canaries, o.auditor);
+  }
+  return out;
+}
+
+std::string MechanismCheck::describe() const {
+  std::ostringstream s;
+  s << "(a) record replay: " << (replay.violations.empty() ? "passed" : "FAILED") << ", largest distance "
+    << replay.worst_ratio() << " C (the bound) over " << replay.measurements.size() << " releases\n";
+  constexpr std::size_t shown = 6;  // the rest are usually the same bug seen from other records
+  for (std::size_t i = 0; i < replay.violations.size() && i < shown; ++i) s << "  VIOLATION: " << replay.violations[i] << "\n";
+  if (replay.violations.size() > shown) s << "  ... and " << replay.violations.size() - shown << " more violations\n";
+  s << "(b) noise: " << (noise.passed() ? "passed" : "FAILED") << "\n" << noise.describe();
+  if (canaries) {
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "(c) gradient canaries: %s, epsilon lower bound %.4g (%.0f%% confidence) vs reported %.4g; "
+                  "sigma %.4g, %lld steps, N %lld\n",
+                  canaries->passed() ? "passed" : "FAILED", canaries->bound.epsilon_lower,
+                  canaries->bound.confidence * 100, canaries->reported_epsilon, canaries->noise_multiplier,
+                  static_cast<long long>(canaries->steps), static_cast<long long>(canaries->dataset_size));
+    s << line;
+  } else {
+    s << "(c) gradient canaries: not run (no accountant)\n";
+  }
+  s << (passed() ? "mechanism check passed\n" : "MECHANISM CHECK FAILED\n");
+  return s.str();
+}
+
+}  // namespace privdiff::sdk::audit

@@ -1,0 +1,129 @@
+// The SDK's mechanism checks (check/, audit/mechanism_check.hpp) and the clip-rule hook they rely on:
+// a clip rule is held to C on every engine path and equals a naive per-example loop; the noise check
+// passes the engine and fails planted noise bugs; check_mechanism passes the engine and reports a
+// planted sensitivity bug.
+#include "../../fixtures/engines/broken_engines.hpp"
+#include "../engine/record_replay.hpp"
+
+#include <privdiff/audit/mechanism_check.hpp>
+#include <privdiff/check/noise_calibration.hpp>
+#include <privdiff/engine/engine_path.hpp>
+#include <privdiff/engine/fast_gradient_clipping.hpp>
+#include <privdiff/engine/micro_batch_clipping.hpp>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <iostream>
+
+using namespace privdiff;
+using namespace privdiff::testing::replay;
+namespace check = privdiff::sdk::check;
+
+namespace {
+
+constexpr double clip = 1.0, gamma_ = 0.01;
+
+// Automatic clipping's rule, R / (||g|| + gamma).
+at::Tensor automatic(const at::Tensor& squared) { return clip / (squared.sum(1).sqrt() + gamma_); }
+
+class AutomaticClippingEngine : public engine::DpSgdMechanism {
+ public:
+  using DpSgdMechanism::DpSgdMechanism;
+
+ protected:
+  at::Tensor clip_factors(const at::Tensor& squared) const override { return automatic(squared); }
+};
+
+engine::DpSgdOptions base_options() {
+  engine::DpSgdOptions o;
+  o.max_grad_norm = clip;
+  return o;
+}
+
+}  // namespace
+
+TEST(ClipRule, FactorsAreHeldToTheSensitivity) {
+  const at::Tensor squared = at::tensor({0.0, 4.0, 0.25, 100.0, std::nan("")}, at::kDouble).view({5, 1});
+  const at::Tensor f = engine::clip_factors(squared, clip, engine::ClipMode::flat,
+                                            [](const at::Tensor& s) { return at::full({s.size(0)}, 10.0, s.options()); });
+  const at::Tensor norms = squared.view({5}).nan_to_num(0).sqrt();
+  EXPECT_LE((f * norms).max().item<double>(), clip);                 // capped: no example above C
+  EXPECT_EQ(f[4].item<double>(), 0.0);                               // not finite: no contribution
+  EXPECT_DOUBLE_EQ(f[0].item<double>(), 10.0);                       // a zero gradient may take any factor
+  const at::Tensor nan_rule = engine::clip_factors(squared.narrow(0, 0, 4), clip, engine::ClipMode::flat,
+                                                   [](const at::Tensor& s) { return at::full({s.size(0)}, std::nan(""), s.options()); });
+  EXPECT_EQ(nan_rule.abs().sum().item<double>(), 0.0);
+  const at::Tensor negative = engine::clip_factors(squared.narrow(0, 0, 4), clip, engine::ClipMode::flat,
+                                                   [](const at::Tensor& s) { return -at::ones({s.size(0)}, s.options()); });
+  EXPECT_EQ(negative.abs().sum().item<double>(), 0.0);
+  // Automatic clipping is below the cap: its factors are its own.
+  const at::Tensor a = engine::clip_factors(squared.narrow(0, 1, 3), clip, engine::ClipMode::flat, automatic);
+  EXPECT_TRUE(at::allclose(a, automatic(squared.narrow(0, 1, 3))));
+  // A [B] rule under per-layer clipping: one factor per tensor, each tensor within C / sqrt(P).
+  const at::Tensor two = at::tensor({1.0, 9.0, 0.01, 0.04}, at::kDouble).view({2, 2});
+  const at::Tensor per_layer = engine::clip_factors(two, clip, engine::ClipMode::per_layer, automatic);
+  ASSERT_EQ(per_layer.sizes(), (at::IntArrayRef{2, 2}));
+  EXPECT_LE((per_layer * two.sqrt()).max().item<double>(), clip / std::sqrt(2.0) + 1e-12);
+}
+
+// The rule on each engine path equals sum_i g_i R / (||g_i|| + gamma) from a per-example loop.
+TEST(ClipRule, EveryEnginePathRunsTheRule) {
+  ReplayModel model(at::kDouble, 0.0);
+  const ReplayData data(random_images(6, 3) * 4);
+  const engine::RowLoss loss = [&](const at::Tensor& examples) {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(1);
+    return model.training_loss(data.images(examples), {}, 1, gen);
+  };
+  const engine::PerExampleGradients g = engine::per_example_gradients(model.module(), loss, 6, 1);
+  at::Tensor squared = at::zeros({6}, at::kDouble);
+  for (const auto& t : g.grads) squared += t.reshape({6, -1}).pow(2).sum(1);
+  const at::Tensor factors = clip / (squared.sqrt() + gamma_);
+  std::vector<at::Tensor> naive;
+  for (const auto& t : g.grads) {
+    std::vector<std::int64_t> shape(static_cast<std::size_t>(t.dim()), 1);
+    shape[0] = 6;
+    naive.push_back((t * factors.view(shape)).sum(0));
+  }
+  engine::NormPlanner planner;
+  const engine::ClippedSum paths[] = {
+      engine::clipped_gradient_sum(model.module(), loss, 6, 1, clip, engine::ClipMode::flat, planner, automatic),
+      engine::micro_batch_clipped_sum(model.module(), loss, 6, 1, clip, engine::ClipMode::flat, automatic),
+      engine::clip_and_sum(g, clip, engine::ClipMode::flat, automatic)};
+  for (const auto& path : paths) {
+    for (std::size_t j = 0; j < naive.size(); ++j) EXPECT_TRUE(at::allclose(path.sums[j], naive[j], 1e-9, 1e-12)) << j;
+  }
+}
+
+TEST(NoiseCheck, PassesTheEngineAndFailsPlantedNoiseBugs) {
+  check::NoiseCheckOptions o;
+  const check::NoiseCheck engine_check = check::check_noise_calibration(check::engine_under_test(base_options()), o);
+  std::cout << "engine:\n" << engine_check.describe();
+  EXPECT_TRUE(engine_check.passed()) << engine_check.describe();
+  EXPECT_NEAR(engine_check.ratio(), 1.0, 0.05);
+  const check::NoiseCheck per_chunk =
+      check::check_noise_calibration(check::engine_under_test<privdiff::testing::NoisePerChunkEngine>(base_options()), o);
+  EXPECT_FALSE(per_chunk.passed()) << per_chunk.describe();
+  const check::NoiseCheck over_sqrt_k = check::check_noise_calibration(
+      check::engine_under_test<privdiff::testing::NoiseOverSqrtKEngine>([] {
+        auto b = base_options();
+        b.noise_multiplicity = 4;
+        return b;
+      }()),
+      o);
+  EXPECT_FALSE(over_sqrt_k.passed()) << over_sqrt_k.describe();
+  EXPECT_NEAR(over_sqrt_k.ratio(), 0.5, 0.05);
+  const check::NoiseCheck none = check::check_noise_calibration(check::engine_under_test<privdiff::testing::NoNoiseEngine>(base_options()), o);
+  EXPECT_FALSE(none.passed());
+}
+
+TEST(MechanismCheck, PassesTheEngineAndAutomaticClippingAndReportsTwiceC) {
+  const auto engine_result = sdk::audit::check_mechanism(check::engine_under_test(base_options()), {});
+  std::cout << "engine:\n" << engine_result.describe();
+  EXPECT_TRUE(engine_result.passed()) << engine_result.describe();
+  const auto automatic_result = sdk::audit::check_mechanism(check::engine_under_test<AutomaticClippingEngine>(base_options()), {});
+  EXPECT_TRUE(automatic_result.passed()) << automatic_result.describe();
+  const auto twice = sdk::audit::check_mechanism(check::engine_under_test<ClipsAtTwiceC>(base_options()), {});
+  EXPECT_FALSE(twice.passed());
+  EXPECT_NEAR(twice.replay.worst_ratio(), 2.0, 1e-3) << twice.describe();
+}
