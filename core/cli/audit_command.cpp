@@ -54,7 +54,8 @@ std::string describe_settings(const sdk::Config& config) {
   std::ostringstream s;
   const std::int64_t physical = config.get_int("physical_batch_size");
   s << "K " << (config.has("noise_multiplicity") ? config.get_int("noise_multiplicity") : 1) << ", C "
-    << config.get_double("max_grad_norm") << ", " << config.get_string("clipping") << " clipping, physical batch "
+    << config.get_double("max_grad_norm") << ", " << (config.has("clipping") ? config.get_string("clipping") : "own")
+    << " clipping, physical batch "
     << (physical > 0 ? std::to_string(physical) : "all") << ", "
     << (config.get_bool("secure_noise") ? "secure" : "seeded") << " noise";
   return s.str();

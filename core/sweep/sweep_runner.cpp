@@ -115,9 +115,12 @@ SweepRequest with_recipe_sweep(SweepRequest a, const std::vector<std::string>& p
   if (from_recipe("--gamma")) a.gamma = o.get_double("gamma");
   if (from_recipe("--mu")) a.mu = o.get_double("mu");
   if (from_recipe("--count")) a.count = o.get_int("count");
-  const RecipeDocument document = RecipeDocument::load(a.recipe);
+  // The table's own count options count when the table's distribution does (--candidates not given).
+  RecipeDocument document = RecipeDocument::load(a.recipe);
+  (void)document.apply_overrides(a.overrides);  // their errors were reported by load_recipe above
   for (const char* key : {"eta", "gamma", "mu", "count"}) {
-    if (document.root()["sweep"][key]) a.set_count_options.insert(std::string("--") + key);
+    const bool set = document.root()["sweep"][key] || document.override_text(std::string("sweep.") + key);
+    if (set && from_recipe("--candidates")) a.set_count_options.insert(std::string("--") + key);
   }
   std::vector<std::string> params;
   for (const auto& spec : recipe.sweep->params) {

@@ -26,7 +26,9 @@ std::string without_local_paths(const std::string& text) {
   std::string out;
   auto begin = text.cbegin();
   for (std::smatch m; std::regex_search(begin, text.cend(), m, absolute_path); begin = m.suffix().first) {
-    out += m.prefix().str() + m[1].str() + fs::path(m.str().substr(m[1].length())).filename().string();
+    std::string path = m.str().substr(m[1].length());
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    out += m.prefix().str() + m[1].str() + fs::path(path).filename().string();
   }
   return out + std::string(begin, text.cend());
 }

@@ -29,7 +29,7 @@ class AutomaticClipping : public engine::DpSgdMechanism {
       : DpSgdMechanism(engine::dp_sgd_options(config, /*is_private=*/true)), gamma_(config.get_double("stability")) {}
 
  protected:
-  // Squared norms per parameter tensor, [B, P] -> one factor per example, [B].
+  // One example's squared norms per parameter tensor, [1, P] -> its factor, [1].
   at::Tensor clip_factors(const at::Tensor& squared_norms) const override {
     return options().max_grad_norm / (squared_norms.sum(1).sqrt() + gamma_);
   }

@@ -73,11 +73,9 @@ GradientCanaryAudit audit_with_gradient_canaries(engine::DpSgdOptions options, c
                                                  const Auditor* auditor) {
   if (!options.is_private) throw std::invalid_argument("gradient canary audit: the options are not private");
   check::MechanismSettings settings;
-  // steps = ceil(epochs N / B) = ceil(epochs / q) with the audit's q.
-  settings.steps = options.steps ? *options.steps
-                                 : static_cast<std::int64_t>(std::ceil(options.epochs.value_or(1.0) / audit.sampling_rate - 1e-9));
+  settings.steps = 0;  // the options' own length (steps, or epochs of the canary data)
   settings.noise_multiplier = options.noise_multiplier;
-  if (!options.secure_noise) settings.seed = options.seed.value_or(0);
+  if (!options.secure_noise) settings.seed = options.seed.value_or(audit.seed);
   settings.physical_batch_size = options.physical_batch_size;
   const check::MechanismUnderTest make = [options, factory](const check::MechanismSettings& s) -> std::unique_ptr<Mechanism> {
     const engine::DpSgdOptions o = check::options_for_check(options, s);

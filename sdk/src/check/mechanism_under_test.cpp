@@ -23,8 +23,10 @@ std::vector<std::string> keys_missing_for_check(const Schema& schema) {
 
 std::map<std::string, ConfigValue> values_for_check(std::map<std::string, ConfigValue> v, const MechanismSettings& s) {
   v["batch_size"] = s.batch_size;
-  v.erase("epochs");
-  v["steps"] = s.steps;
+  if (s.steps > 0) {
+    v.erase("epochs");
+    v["steps"] = s.steps;
+  }
   v["noise_multiplier"] = s.noise_multiplier ? ConfigValue{*s.noise_multiplier} : ConfigValue{std::string("auto")};
   v["secure_noise"] = !s.seed.has_value();
   if (s.seed) {
@@ -61,8 +63,10 @@ MechanismUnderTest mechanism_from_config(Schema schema, std::string path, std::m
 
 engine::DpSgdOptions options_for_check(engine::DpSgdOptions o, const MechanismSettings& s) {
   o.batch_size = s.batch_size;
-  o.epochs.reset();
-  o.steps = s.steps;
+  if (s.steps > 0) {
+    o.epochs.reset();
+    o.steps = s.steps;
+  }
   o.noise_multiplier = s.noise_multiplier;
   o.secure_noise = !s.seed.has_value();
   o.seed = s.seed;

@@ -23,7 +23,7 @@ class Level : public torch::nn::Module {
 
   Level(const std::vector<std::int64_t>& ins, std::int64_t out, std::int64_t temb, bool attention, int resample,
         const DiffusersUNet2DConfig& c) {
-    const std::int64_t heads = out / c.attention_head_dim;
+    const std::int64_t heads = c.heads(out);
     auto resnet_list = register_module("resnets", torch::nn::ModuleList());
     torch::nn::ModuleList attention_list;
     if (attention) attention_list = register_module("attentions", torch::nn::ModuleList());
@@ -85,7 +85,7 @@ DiffusersUNet2D::DiffusersUNet2D(DiffusersUNet2DConfig config) : config_(std::mo
   }
   if (c.mid_attention) {
     auto list = mid_block_->register_module("attentions", torch::nn::ModuleList());
-    mid_attention_ = std::make_shared<DiffusersAttention>(width, width / c.attention_head_dim, c.norm_num_groups, c.norm_eps);
+    mid_attention_ = std::make_shared<DiffusersAttention>(width, c.heads(width), c.norm_num_groups, c.norm_eps);
     list->push_back(mid_attention_);
   }
   // Up level i mirrors down level L-1-i with one more block; block j's input is the previous output
@@ -180,7 +180,7 @@ void check_sizes(const DiffusersUNet2DConfig& c, const std::string& what) {
                                                       " (GroupNorm splits each width into that many groups)", width));
     }
     const bool attends = (l < c.attention.size() && c.attention[l]) || (c.mid_attention && l + 1 == c.block_out_channels.size());
-    if (attends && width % c.attention_head_dim != 0) {
+    if (attends && !c.one_head_per_block && width % c.attention_head_dim != 0) {
       throw std::invalid_argument(must(what, key, "is not divisible by attention_head_dim = " +
                                                       std::to_string(c.attention_head_dim) + " (heads of equal size)", width));
     }
@@ -211,7 +211,10 @@ DiffusersUNet2DConfig diffusers_unet2d_config(const std::string& json_text, cons
     c.layers_per_block = j.value("layers_per_block", c.layers_per_block);
     c.norm_num_groups = j.value("norm_num_groups", c.norm_num_groups);
     c.norm_eps = j.value("norm_eps", c.norm_eps);
-    if (j.contains("attention_head_dim") && !j["attention_head_dim"].is_null()) c.attention_head_dim = j["attention_head_dim"];
+    if (j.contains("attention_head_dim")) {
+      if (j["attention_head_dim"].is_null()) c.one_head_per_block = true;  // diffusers: the block's width
+      else c.attention_head_dim = j["attention_head_dim"];
+    }
     if (j.contains("num_class_embeds") && !j["num_class_embeds"].is_null()) c.num_class_embeds = j["num_class_embeds"];
     c.flip_sin_to_cos = j.value("flip_sin_to_cos", c.flip_sin_to_cos);
     c.freq_shift = j.value("freq_shift", c.freq_shift);

@@ -32,23 +32,47 @@ at::Tensor clip_factors(const at::Tensor& squared, double max_grad_norm, ClipMod
   return at::where(finite.unsqueeze(1), (per_tensor / (safe.sqrt() + 1e-6)).clamp_max(1.0), zero);
 }
 
-at::Tensor clip_factors(const at::Tensor& squared, double max_grad_norm, ClipMode mode, const ClipRule& rule) {
-  if (!rule) return clip_factors(squared, max_grad_norm, mode);
-  const at::Tensor finite = finite_examples(squared);
-  const at::Tensor zero = at::zeros({}, squared.options());
-  const at::Tensor safe = at::where(finite.unsqueeze(1), squared.clamp_min(0), zero);
-  at::Tensor factors = rule(safe).to(squared.options());
-  const std::int64_t b = squared.size(0), p = squared.size(1);
-  const bool flat = mode == ClipMode::flat;
-  if (!flat && factors.dim() == 1) factors = factors.unsqueeze(1).expand({b, p});
-  if (factors.sizes() != (flat ? at::IntArrayRef{b} : at::IntArrayRef{b, p})) {
+namespace {
+
+// One example's factor ([1] or [1, P]) from a mechanism's rule, given a copy of its row (a rule that
+// writes into its input changes nothing the engine uses). Undefined: the standard rule.
+at::Tensor row_factors(const ClipRule& rule, const at::Tensor& safe, std::int64_t i, bool flat) {
+  at::Tensor f = rule(safe.narrow(0, i, 1).clone());
+  if (!f.defined()) return f;
+  f = f.to(safe.options());
+  const std::int64_t p = safe.size(1);
+  if (!flat && f.dim() == 1) f = f.unsqueeze(1).expand({1, p});
+  if (f.sizes() != (flat ? at::IntArrayRef{1} : at::IntArrayRef{1, p})) {
     throw std::invalid_argument("a clip rule must return one factor per example" +
                                 std::string(flat ? "" : " (or per example and parameter tensor)"));
   }
-  // The most each factor may be: the one that brings the norm to exactly C' (no min(1, .): a rule
-  // may scale small gradients up, as automatic clipping does).
+  return f;
+}
+
+}  // namespace
+
+at::Tensor clip_factors(const at::Tensor& squared, double max_grad_norm, ClipMode mode, const ClipRule& rule) {
+  const std::int64_t b = squared.size(0), p = squared.size(1);
+  if (!rule || b == 0) return clip_factors(squared, max_grad_norm, mode);
+  const at::Tensor finite = finite_examples(squared);
+  const at::Tensor zero = at::zeros({}, squared.options());
+  const at::Tensor safe = at::where(finite.unsqueeze(1), squared.clamp_min(0), zero);
+  const bool flat = mode == ClipMode::flat;
+  // The most each factor may be: the one that brings the norm to C' (no min(1, .): a rule may scale
+  // small gradients up, as automatic clipping does), with a floor of 1e-3 C' under the norm, so
+  // that a norm computed a little low (ghost norms' cancellation) cannot be magnified without end.
   const double bound = flat ? max_grad_norm : max_grad_norm / std::sqrt(static_cast<double>(std::max<std::int64_t>(p, 1)));
-  const at::Tensor cap = bound / ((flat ? safe.sum(1) : safe).sqrt() + 1e-6);
+  const at::Tensor cap = bound / ((flat ? safe.sum(1) : safe).sqrt() + 1e-3 * bound);
+  // Example by example: a factor may depend on its own example's norms only. A rule that saw the
+  // batch (a median, a batch maximum) would let one record move every other record's contribution.
+  at::Tensor first = row_factors(rule, safe, 0, flat);
+  if (!first.defined()) return clip_factors(squared, max_grad_norm, mode);
+  std::vector<at::Tensor> rows{first};
+  for (std::int64_t i = 1; i < b; ++i) {
+    rows.push_back(row_factors(rule, safe, i, flat));
+    if (!rows.back().defined()) throw std::invalid_argument("a clip rule returned no factor for one example only");
+  }
+  at::Tensor factors = at::cat(rows, 0);
   factors = at::where(at::isnan(factors), zero, at::minimum(factors, cap).clamp_min(0));
   return at::where(flat ? finite : finite.unsqueeze(1), factors, zero);
 }

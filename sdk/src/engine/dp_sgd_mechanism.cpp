@@ -335,8 +335,8 @@ void DpSgdMechanism::set_noise_multiplier(double sigma) {
 
 void DpSgdMechanism::select_trainable(Model& model) const { apply_parameter_selection(model, options_.trainable); }
 
-at::Tensor DpSgdMechanism::clip_factors(const at::Tensor& squared_norms) const {
-  return engine::clip_factors(squared_norms, options_.max_grad_norm, options_.clipping);
+at::Tensor DpSgdMechanism::clip_factors(const at::Tensor&) const {
+  return {};  // undefined: the engine's standard rule, vectorised over the chunk
 }
 
 ClipRule DpSgdMechanism::clip_rule() const {

@@ -182,9 +182,13 @@ static void refuse_other_formats(std::string_view bytes, const std::string& what
 
 SafetensorsHeader parse_safetensors(std::string_view bytes, const std::string& what) {
   if (bytes.size() < 8) refuse(what, "the file is " + std::to_string(bytes.size()) + " bytes, shorter than the 8-byte header length");
-  refuse_other_formats(bytes, what);
   std::uint64_t header_bytes = 0;
   std::memcpy(&header_bytes, bytes.data(), 8);
+  // A real header's length fits the file and its JSON starts with '{': only a file that is not
+  // safetensors is looked at for another format's magic (a valid length may begin with those bytes).
+  if (header_bytes > max_header_bytes || header_bytes > bytes.size() - 8 || header_bytes == 0 || bytes[8] != '{') {
+    refuse_other_formats(bytes, what);
+  }
   if (header_bytes > max_header_bytes) {
     refuse(what, "a header of " + std::to_string(header_bytes) + " bytes is over the limit of " + std::to_string(max_header_bytes));
   }

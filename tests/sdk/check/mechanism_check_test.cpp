@@ -65,6 +65,22 @@ TEST(ClipRule, FactorsAreHeldToTheSensitivity) {
   const at::Tensor per_layer = engine::clip_factors(two, clip, engine::ClipMode::per_layer, automatic);
   ASSERT_EQ(per_layer.sizes(), (at::IntArrayRef{2, 2}));
   EXPECT_LE((per_layer * two.sqrt()).max().item<double>(), clip / std::sqrt(2.0) + 1e-12);
+  // A rule that writes into its input or looks at the batch gains nothing: it sees a copy of one row.
+  const at::Tensor big = at::tensor({1e4, 1.0}, at::kDouble).view({2, 1});
+  const at::Tensor shrunk = engine::clip_factors(big, clip, engine::ClipMode::flat, [](const at::Tensor& s) {
+    s.sqrt_().sqrt_();  // "norm" 10 instead of 100: the cap must not follow
+    return at::full({s.size(0)}, 1.0, s.options());
+  });
+  EXPECT_LE((shrunk * big.view({2}).sqrt()).max().item<double>(), clip);
+  std::vector<std::int64_t> rows_seen;
+  (void)engine::clip_factors(at::ones({5, 3}, at::kDouble), clip, engine::ClipMode::flat, [&](const at::Tensor& s) {
+    rows_seen.push_back(s.size(0));
+    return at::ones({s.size(0)}, s.options());
+  });
+  EXPECT_EQ(rows_seen, std::vector<std::int64_t>(5, 1));
+  // An undefined result is the standard rule.
+  EXPECT_TRUE(at::equal(engine::clip_factors(big, clip, engine::ClipMode::flat, [](const at::Tensor&) { return at::Tensor(); }),
+                        engine::clip_factors(big, clip, engine::ClipMode::flat)));
 }
 
 // The rule on each engine path equals sum_i g_i R / (||g_i|| + gamma) from a per-example loop.

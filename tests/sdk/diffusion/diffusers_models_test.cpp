@@ -126,6 +126,25 @@ TEST(DiffusersUNet2D, RefusesOptionsThePortLacksByName) {
       "down_block_types": [], "up_block_types": []})", "c.json"), std::invalid_argument);
 }
 
+// attention_head_dim null: diffusers' UNet2DModel passes each block's own width as the head dimension,
+// so every attention block has one head (issue 52: privdiff kept its default of 8 channels a head).
+TEST(DiffusersUNet2D, NullHeadDimensionMeansOneHeadPerBlock) {
+  const std::string base = R"({"_class_name": "UNet2DModel", "block_out_channels": [8, 16], "norm_num_groups": 4,
+      "down_block_types": ["DownBlock2D", "AttnDownBlock2D"], "up_block_types": ["AttnUpBlock2D", "UpBlock2D"], )";
+  const auto null_dim = diffusers_unet2d_config(base + R"("attention_head_dim": null})", "c.json");
+  EXPECT_TRUE(null_dim.one_head_per_block);
+  EXPECT_EQ(null_dim.heads(16), 1);
+  auto output = [&](const DiffusersUNet2DConfig& config) {
+    at::manual_seed(3);
+    DiffusersUNet2D model(config);
+    at::NoGradGuard no_grad;
+    return model.forward(at::randn({2, 3, 8, 8}), at::full({2}, 10.0));
+  };
+  const at::Tensor one_head = output(null_dim);
+  EXPECT_TRUE(at::equal(one_head, output(diffusers_unet2d_config(base + R"("attention_head_dim": 16})", "c.json"))));
+  EXPECT_FALSE(at::allclose(one_head, output(diffusers_unet2d_config(base + R"("attention_head_dim": 8})", "c.json"))));
+}
+
 class DiffusersAutoencoderKLFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DiffusersAutoencoderKLFixture, GivesDiffusersMomentsAndDecodings) {

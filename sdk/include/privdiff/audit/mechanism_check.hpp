@@ -11,7 +11,7 @@
 /// (a) and (b) are exact tests of the mechanism's sensitivity and noise on a stand-in model; (c) is
 /// a statistical lower bound, weak by design (a mechanism with half its noise can pass it; (b)
 /// cannot). None of them proves privacy: they run the mechanism on small models and data and
-/// look for the known ways of getting it wrong (docs/writing-a-plugin.md#what-check-mechanism-proves).
+/// look for the known ways of getting it wrong (docs/writing-a-mechanism.md#what-check-mechanism-proves-and-what-it-cannot).
 
 #include <privdiff/audit/gradient_canaries.hpp>
 #include <privdiff/check/mechanism_under_test.hpp>

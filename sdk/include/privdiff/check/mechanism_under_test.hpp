@@ -27,7 +27,7 @@ namespace privdiff::sdk::check {
 /// What a check decides for one run of the mechanism under test.
 struct MechanismSettings {
   std::int64_t batch_size = 1;              ///< expected batch size B (q = B / N)
-  std::int64_t steps = 1;                   ///< logical steps
+  std::int64_t steps = 1;                   ///< logical steps (0: the length configured, steps or epochs)
   std::optional<double> noise_multiplier;   ///< sigma; empty: "auto" (the check calibrates it)
   std::optional<std::uint64_t> seed;        ///< reproducible streams keyed by it; empty: secure noise
   std::int64_t physical_batch_size = 0;     ///< examples per chunk (0: the whole batch)

@@ -11,9 +11,10 @@
 /// `false_alarm` (Wilson-Hilferty), or the ledger records another event than the Gaussian step it was
 /// configured with. The data are split into several physical chunks, so noise added per chunk
 /// (sqrt(#chunks) too much) shows. Catches: half or double noise, noise per chunk, noise on the wrong
-/// scale (divided by the realised batch, or by K), noise that does not come from the seeded stream
-/// (the same in every replay). Cannot see: noise of the right variance that is not Gaussian or not
-/// independent between coordinates, or that depends on the data (the record-replay check sees that).
+/// scale (divided by sqrt(K), by the number of parameters, ...), noise that does not come from the
+/// seeded stream (the same in every replay). Cannot see: a divisor that equals the stated one at
+/// q = 1 (the realised batch size is then N), noise of the right variance that is not Gaussian or
+/// not independent between coordinates, or that depends on the data (the record-replay check sees that).
 
 #include <privdiff/check/mechanism_under_test.hpp>
 #include <privdiff/sdk_api.hpp>

@@ -29,6 +29,11 @@ struct DiffusersUNet2DConfig {
   std::int64_t norm_num_groups = 32;
   double norm_eps = 1e-5;
   std::int64_t attention_head_dim = 8;
+  /// attention_head_dim null in config.json: each attention block has one head as wide as its level
+  /// (diffusers' UNet2DModel then passes the block's own width as the head dimension).
+  bool one_head_per_block = false;
+  /// Heads of an attention block `width` channels wide.
+  std::int64_t heads(std::int64_t width) const { return one_head_per_block ? 1 : width / attention_head_dim; }
   std::int64_t num_class_embeds = 0;  ///< 0: unconditional
   bool flip_sin_to_cos = true;
   double freq_shift = 0;

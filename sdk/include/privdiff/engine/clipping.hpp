@@ -33,10 +33,11 @@ struct ClippedSum {
   std::map<std::string, double> seconds;
 };
 
-/// A mechanism's own per-example clip rule (DpSgdMechanism::clip_factors): the factor each example's
-/// gradient is scaled by, from the examples' squared norms per parameter tensor ([B, P], float64,
-/// finite and >= 0): [B], or [B, P] for per-layer clipping. Empty: the standard rule,
-/// min(1, C / (||g|| + 1e-6)). Every engine path (vectorised, ghost norms, micro-batch) applies it.
+/// A mechanism's own per-example clip rule (DpSgdMechanism::clip_factors): the factor an example's
+/// gradient is scaled by, from its squared norms per parameter tensor ([1, P], float64, finite and
+/// >= 0; called example by example): [1], or [1, P] for per-layer clipping. An empty rule, or one
+/// that returns an undefined tensor, is the standard rule min(1, C / (||g|| + 1e-6)). Every engine
+/// path (vectorised, ghost norms, micro-batch) applies it.
 using ClipRule = std::function<at::Tensor(const at::Tensor& squared_norms)>;
 
 /// Clips every example's gradient to max_grad_norm (with `rule`'s factors when given) and sums. An
@@ -52,11 +53,12 @@ PRIVDIFF_SDK_API ClippedSum clip_and_sum(const PerExampleGradients& gradients, d
 /// (rounding) count as 0.
 PRIVDIFF_SDK_API at::Tensor clip_factors(const at::Tensor& squared_norms, double max_grad_norm, ClipMode mode);
 
-/// `rule`'s factors (the standard ones when it is empty), held to the sensitivity whatever the rule
-/// returns: each factor is capped at C' / (||g|| + 1e-6) (C' as above, so no scaled gradient's norm
-/// exceeds C), negative or NaN factors and examples whose norms are not finite get 0, and a [B]
-/// rule under per-layer clipping is applied to every tensor. A rule can change how examples are
-/// weighted, never the sensitivity the ledger states.
+/// `rule`'s factors (the standard ones when it is empty or returns undefined), held to the
+/// sensitivity whatever the rule returns: the rule sees one example's norms at a time (a copy), each
+/// factor is capped at C' / (||g|| + 1e-3 C') (C' as above, so no scaled gradient's norm exceeds C,
+/// and a norm computed slightly low is not magnified without end), negative or NaN factors and
+/// examples whose norms are not finite get 0, and a [1] rule under per-layer clipping applies to
+/// every tensor. A rule can change how examples are weighted, never the sensitivity the ledger states.
 PRIVDIFF_SDK_API at::Tensor clip_factors(const at::Tensor& squared_norms, double max_grad_norm, ClipMode mode,
                                          const ClipRule& rule);
 

@@ -89,11 +89,13 @@ class PRIVDIFF_SDK_API DpSgdMechanism : public Mechanism {
   std::int64_t steps_for(std::int64_t dataset_size) const;
 
  protected:
-  /// The per-example clip rule (docs/writing-a-plugin.md#mechanisms): each example's factor from its
-  /// squared gradient norms per parameter tensor ([B, P] float64, finite, >= 0), [B] (or [B, P] with
-  /// per-layer clipping). Default: min(1, C / (||g|| + 1e-6)). Override it for a new rule (automatic
-  /// clipping: C / (||g|| + gamma)); every engine path, ghost norms included, and the engine's
-  /// timing of its paths then run it, and clip_factors(..., rule) holds its result to C, so the
+  /// The per-example clip rule (docs/writing-a-mechanism.md):
+  /// an example's factor from its squared gradient norms per parameter tensor ([1, P] float64,
+  /// finite, >= 0; the engine calls it example by example, so a factor can depend on its own example
+  /// only), as [1] (or [1, P] with per-layer clipping). The base returns an undefined tensor: the
+  /// standard rule min(1, C / (||g|| + 1e-6)). Override it for a new rule (automatic clipping:
+  /// C / (||g|| + gamma)); every engine path, ghost norms included, and the engine's timing of its
+  /// paths then run it, and engine::clip_factors(..., rule) holds its result to C, so the
   /// sensitivity stays what the ledger says.
   virtual at::Tensor clip_factors(const at::Tensor& squared_norms) const;
   /// The two privacy-critical pieces of a private step, for mechanisms that change how gradients
