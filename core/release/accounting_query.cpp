@@ -66,7 +66,15 @@ nlohmann::json evaluate(const Target& t, const AccountingQuestion& q) {
     j["noise_multiplier"] = c.noise_multiplier;
     return j;
   }
-  if (q.epsilon) return {{"accountant", t.id}, {"epsilon", *q.epsilon}, {"delta", t.accountant->delta(q.spent, *q.epsilon)}};
+  if (q.epsilon) {
+    // Accountant::delta returns a bare number: the warnings of epsilon at that delta (the same event:
+    // an RDP order at the edge of its list, an approximation) are what the user must see. Its details
+    // describe that epsilon, not this delta, and stay out.
+    const double delta = t.accountant->delta(q.spent, *q.epsilon);
+    sdk::EpsilonResult r{*q.epsilon, {}, {}};
+    if (delta > 0 && delta < 1) r.warnings = t.accountant->epsilon(q.spent, delta).warnings;
+    return result_json(t, r, delta);
+  }
   return result_json(t, t.accountant->epsilon(q.spent, q.delta), q.delta);
 }
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # `privdiff account` as scripts use it: the JSON contract, the table, calibration, a run
 # directory's ledger, and exit code 2 for every kind of bad argument.
-# Usage: account_cli_test.sh PRIVDIFF
+# Usage: account_cli_test.sh PRIVDIFF FIXTURE_PLUGIN_DIR
 set -u
-privdiff=$1
+privdiff=$1 fixture_plugins=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0 checks=0
@@ -100,6 +100,12 @@ bad --history 5:0.1:5 --epsilon 1 --delta 1e-5 --calibrate
 bad --history 5:0.1:5 --noise-multiplier 1 --sample-rate 0.1 --steps 10 --delta 1e-5
 bad "$tmp/nonexistent"
 bad --noise-multiplier x --sample-rate 0.1 --steps 10 --delta 1e-5
+
+# --epsilon shows the accountant's warnings too (issue 51: Accountant::delta returns a bare number).
+run "$privdiff" --plugin-path "$fixture_plugins" account --accountant fixture_approximate_accountant \
+  --noise-multiplier 2 --sample-rate 1 --steps 1 --epsilon 3
+[ "$code" = 0 ] && grep -q "warning: fixture_approximate_accountant is an approximation, not an upper bound" <<<"$out" \
+  || fail "--epsilon: no warning from an approximate accountant: $out"
 
 echo "$((checks - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]
