@@ -83,3 +83,18 @@ TEST(ConfigValueText, RendersAsToml) {
   EXPECT_EQ(shortest_number_text(0.001), "0.001");
   EXPECT_EQ(shortest_number_text(2.0), "2");
 }
+
+// A derived component re-documents or drops a key it inherits (issue 51: automatic clipping's
+// max_grad_norm is R, not a clipping norm).
+TEST(Schema, InheritedKeysCanBeRedocumentedOrRemoved) {
+  Schema s;
+  s.add(Key::number("max_grad_norm").defaults(1.0).doc("per-example clipping norm C"))
+      .add(Key::string("clipping").defaults("flat"));
+  s.document("max_grad_norm", "R: each gradient scaled to a norm just under R").remove("clipping");
+  ASSERT_NE(s.find("max_grad_norm"), nullptr);
+  EXPECT_EQ(s.find("max_grad_norm")->doc_text(), "R: each gradient scaled to a norm just under R");
+  EXPECT_EQ(s.find("clipping"), nullptr);
+  EXPECT_EQ(s.keys().size(), 1u);
+  EXPECT_THROW(s.document("nope", "x"), std::invalid_argument);
+  EXPECT_THROW(s.remove("clipping"), std::invalid_argument);
+}
