@@ -161,7 +161,12 @@ void inspect(const fs::path& path, bool all) {
                                                                " -o DIR writes its model as safetensors)"
                                                          : ""));
   }
-  for (const auto& file : files) inspect_file(file, diffusers.architecture, all, std::cout);
+  // A diffusers config.json describes the folder's diffusion_pytorch_model.safetensors, not every file
+  // beside it (a test's reference outputs, say): those are recognised on their own.
+  for (const auto& file : files) {
+    const bool described = file.filename() == "diffusion_pytorch_model.safetensors";
+    inspect_file(file, described ? diffusers.architecture : "", all, std::cout);
+  }
   if (!diffusers.recipe.empty()) std::cout << "\nto fine-tune it under DP, a recipe's tables:\n" << diffusers.recipe;
 }
 

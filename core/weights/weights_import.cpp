@@ -41,6 +41,18 @@ std::string run_table(const fs::path& init_from) {
 }
 
 // DPDM's network: the architecture read off the weights, the recipe keys of dpdm_ncsnpp.
+// A UNet halves its images once per level but the last: a size it cannot halve that often would
+// fail only when a recipe first runs the model (issue 52: 13 passed for a two-level UNet).
+std::string times(std::int64_t n) { return n == 1 ? "once" : n == 2 ? "twice" : std::to_string(n) + " times"; }
+
+void check_image_size(std::int64_t size, std::int64_t halvings, const std::string& why) {
+  const std::int64_t divisor = std::int64_t{1} << halvings;
+  if (size % divisor != 0) {
+    throw std::runtime_error("image size " + std::to_string(size) + ": " + why + ", so the image size must be a multiple "
+                             "of " + std::to_string(divisor) + " (give --image-size)");
+  }
+}
+
 WeightsImport import_dpdm(const fs::path& file, const sdk::SafetensorsFile& weights, std::optional<std::int64_t> image_size,
                           std::unique_ptr<torch::nn::Module>& port) {
   if (!image_size) {
@@ -56,6 +68,9 @@ WeightsImport import_dpdm(const fs::path& file, const sdk::SafetensorsFile& weig
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(file.string() + ": " + e.what());
   }
+  const auto halvings = static_cast<std::int64_t>(c.ch_mult.size()) - 1;
+  check_image_size(c.image_size, halvings, "the network has " + std::to_string(c.ch_mult.size()) + " levels and halves its "
+                   "images " + times(halvings));
   port = std::make_unique<sdk::diffusion::Ncsnpp>(c);
   WeightsImport out;
   out.architecture = "DPDM's NCSN++ network (nf " + std::to_string(c.nf) + ", ch_mult " + list_text(c.ch_mult) + ", " +
@@ -120,6 +135,11 @@ WeightsImport import_diffusers(const fs::path& folder, const fs::path& vae, std:
   const fs::path config_file = folder / "config.json";
   const std::string text = sdk::read_file(config_file);
   const std::string name = diffusers_class_name(config_file);
+  if (name == "AutoencoderKL") {  // as weights inspect says: a latent model's part, not a model of its own
+    throw std::runtime_error(config_file.string() + ": a diffusers AutoencoderKL, which privdiff runs only as a latent "
+                             "UNet's autoencoder: import the pipeline folder (its unet/ and vae/), or name this folder "
+                             "as [model] autoencoder = \"" + folder.string() + "\" of a diffusers_unet recipe");
+  }
   if (name != "UNet2DModel") {
     throw std::runtime_error(config_file.string() + ": a diffusers " + name + ", which no privdiff model plugin runs yet "
                              "(diffusers_unet runs UNet2DModel)");
@@ -141,6 +161,13 @@ WeightsImport import_diffusers(const fs::path& folder, const fs::path& vae, std:
   sdk::diffusion::Preconditioning objective(sdk::diffusion::Parameterization::vp);
   const std::string scheduler = scheduler_keys(folder, objective);
   const std::int64_t size = image_size.value_or(c.sample_size > 0 ? c.sample_size * factor : 28);
+  const auto levels = static_cast<std::int64_t>(c.block_out_channels.size());
+  int encoder_halvings = 0;
+  while ((std::int64_t{1} << encoder_halvings) < factor) ++encoder_halvings;
+  check_image_size(size, levels - 1 + encoder_halvings,
+                   "the UNet has " + std::to_string(levels) + " levels and halves its " + (vae.empty() ? "images " : "latents ") +
+                       times(levels - 1) +
+                       (vae.empty() ? std::string() : ", in a latent space " + std::to_string(factor) + " times smaller"));
   WeightsImport out;
   out.architecture = std::string("diffusers UNet2DModel (config.json)") + (vae.empty() ? "" : " in an AutoencoderKL's latent space") +
                      ", which privdiff's diffusers_unet model runs";

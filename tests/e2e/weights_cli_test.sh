@@ -81,4 +81,11 @@ mkdir -p "$tmp/full" && echo keep > "$tmp/full/notes.txt"
 expect_refusal "exists and is not an empty folder" weights import "$tmp/unet" -o "$tmp/full"
 [ "$(cat "$tmp/full/notes.txt")" = keep ] || fail "import -o touched a non-empty folder"
 expect_refusal "must be an integer >= 1, got 0" weights import "$tmp/unet" --image-size 0
+expect_refusal "image size 13: the UNet has 2 levels and halves its images once, so the image size must be a multiple of 2" \
+  weights import "$fixtures/weights/diffusers/unet2d_classes" --image-size 13
+# Only the folder's diffusion_pytorch_model.safetensors is the model config.json describes (issue 52).
+out=$("$privdiff" weights inspect "$fixtures/weights/diffusers/unet2d_classes" 2>&1) || fail "inspect of a folder with a test file: $out"
+grep -A1 "reference.safetensors:" <<<"$out" | grep -q "architecture: not recognised" || fail "a test file beside the model was described as the model: $out"
+# An AutoencoderKL: import says what inspect says, that it runs as a latent UNet's autoencoder.
+expect_refusal "which privdiff runs only as a latent UNet's autoencoder" weights import "$fixtures/weights/diffusers/autoencoder_kl_small"
 echo "weights: all checks passed"

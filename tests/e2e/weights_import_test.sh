@@ -60,7 +60,7 @@ sed -i 's/^steps = 50$/steps = 2/' "$tmp/import.toml"
 attention_finetune_tables "path = \"$fixtures/data/tiny-fashion-mnist\"" "classes = [0, 1, 2]" >> "$tmp/import.toml"
 trains_alike "$tmp/import.toml" "$dpdm" dpdm
 out=$("$privdiff" weights import "$fixtures/weights/diffusers/autoencoder_kl_small" 2>&1); code=$?
-[ "$code" = 2 ] && grep -q "a diffusers AutoencoderKL, which no privdiff model plugin runs yet" <<<"$out" \
+[ "$code" = 2 ] && grep -q "a diffusers AutoencoderKL, which privdiff runs only as a latent UNet.s autoencoder" <<<"$out" \
   || fail "an AutoencoderKL import: exit $code: $out"
 
 # A CompVis latent diffusion model (DP-LDM's kind, built by CompVis's code): imported with its config,
