@@ -15,7 +15,7 @@ namespace privdiff::core::cli {
 
 namespace {
 
-struct Args {
+struct CheckMechanismArgs {
   std::string recipe;
   std::vector<std::string> overrides;
   std::string stage;
@@ -42,7 +42,7 @@ CLI::App* add_check_mechanism_command(CLI::App& app, const GlobalOptions& global
       "check-mechanism",
       "Check the recipe's private mechanism's own code (any plugin): per-record sensitivity by record replay, the "
       "noise against what its ledger states, and a one-run canary audit (exit 1 on a violation)");
-  auto args = std::make_shared<Args>();
+  auto args = std::make_shared<CheckMechanismArgs>();
   cmd->add_option("RECIPE", args->recipe, "recipe file (.toml) with a private stage")->required();
   cmd->add_option("--set", args->overrides, "override a recipe key (repeatable)")->allow_extra_args(false);
   cmd->add_option("--stage", args->stage, "the stage to check (default: the recipe's only private stage)");
