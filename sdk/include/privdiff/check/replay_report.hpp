@@ -14,8 +14,6 @@
 
 namespace privdiff::sdk::check {
 
-namespace engine = privdiff::sdk::engine;
-
 /// One measured distance between the releases on D and D ∪ {x}, against the declared bound.
 struct Measurement {
   std::string name;
