@@ -1,6 +1,7 @@
 #include "compare/comparison_report.hpp"
 
 #include "util/atomic_file.hpp"
+#include "util/markup_escape.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -38,20 +39,6 @@ std::string join_stage_values(const nlohmann::json& stages, const char* key, boo
     out += v.is_string() ? v.get<std::string>() : v.is_number_float() ? number(v.get<double>(), precision) : v.dump();
   }
   return out.empty() ? none : out;
-}
-
-std::string html_escape(const std::string& text) {
-  std::string out;
-  for (const char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
 }
 
 std::string gnuplot_quote(const std::string& text) {
@@ -188,15 +175,7 @@ std::string to_markdown(const ComparisonTable& t) {
 std::string to_csv(const ComparisonTable& t) {
   std::ostringstream os;
   auto line = [&](const std::vector<std::string>& cells) {
-    for (std::size_t i = 0; i < cells.size(); ++i) {
-      std::string c = cells[i];
-      if (c.find_first_of(",\"\n") != std::string::npos) {
-        std::string quoted = "\"";
-        for (const char ch : c) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-        c = quoted + "\"";
-      }
-      os << (i ? "," : "") << c;
-    }
+    for (std::size_t i = 0; i < cells.size(); ++i) os << (i ? "," : "") << csv_field(cells[i]);
     os << "\n";
   };
   line(t.csv_header);

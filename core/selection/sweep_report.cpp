@@ -1,5 +1,7 @@
 #include "selection/sweep_report.hpp"
 
+#include "util/markup_escape.hpp"
+
 #include <iomanip>
 #include <sstream>
 
@@ -52,25 +54,6 @@ std::string parameters_of(const SweepState& s, const SweepCandidate& c) {
   return out;
 }
 
-std::string csv_field(const std::string& text) {
-  if (text.find_first_of(",\"\n") == std::string::npos) return text;
-  std::string quoted = "\"";
-  for (char ch : text) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-  return quoted + "\"";
-}
-
-std::string html_escaped(const std::string& text) {
-  std::string out;
-  for (char ch : text) {
-    if (ch == '<') out += "&lt;";
-    else if (ch == '>') out += "&gt;";
-    else if (ch == '&') out += "&amp;";
-    else if (ch == '"') out += "&quot;";
-    else out += ch;
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string sweep_csv_header() {
@@ -92,16 +75,16 @@ std::string sweep_csv_rows(const SweepState& s, const fs::path& dir) {
 
 std::string sweep_html(const SweepState& s, const fs::path& dir) {
   std::ostringstream out;
-  out << std::setprecision(4) << "<h2>Sweep " << html_escaped(dir.string()) << "</h2>\n<p>The whole search: epsilon "
+  out << std::setprecision(4) << "<h2>Sweep " << html_escape(dir.string()) << "</h2>\n<p>The whole search: epsilon "
       << s.epsilon << " at delta " << s.delta << " (target " << s.target_epsilon << "), the best of K candidates, K ~ "
-      << html_escaped(describe_count(s.count)) << ", selected by " << html_escaped(s.score) << ".</p>\n"
+      << html_escape(describe_count(s.count)) << ", selected by " << html_escape(s.score) << ".</p>\n"
       << "<p><strong>Private:</strong> the rows below (K, every candidate and its score) are not covered by the "
          "selection theorem; publish only the selected model and privacy.json.</p>\n<table>\n<tr><th>candidate</th>"
-         "<th>parameters</th><th>noise multiplier</th><th>epsilon alone</th><th>" << html_escaped(s.score)
+         "<th>parameters</th><th>noise multiplier</th><th>epsilon alone</th><th>" << html_escape(s.score)
       << "</th><th></th></tr>\n";
   for (std::size_t i = 0; i < s.candidates.size(); ++i) {
     const auto& c = s.candidates[i];
-    out << "<tr><td>" << i + 1 << "</td><td>" << html_escaped(parameters_of(s, c)) << "</td><td>" << c.noise_multiplier
+    out << "<tr><td>" << i + 1 << "</td><td>" << html_escape(parameters_of(s, c)) << "</td><td>" << c.noise_multiplier
         << "</td><td>" << c.single_run_epsilon << "</td><td>";
     if (c.score) out << *c.score;
     else out << (c.done ? "?" : "not run");

@@ -145,14 +145,14 @@ WeightsImport import_diffusers(const fs::path& folder, const fs::path& vae, std:
                              "(diffusers_unet runs UNet2DModel)");
   }
   sdk::diffusion::DiffusersUNet2DConfig c;
-  std::int64_t factor = 1;
+  std::int64_t latent_halvings = 0;  // the autoencoder's: the latent space is 2^this times smaller
   try {
     c = sdk::diffusion::diffusers_unet2d_config(text, config_file.string());
     if (!vae.empty()) {  // the latent space's autoencoder must load too
       sdk::diffusion::DiffusersAutoencoderKL ae(
           sdk::diffusion::diffusers_autoencoder_kl_config(sdk::read_file(vae / "config.json"), (vae / "config.json").string()));
       sdk::load_pretrained_weights(vae / "diffusion_pytorch_model.safetensors", ae);
-      factor = std::int64_t{1} << (ae.config().block_out_channels.size() - 1);
+      latent_halvings = static_cast<std::int64_t>(ae.config().block_out_channels.size()) - 1;
     }
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(e.what());
@@ -160,11 +160,10 @@ WeightsImport import_diffusers(const fs::path& folder, const fs::path& vae, std:
   port = std::make_unique<sdk::diffusion::DiffusersUNet2D>(c);
   sdk::diffusion::Preconditioning objective(sdk::diffusion::Parameterization::vp);
   const std::string scheduler = scheduler_keys(folder, objective);
+  const std::int64_t factor = std::int64_t{1} << latent_halvings;
   const std::int64_t size = image_size.value_or(c.sample_size > 0 ? c.sample_size * factor : 28);
   const auto levels = static_cast<std::int64_t>(c.block_out_channels.size());
-  int encoder_halvings = 0;
-  while ((std::int64_t{1} << encoder_halvings) < factor) ++encoder_halvings;
-  check_image_size(size, levels - 1 + encoder_halvings,
+  check_image_size(size, levels - 1 + latent_halvings,
                    "the UNet has " + std::to_string(levels) + " levels and halves its " + (vae.empty() ? "images " : "latents ") +
                        times(levels - 1) +
                        (vae.empty() ? std::string() : ", in a latent space " + std::to_string(factor) + " times smaller"));

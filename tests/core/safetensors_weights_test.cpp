@@ -39,6 +39,18 @@ struct Scratch {
   ~Scratch() { fs::remove_all(dir); }
 };
 
+// What load_pretrained_weights says of `tensors` written as a file ("" when it loads them).
+std::string refusal_of(const Tensors& tensors, const Scratch& scratch, torch::nn::Module& module) {
+  const fs::path file = scratch.dir / "w.safetensors";
+  sdk::write_safetensors(file, tensors);
+  try {
+    sdk::load_pretrained_weights(file, module);
+  } catch (const std::runtime_error& e) {
+    return std::string(e.what());
+  }
+  return std::string();
+}
+
 TEST(SafetensorsWeights, ExportImportExportIsBitIdentical) {
   Scratch scratch;
   test::TinyCheckpointModel source;
@@ -69,16 +81,7 @@ TEST(SafetensorsWeights, AMismatchIsRefusedByNameAndLeavesTheModelAsItWas) {
   Scratch scratch;
   test::TinyCheckpointModel model;
   const Tensors before = state_of(model.module());
-  auto refusal = [&](const Tensors& tensors) {
-    const fs::path file = scratch.dir / "w.safetensors";
-    sdk::write_safetensors(file, tensors);
-    try {
-      sdk::load_pretrained_weights(file, model.module());
-    } catch (const std::runtime_error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  auto refusal = [&](const Tensors& tensors) { return refusal_of(tensors, scratch, model.module()); };
   Tensors missing = before;
   missing.pop_back();  // no "count"
   EXPECT_NE(refusal(missing).find("has no 'count'"), std::string::npos);
@@ -105,16 +108,7 @@ TEST(SafetensorsWeights, IntegerOrNonFiniteWeightsAreRefused) {
   Scratch scratch;
   test::TinyCheckpointModel model;
   const Tensors before = state_of(model.module());
-  auto refusal = [&](const Tensors& tensors) {
-    const fs::path file = scratch.dir / "w.safetensors";
-    sdk::write_safetensors(file, tensors);
-    try {
-      sdk::load_pretrained_weights(file, model.module());
-    } catch (const std::runtime_error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  auto refusal = [&](const Tensors& tensors) { return refusal_of(tensors, scratch, model.module()); };
   auto changed = [&](const std::function<at::Tensor(const at::Tensor&)>& how) {
     Tensors t = before;
     for (auto& [name, value] : t) {

@@ -1,7 +1,7 @@
 #include <privdiff/check/noise_calibration.hpp>
 #include <privdiff/check/replay_models.hpp>
+#include <privdiff/check/replay_stage.hpp>
 
-#include <privdiff/privacy/ledger.hpp>
 
 #include <ATen/ATen.h>
 
@@ -24,20 +24,20 @@ double normal_quantile_above(double tail) {
   return (lo + hi) / 2;
 }
 
-// One replay's release: the update of every parameter (SGD, lr 1: the noised gradient), flattened.
-at::Tensor one_release(const MechanismUnderTest& make, const MechanismSettings& settings, const ReplayData& data,
+// One replay's release, the stage run by the record-replay harness on the deterministic stand-in:
+// its one step's update (SGD, lr 1: the noised gradient), flattened, and the ledger it wrote.
+at::Tensor one_release(const MechanismUnderTest& make, MechanismSettings settings, const ReplayData& data,
                        std::string& ledger_text) {
-  ReplayModel model(at::kDouble, /*loss_noise=*/0.0);
-  std::unique_ptr<Mechanism> mechanism = make(settings);
-  mechanism->select_trainable(model);
-  const std::vector<at::Tensor> before = weights_of(model);
-  PrivacyLedger ledger;
-  StageContext context{model, data, ledger, *settings.seed, {}};
-  mechanism->run(context);
-  const std::vector<at::Tensor> after = weights_of(model);
+  ModelSpec spec;
+  spec.loss_noise = 0.0;
+  const MechanismFactory factory = [&](std::uint64_t seed) {
+    settings.seed = seed;
+    return make(settings);
+  };
+  const StageRun run = run_stage(factory, *settings.seed, spec, data);
   std::vector<at::Tensor> update;
-  for (std::size_t j = 0; j < after.size(); ++j) update.push_back((before[j] - after[j]).flatten());
-  ledger_text = ledger.total().to_string();
+  for (const auto& t : run.releases.at(0)) update.push_back(t.flatten());
+  ledger_text = run.ledger;
   return at::cat(update).to(at::kDouble);
 }
 
