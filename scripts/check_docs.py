@@ -12,19 +12,19 @@ What is checked (each failure is printed as FILE:LINE: what is wrong; exit 1 whe
   (GitHub's slugs), in README.md, docs/ and examples/**/README.md;
 - guide pointers in the sources (error messages that name a docs page and anchor) resolve;
 - every `privdiff ...` command line in a bash block and in inline code is parsed by the real CLI
-  (PRIVDIFF_PARSE_ONLY=1); `privdiff plugins ...` lines are run for real (they name real ids), and so
+  (PRIVDIFF_PARSE_ONLY=lines: all in one process); `privdiff plugins ...` lines are run for real (they name real ids), and so
   are README.md's `privdiff validate ...` lines (they must work on the setup the README installs);
 - every script a bash block runs (scripts/, bench/, examples/) exists;
 - every recipe the pages name exists, and those under examples/ pass `privdiff validate`.
 """
 import difflib
+import json
 import os
 import re
 import shlex
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 README_MAX_LINES = 250
@@ -230,15 +230,31 @@ def check_command(report, where, privdiff, arguments, repo, fragment=False):
     report.commands.append((where, tuple(arguments), fragment))
 
 
+def parse_command_lines(privdiff, jobs, repo):
+    """Exit code and output of each parse-only command line, all in one privdiff process."""
+    env = dict(os.environ, PRIVDIFF_PARSE_ONLY="lines")
+    env.pop("PRIVDIFF_PLUGIN_PATH", None)
+    lines = "".join(json.dumps(list(arguments)) + "\n" for arguments in jobs)
+    result = subprocess.run([privdiff], input=lines, cwd=repo, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, timeout=600)
+    answers = [json.loads(line) for line in result.stdout.splitlines()]
+    if result.returncode != 0 or len(answers) != len(jobs):
+        sys.exit(f"PRIVDIFF_PARSE_ONLY=lines failed (exit {result.returncode}, {len(answers)} of {len(jobs)} "
+                 f"answers): {result.stderr[-500:]}")
+    return [(answer["code"], answer["output"].strip()) for answer in answers]
+
+
 def check_queued_commands(report, privdiff, repo):
-    def outcome(job):
+    def for_real(job):
         arguments, fragment = job
-        for_real = (arguments[:1] == ("plugins",) and not fragment) or arguments in report.for_real
-        return run_privdiff(privdiff, list(arguments), not for_real, repo)
+        return (arguments[:1] == ("plugins",) and not fragment) or arguments in report.for_real
 
     jobs = sorted({(arguments, fragment) for _, arguments, fragment in report.commands})
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        outcomes = dict(zip(jobs, pool.map(outcome, jobs)))
+    real = [job for job in jobs if for_real(job)]
+    parsed = [job for job in jobs if not for_real(job)]
+    outcomes = dict(zip(parsed, parse_command_lines(privdiff, [arguments for arguments, _ in parsed], repo)))
+    for job in real:
+        outcomes[job] = run_privdiff(privdiff, list(job[0]), False, repo)
     for where, arguments, fragment in report.commands:
         code, output = outcomes[(arguments, fragment)]
         if code != 0 and (not fragment or UNKNOWN_NAME.search(output)):

@@ -119,6 +119,11 @@ SCENARIOS = [
     ("dpfeta_celeba_eps10", [(0.0657, 10.0, 250), (2048 / 182637, 1.0, 13376)], 1e-6),
     ("dpfeta_camelyon_eps1", [(0.04, 10.0, 250), (2048 / 302436, 1.91, 2953)], 1e-6),
     ("dpfeta_camelyon_eps10", [(0.04, 10.0, 250), (2048 / 302436, 0.61, 2953)], 1e-6),
+    # PrivImage (Li et al.): one semantic query on all records (q = 1; DP-ImaGen's account_history
+    # (484, 1.0, 1)), then DP-SGD; privdiff's PrivImage recipe (sigma 20, then 719 steps at 256 / 60,000).
+    ("privimage_query_cifar10", [(1.0, 484.0, 1)], 1e-5),
+    ("privimage_fmnist_eps10", [(1.0, 20.0, 1), (256 / MNIST_N, 0.9, 719)], 1e-5),
+    ("privimage_fmnist_eps1", [(1.0, 20.0, 1), (256 / MNIST_N, 4.0, 719)], 1e-5),
     # Generic points: small and large q, sigma below 1, few and many steps, other deltas.
     ("generic_q0.001_s0.8", [(0.001, 0.8, 10000)], 1e-5),
     ("generic_q0.01_s1.1", [(0.01, 1.1, 10000)], 1e-5),
@@ -145,6 +150,8 @@ CALIBRATIONS = [
     ("dpfeta_mnist", [(0.1, 5.0, 5)], (4096 / MNIST_N, 2197), 1.0, 1e-5, False),
     ("dpfeta_mnist", [(0.1, 5.0, 5)], (4096 / MNIST_N, 2197), 10.0, 1e-5, False),
     ("dpfeta_celeba", [(0.0657, 10.0, 250)], (2048 / 182637, 13376), 10.0, 1e-6, False),
+    ("privimage_cifar10", [(1.0, 484.0, 1)], (19384 / 50000, 129), 10.0, 1e-5, False),
+    ("privimage_fmnist", [(1.0, 20.0, 1)], (256 / MNIST_N, 719), 10.0, 1e-5, False),
 ]
 
 

@@ -6,31 +6,57 @@
 #include <privdiff/build_config.hpp>
 #include <privdiff/engine/host_allocator.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 
 namespace {
 
 // PRIVDIFF_PARSE_ONLY=1: parse the command line, check its requirements, then stop before any
-// command runs (exit 0 when it parses, 2 when not). scripts/check_docs.py checks every command line
-// the docs show this way. Thrown from the root's parse-complete callback, which CLI11 runs after the
-// requirements are checked and before any subcommand's callback.
+// command runs (exit 0 when it parses, 2 when not). Thrown from the root's parse-complete callback,
+// which CLI11 runs after the requirements are checked and before any subcommand's callback.
+// PRIVDIFF_PARSE_ONLY=lines: the same for many command lines in one process, one JSON array of
+// arguments per line of stdin, answered by one {"code", "output"} line each: scripts/check_docs.py
+// checks the docs' 150 command lines so, instead of paying LibTorch's start-up 150 times.
 struct ParsedOnly {};
 
-bool parse_only() {
+std::string parse_only_mode() {
   const char* value = std::getenv("PRIVDIFF_PARSE_ONLY");
-  return value && std::string(value) == "1";
+  return value ? value : "";
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  using namespace privdiff::core;
-  using namespace privdiff::core::cli;
-  // Before anything large is allocated: steps then reuse freed memory instead of faulting it in again.
-  privdiff::sdk::engine::reuse_freed_host_memory();
+namespace {
 
+using namespace privdiff::core;
+using namespace privdiff::core::cli;
+
+// Exit code 2 naming an unknown command (CLI11 would only say "A subcommand is required"), or 0.
+int refuse_unknown_command(const CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--plugin-path") {
+      ++i;
+      continue;
+    }
+    if (arg.empty() || arg[0] == '-') continue;
+    std::vector<std::string> commands;
+    for (const CLI::App* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
+    if (std::find(commands.begin(), commands.end(), arg) == commands.end()) {
+      std::cerr << "error: unknown command '" << arg << "'" << did_you_mean(arg, commands) << "; commands: "
+                << join(commands) << " (privdiff --help)\n";
+      return exit_bad_input;
+    }
+    break;
+  }
+  return exit_ok;
+}
+
+int run_command_line(int argc, char** argv, bool parse_only) {
   CLI::App app{"privdiff " PRIVDIFF_SDK_VERSION
                " - differentially private image generation with diffusion models"};
   app.set_version_flag("--version", std::string("privdiff ") + PRIVDIFF_SDK_VERSION);
@@ -60,25 +86,8 @@ int main(int argc, char** argv) {
   add_check_mechanism_command(app, global, exit_code);
   add_weights_command(app, global, exit_code);
   add_sweep_command(app, global, exit_code);
-  if (parse_only()) app.parse_complete_callback([] { throw ParsedOnly{}; });
-
-  // An unknown command is named (CLI11 would only say "A subcommand is required").
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--plugin-path") {
-      ++i;
-      continue;
-    }
-    if (arg.empty() || arg[0] == '-') continue;
-    std::vector<std::string> commands;
-    for (const CLI::App* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
-    if (std::find(commands.begin(), commands.end(), arg) == commands.end()) {
-      std::cerr << "error: unknown command '" << arg << "'" << did_you_mean(arg, commands) << "; commands: "
-                << join(commands) << " (privdiff --help)\n";
-      return exit_bad_input;
-    }
-    break;
-  }
+  if (parse_only) app.parse_complete_callback([] { throw ParsedOnly{}; });
+  if (const int refused = refuse_unknown_command(app, argc, argv)) return refused;
   try {
     app.parse(argc, argv);
   } catch (const ParsedOnly&) {
@@ -101,4 +110,38 @@ int main(int argc, char** argv) {
     return exit_failure;
   }
   return exit_code;
+}
+
+// PRIVDIFF_PARSE_ONLY=lines: each line of stdin a JSON array of arguments (without "privdiff").
+int parse_command_lines() {
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    std::vector<std::string> arguments{"privdiff"};
+    try {
+      for (const auto& argument : nlohmann::json::parse(line)) arguments.push_back(argument.get<std::string>());
+    } catch (const nlohmann::json::exception& e) {
+      std::cerr << "error: PRIVDIFF_PARSE_ONLY=lines: not a JSON array of strings: " << line << " (" << e.what() << ")\n";
+      return exit_bad_input;
+    }
+    std::vector<char*> argv;
+    for (auto& argument : arguments) argv.push_back(argument.data());
+    std::ostringstream output;
+    auto* const out = std::cout.rdbuf(output.rdbuf());
+    auto* const err = std::cerr.rdbuf(output.rdbuf());
+    const int code = run_command_line(static_cast<int>(argv.size()), argv.data(), true);
+    std::cout.rdbuf(out);
+    std::cerr.rdbuf(err);
+    std::cout << nlohmann::json{{"code", code}, {"output", output.str()}}.dump() << std::endl;
+  }
+  return exit_ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything large is allocated: steps then reuse freed memory instead of faulting it in again.
+  privdiff::sdk::engine::reuse_freed_host_memory();
+  const std::string mode = parse_only_mode();
+  if (mode == "lines") return parse_command_lines();
+  return run_command_line(argc, argv, mode == "1");
 }

@@ -46,29 +46,41 @@ void RunOrchestrator::check_data_use(RunSession& s) const {
     }
   }
   for (std::size_t i = 0; i < mechanisms.size(); ++i) {
+    const std::string stage = "stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "'";
+    if (const auto extra = mechanisms[i]->public_data_name()) {
+      check_public_use(s, recipe_.dataset(*extra).name, stage + ": public_data = '" + *extra + "'", "read", first_private);
+    }
     if (mechanisms[i]->is_private()) continue;
     if (s.is_released(recipe_.stages[i].data)) continue;  // a DP release: its cost is in the ledger
-    const sdk::Dataset& data = s.stage_data(recipe_, i);
-    const DataSection& section = recipe_.dataset(recipe_.stages[i].data);
-    const std::string stage = "stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "': mechanism '" +
-                              recipe_.stages[i].mechanism.id + "' is not private";
-    if (!data.is_public()) {
-      throw std::runtime_error(stage + " and may only train on data marked public ([" + section.path +
-                               "] public = true, or a public dataset such as glyphs); " + data.name() + " is private");
-    }
-    if (first_private == mechanisms.size()) continue;
-    const std::int64_t shared = shared_records(s.identities.at(section.name).records,
-                                               s.identities.at(s.private_data).records);
-    if (section.name == s.private_data || shared > 0) {
-      throw std::runtime_error(stage + ", but stage[" + std::to_string(first_private) + "] '" +
-                               recipe_.stages[first_private].name + "' trains privately on " +
-                               (section.name == s.private_data
-                                    ? "the same data (" + data.name() + ")"
-                                    : "data that shares " + std::to_string(shared) + " of its records (" + data.name() +
-                                          " and " + s.stage_data(recipe_, first_private).name() + " hold the same images)") +
-                               ": data a private stage protects cannot also be public; train the non-private stage on "
-                               "other data, or make it private");
-    }
+    check_public_use(s, recipe_.stages[i].data,
+                     stage + ": mechanism '" + recipe_.stages[i].mechanism.id + "' is not private", "train on",
+                     first_private);
+  }
+}
+
+void RunOrchestrator::check_public_use(const RunSession& s, const std::string& name, const std::string& use,
+                                       const std::string& verb, std::size_t first_private) const {
+  // `use` (a non-private stage's data, or the public data a private mechanism reads) must be public
+  // and share no record with the private data.
+  const sdk::Dataset& data = *s.datasets.at(name);
+  const DataSection& section = recipe_.dataset(name);
+  if (!data.is_public()) {
+    throw std::runtime_error(use + " and may only " + verb + " data marked public ([" + section.path +
+                             "] public = true, or a public dataset such as glyphs); " + data.name() + " is private");
+  }
+  if (first_private == components_.mechanisms.size()) return;
+  const std::int64_t shared = shared_records(s.identities.at(section.name).records,
+                                             s.identities.at(s.private_data).records);
+  if (section.name == s.private_data || shared > 0) {
+    throw std::runtime_error(use + ", but stage[" + std::to_string(first_private) + "] '" +
+                             recipe_.stages[first_private].name + "' trains privately on " +
+                             (section.name == s.private_data
+                                  ? "the same data (" + data.name() + ")"
+                                  : "data that shares " + std::to_string(shared) + " of its records (" + data.name() +
+                                        " and " + s.stage_data(recipe_, first_private).name() + " hold the same images)") +
+                             ": data a private stage protects cannot also be public; " +
+                             (verb == "train on" ? "train the non-private stage on other data, or make it private"
+                                                 : "read other public data"));
   }
 }
 
@@ -99,6 +111,12 @@ RunData RunOrchestrator::run_data(const RunSession& s) const {
     if (components_.mechanisms[i]->is_private() || s.is_released(recipe_.stages[i].data)) continue;
     data.public_data.push_back({"stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "'",
                                 &s.identities.at(recipe_.stages[i].data)});
+  }
+  for (std::size_t i = 0; i < recipe_.stages.size(); ++i) {
+    if (const auto extra = components_.mechanisms[i]->public_data_name()) {
+      data.public_data.push_back({"stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "' (public_data)",
+                                  &s.identities.at(*extra)});
+    }
   }
   return data;
 }

@@ -25,6 +25,15 @@ void RunOrchestrator::open_datasets(RunSession& s) {
       throw std::runtime_error("data: the recipe's stages need data: add a [data] section with dataset = \"...\" "
                                "(e.g. \"fashion-mnist\"), or [data.NAME] sections that stages name with data = \"NAME\"");
     }
+    // The public data its mechanism reads besides its own (PrivImage's semantic query).
+    if (const auto extra = components_.mechanisms.at(i)->public_data_name()) {
+      if (!is_section(*extra)) {
+        throw std::runtime_error("stage[" + std::to_string(i) + "] '" + stage.name + "': public_data = '" + *extra +
+                                 "' names no dataset section (add [data." + *extra + "] with public data, e.g. "
+                                 "dataset = \"glyphs\")");
+      }
+      if (!s.datasets.count(*extra)) s.datasets[*extra] = open_dataset_(recipe_.dataset(*extra));
+    }
     if (is_section(stage.data)) {
       if (!s.datasets.count(stage.data)) s.datasets[stage.data] = open_dataset_(recipe_.dataset(stage.data));
       s.stage_sizes.push_back(s.datasets.at(stage.data)->size());
@@ -55,7 +64,7 @@ void RunOrchestrator::open_datasets(RunSession& s) {
   // What each dataset holds, by content: the data-use rules compare records, not names.
   for (const auto& [name, data] : s.datasets) {
     s.identities.emplace(name, dataset_identity(*data));
-    check_data_fits_model(name, *data);
+    check_data_fits_model(name, *data, trained_on(name));
   }
 }
 
@@ -63,7 +72,11 @@ std::int64_t RunOrchestrator::public_classes() const {
   return recipe_.model ? model_classes(recipe_.model->config) : 0;
 }
 
-void RunOrchestrator::check_data_fits_model(const std::string& name, const sdk::Dataset& data) const {
+bool RunOrchestrator::trained_on(const std::string& name) const {
+  return std::any_of(recipe_.stages.begin(), recipe_.stages.end(), [&](const StageSection& s) { return s.data == name; });
+}
+
+void RunOrchestrator::check_data_fits_model(const std::string& name, const sdk::Dataset& data, bool labels) const {
   // Input validation before anything is written (seen only by whoever holds the data): data the
   // model cannot take would otherwise fail mid-run, or train without a word on what it cannot be.
   if (!components_.model || data.size() == 0) return;
@@ -84,8 +97,9 @@ void RunOrchestrator::check_data_fits_model(const std::string& name, const sdk::
                              "and image_size to match the data)");
   }
   // A label the model has no class for would fail mid-run, or train as the guidance null label.
+  // (Data a mechanism only reads, such as the semantic query's public classes, keep their own labels.)
   const std::int64_t classes = public_classes();
-  if (classes < 1) return;
+  if (classes < 1 || !labels) return;
   const std::int64_t largest = data.labels(at::arange(data.size(), at::kLong)).max().item<std::int64_t>();
   if (largest >= classes) {
     throw std::runtime_error(section + ": " + data.name() + " has labels up to " + std::to_string(largest) +

@@ -147,12 +147,15 @@ class RunOrchestrator {
   /// The class count from public configuration (the model's num_classes; 0: unconditional).
   std::int64_t public_classes() const;
   /// Refuses data whose image shape or labels the model cannot take (pre-flight).
-  void check_data_fits_model(const std::string& name, const sdk::Dataset& data) const;
+  void check_data_fits_model(const std::string& name, const sdk::Dataset& data, bool labels) const;
+  bool trained_on(const std::string& name) const;  ///< a stage's data (not only read by a mechanism)
   const DataSection* eval_data() const;
   void check_eval_reference(RunSession& s) const;
   /// [[eval]] reference = "held_out": refuses a test split sharing records with the private data.
   void check_test_split_is_held_out(RunSession& s, const DataSection& data, std::size_t e) const;
   void check_data_use(RunSession& s) const;
+  void check_public_use(const RunSession& s, const std::string& name, const std::string& use, const std::string& verb,
+                        std::size_t first_private) const;
   void check_parameter_selections(RunSession& s);
   void prepare_init_from(RunSession& s);
   /// [run] init_from_disjoint against the source's data: throws naming a near-duplicate pair; returns

@@ -92,6 +92,7 @@ void RunOrchestrator::run_stage(RunSession& s, std::size_t i) {
   context.stage_index = static_cast<std::int64_t>(i);
   context.collective = s.options.collective;
   context.num_classes = public_classes();
+  if (const auto extra = mechanism.public_data_name()) context.public_data = s.datasets.at(*extra).get();
   if (mechanism.released_examples(s.stage_size(i), context.num_classes) > 0) {
     const std::int64_t classes = context.num_classes;
     context.release = [this, &s, name, classes](const at::Tensor& images, const at::Tensor& labels) {

@@ -94,7 +94,8 @@ same_run "$tmp/dpdm-1" "$tmp/parts" "2 processes, then resumed on 1"
 
 # A rank killed mid-run: the run ends (exit 1, naming it), the checkpoint stays good, --resume
 # (on 2 processes again) completes the run with every step in the ledger.
-recipe dpdm 2 150 > "$tmp/long.toml"
+# (50 steps: long enough to kill a rank mid-run after the first checkpoint, at step 2)
+recipe dpdm 2 50 > "$tmp/long.toml"
 "$privdiff" run "$tmp/long.toml" --out "$tmp/killed" --nproc 2 > "$tmp/killed.log" 2>&1 &
 launcher=$!
 for _ in $(seq 600); do [ -s "$tmp/killed/checkpoint.pt" ] && break; sleep 0.1; done
@@ -111,11 +112,11 @@ wait "$launcher" || code=$?
 grep -q "rank 1 of 2 was killed by signal 9" "$tmp/killed.log" || fail "the killed rank is not named: $(cat "$tmp/killed.log")"
 out=$("$privdiff" run --resume "$tmp/killed" --nproc 2 2>&1) || fail "resume after the kill: $out"
 [ -s "$tmp/killed/summary.json" ] || fail "the resumed run did not finish"
-python3 - "$tmp/killed/ledger.json" <<'PY' || fail "the resumed run's ledger does not cover its 150 steps"
+python3 - "$tmp/killed/ledger.json" <<'PY' || fail "the resumed run's ledger does not cover its 50 steps"
 import json, sys
 ledger = json.load(open(sys.argv[1]))
 steps = sum(e.get("count", 1) for e in ledger["entries"])
-sys.exit(0 if steps >= 150 else 1)
+sys.exit(0 if steps >= 50 else 1)
 PY
 echo "killed rank: exit 1, named; resumed to the end"
 

@@ -271,9 +271,13 @@ TEST(AccountantReferences, PrvMatchesPrvAccountantAndOpacusWithinTheirErrorBands
       // Both contain the true epsilon: the intervals meet.
       EXPECT_LE(lo, ref_hi) << where(row);
       EXPECT_LE(ref_lo, hi) << where(row);
-      // Each estimate lies in the other's stated band.
-      EXPECT_LE(lo, ref_est) << where(row);
-      EXPECT_LE(ref_est, hi) << where(row);
+      // Each estimate lies in the other's stated band; the library's, in privdiff's widened by the
+      // library's own eps_error: privdiff narrows its band where epsilon < 10 eps_error, where the
+      // libraries' estimate may sit up to eps_error off (PrivImage's query at sigma 484: 0.0054
+      // against the true 0.00456, dp-accounting's PLD 0.00450-0.00456).
+      const double ref_error = num(row, "eps_error");
+      EXPECT_LE(lo - ref_error, ref_est) << where(row);
+      EXPECT_LE(ref_est, hi + ref_error) << where(row);
       EXPECT_LE(ref_lo, est) << where(row);
       EXPECT_LE(est, ref_hi) << where(row);
       estimate.add(est, ref_est, row.at("scenario"));
@@ -369,11 +373,12 @@ TEST(AccountantReferences, CalibrationNeverOvershootsAndMatchesTheReferences) {
       below = tol + 1e-9 * target, above = 1e-9 * target;  // same epsilon as Opacus (see RdpMatchesOpacus...)
     } else if (method == "rdp") {
       // privdiff <= dp-accounting <= target; equal curves where privdiff's optimal order is an
-      // integer; elsewhere below by dp-accounting's fractional-order overestimate (<= 0.19% on this
-      // grid: RdpMatchesDpAccountingAtIntegerOrders...), so 0.5%.
+      // integer; elsewhere below by dp-accounting's fractional-order overestimate (RdpMatchesDpAccounting-
+      // AtIntegerOrders...): <= 0.19% on the DPDM / DP-LDM / DP-FETA grid, 0.58% at PrivImage's
+      // q = 0.39 over 129 steps, so 1%.
       const double order = detail_of(at_ref, "optimal_order");
       above = 1e-9 * target;
-      below = order == std::floor(order) ? 2e-6 * slope() + 1e-9 * target : 5e-3 * target;
+      below = order == std::floor(order) ? 2e-6 * slope() + 1e-9 * target : 1e-2 * target;
     } else if (method == "pld") {
       measured = detail_of(at_ref, "epsilon_estimate");  // the pessimistic PLD is the true epsilon to ~1e-3
       below = eps_error + 2e-6 * slope(), above = eps_error;

@@ -72,6 +72,9 @@ struct StageContext {
   /// supports_several_processes() is true. Every rank runs the stage with the same model, data and
   /// ledger; step_done is called on every rank (the host writes from rank 0 only).
   Collective* collective = nullptr;
+  /// The public dataset the mechanism reads besides its own data (Mechanism::public_data_name), opened
+  /// and checked public and disjoint from the private data by the host; null when it names none.
+  const Dataset* public_data = nullptr;
 };
 
 class PRIVDIFF_SDK_API Mechanism : public Component {
@@ -98,6 +101,11 @@ class PRIVDIFF_SDK_API Mechanism : public Component {
   /// Marks the parameters this stage trains (requires_grad true) and freezes the rest. Called by
   /// the host before run() (and by `privdiff params`). Default: every parameter trains.
   virtual void select_trainable(Model& model) const;
+  /// The name of a public dataset ([data.NAME]) the stage reads besides its own data: PrivImage's
+  /// semantic query trains its classifier on it and releases a selection of it. The host opens it,
+  /// refuses it unless it is public and shares no record with the private data, lists it on the
+  /// model card's public data, and passes it as StageContext::public_data. Default: none.
+  virtual std::optional<std::string> public_data_name() const { return std::nullopt; }
   /// How many labelled images the stage releases from a dataset of `dataset_size` examples in
   /// `num_classes` classes (StageContext::num_classes: public) (0: it trains, releases nothing). A release is differentially private
   /// (its events are in planned_events), so non-private stages may train on it at no further cost.

@@ -14,8 +14,9 @@ class Registrar;
 /// Version of the plugin ABI: the descriptor layout and the C++ interfaces a plugin implements.
 /// Bump it whenever a change to an SDK interface would break an already-built plugin (5: a virtual
 /// Accountant::is_upper_bound and Evaluator::metric_names, which move the vtables' later slots;
-/// 6: DpSgdMechanism::clip_factors, a virtual before clipped_chunk_sum, and the engine's clip rules).
-inline constexpr std::uint32_t plugin_abi_version = 6;
+/// 6: DpSgdMechanism::clip_factors, a virtual before clipped_chunk_sum, and the engine's clip rules;
+/// 7: Mechanism::public_data_name and StageContext::public_data, for PrivImage's semantic query).
+inline constexpr std::uint32_t plugin_abi_version = 7;
 
 /// Name of the exported alias that holds a pointer to the descriptor.
 inline constexpr const char* plugin_descriptor_symbol = "privdiff_plugin";
