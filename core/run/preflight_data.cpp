@@ -61,6 +61,13 @@ void RunOrchestrator::open_datasets(RunSession& s) {
     s.released[stage.data] = j;
     s.stage_sizes.push_back(count);
   }
+  // A release is per class (of the model's public classes), named by a later stage or not.
+  for (std::size_t i = 0; i < recipe_.stages.size(); ++i) {
+    if (public_classes() < 1 && components_.mechanisms.at(i)->released_examples(s.stage_sizes.at(i), 1) > 0) {
+      throw std::runtime_error("stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "' releases images per "
+                               "class: the model must be class-conditional (set [model] num_classes)");
+    }
+  }
   // What each dataset holds, by content: the data-use rules compare records, not names.
   for (const auto& [name, data] : s.datasets) {
     s.identities.emplace(name, dataset_identity(*data));

@@ -101,4 +101,15 @@ recipe nowhere > "$tmp/none.toml"
 code=0
 out=$("$privdiff" validate "$tmp/none.toml" 2>&1) || code=$?
 [ "$code" = 2 ] && grep -q "public_data = 'nowhere' names no dataset section" <<<"$out" || fail "public_data = nowhere: exit $code: $out"
+# Refused before anything is spent: a classifier depth no ResNet has; a release per class of a model
+# without classes, even when no later stage names it.
+code=0
+out=$("$privdiff" validate "$tmp/r.toml" --set stage.0.classifier_depth=10 2>&1) || code=$?
+[ "$code" = 2 ] && grep -q "classifier_depth: a ResNet's depth is 6n + 2" <<<"$out" || fail "depth 10: exit $code: $out"
+sed -e 's/^num_classes = 10$/num_classes = 0/' -e '/^\[\[stage\]\]$/,$d' "$tmp/r.toml" > "$tmp/uncond.toml"
+sed -n '/^\[\[stage\]\]$/,/^secure_noise/p' "$tmp/r.toml" | sed '/^secure_noise/q' >> "$tmp/uncond.toml"
+code=0
+out=$("$privdiff" validate "$tmp/uncond.toml" 2>&1) || code=$?
+[ "$code" = 2 ] && grep -q "stage\[0\] 'query' releases images per class: the model must be class-conditional" <<<"$out" \
+  || fail "an unconditional model: exit $code: $out"
 echo "1 passed, 0 failed"

@@ -82,6 +82,10 @@ class SemanticQuery : public Mechanism {
       if (secure_) throw std::invalid_argument(c.path() + ".seed: only with secure_noise = false (reproducible noise)");
       seed_ = static_cast<std::uint64_t>(c.get_int("seed"));
     }
+    if ((classifier_.depth - 2) % 6 != 0) {
+      throw std::invalid_argument(c.path() + ".classifier_depth: a ResNet's depth is 6n + 2 (8, 14, 20, ...), got " +
+                                  std::to_string(classifier_.depth));
+    }
     engine::semantic_query_event(o_);  // checks the options
   }
 
@@ -105,6 +109,14 @@ class SemanticQuery : public Mechanism {
       throw std::invalid_argument("semantic_query: top_k and select must be at most the public data's " +
                                   std::to_string(pub.num_classes()) + " classes");
     }
+    // Every public class must hold a record, or a selection of it could not be released after the
+    // query is spent (public data only: checked before anything private is read).
+    const at::Tensor public_labels = pub.labels(at::arange(pub.size(), at::kLong));
+    const at::Tensor counts = at::bincount(public_labels, {}, pub.num_classes());
+    if (counts.min().item<std::int64_t>() == 0) {
+      throw std::invalid_argument("semantic_query: public_data " + pub.name() + " has a class without records (class " +
+                                  std::to_string(counts.argmin().item<std::int64_t>()) + ")");
+    }
     const at::Tensor all = at::arange(context.data.size(), at::kLong);
     const at::Tensor logits = public_logits(pub, context.data.images(all), classifier_, context.seed);
     const at::Tensor histogram =
@@ -115,15 +127,15 @@ class SemanticQuery : public Mechanism {
                                         : engine::RandomStream::reproducible(seed, stage, engine::StreamPurpose::noise));
     if (!secure_) context.ledger.add_caveat(engine::reproducible_noise_caveat());
     const auto selection = engine::release_semantic_selection(histogram, o_, noise);
-    // Nothing leaves the stage before this: the query is spent from here on.
+    // The query is spent from here on; nothing leaves the stage (not even the log's selection) before
+    // the host's release writes the ledger.
     context.ledger.record(engine::semantic_query_event(o_));
+    const auto [indices, labels] =
+        engine::selected_public_records(public_labels, selection.selected, images_per_class_, context.seed);
+    context.release(pub.images(indices), labels);
     for (std::int64_t c = 0; c < context.num_classes; ++c) {
       std::cout << "semantic_query: class " << c << " selects public classes " << listed(selection.selected[c]) << "\n";
     }
-    const auto [indices, labels] =
-        engine::selected_public_records(pub.labels(at::arange(pub.size(), at::kLong)), selection.selected,
-                                        images_per_class_, context.seed);
-    context.release(pub.images(indices), labels);
     if (context.step_done) context.step_done(StepReport{1, 1, 0.0, 0, {}}, [](torch::serialize::OutputArchive&) {});
   }
 

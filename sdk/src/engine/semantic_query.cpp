@@ -62,8 +62,8 @@ SemanticSelection release_semantic_selection(const at::Tensor& histogram, const 
                                 " must be at most the public classes (" + std::to_string(histogram.size(1)) + ")");
   }
   const at::Tensor h = histogram.to(at::kCPU).to(at::kDouble);
-  const double std = o.noise_multiplier * semantic_query_sensitivity(o.top_k);
-  const at::Tensor noisy = h + noise.sample(h, std);
+  const double noise_std = o.noise_multiplier * semantic_query_sensitivity(o.top_k);
+  const at::Tensor noisy = h + noise.sample(h, noise_std);
   return {noisy, std::get<1>(noisy.topk(o.select, 1))};
 }
 

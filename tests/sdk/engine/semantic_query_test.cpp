@@ -16,8 +16,8 @@ using namespace privdiff::sdk::engine;
 
 namespace {
 
-// The query written the plain way: per image, sort the public classes by logit (ties: lower index
-// first, as torch.topk) and add one to the first top_k in the image's class row.
+// The query written the plain way: per image, sort the public classes by logit and add one to the
+// first top_k in the image's class row (random logits: no ties).
 at::Tensor naive_histogram(const at::Tensor& logits, const at::Tensor& labels, std::int64_t classes, std::int64_t k) {
   const std::int64_t columns = logits.size(1);
   at::Tensor h = at::zeros({classes, columns}, at::kDouble);
@@ -80,9 +80,9 @@ TEST(SemanticQuery, NoiseStdIsSigmaSqrtTopKAndTheEventIsOneGaussian) {
   auto noise = GaussianNoise::seeded(11);
   const at::Tensor h = at::zeros({100, 400}, at::kDouble);
   const auto release = release_semantic_selection(h, o, noise);
-  const double std = release.noisy_histogram.std().item<double>();
+  const double sample_std = release.noisy_histogram.std().item<double>();
   // 40,000 draws: the sample std is within 1.5 % of sigma sqrt(k) = 14 with overwhelming probability.
-  EXPECT_NEAR(std / 14.0, 1.0, 0.015);
+  EXPECT_NEAR(sample_std / 14.0, 1.0, 0.015);
   EXPECT_EQ(semantic_query_event(o), PrivacyEvent::gaussian(7.0));
   // Each row's selection is the noisy row's `select` largest, largest first.
   for (std::int64_t c = 0; c < 100; c += 17) {

@@ -30,7 +30,7 @@ namespace privdiff::sdk::engine {
 
 struct SemanticQueryOptions {
   std::int64_t top_k = 2;          ///< public classes counted per private image (the paper's num_words)
-  double noise_multiplier = 10.0;  ///< sigma: noise std / sensitivity sqrt(top_k) (the paper's sigma1)
+  double noise_multiplier = 100.0;  ///< sigma: noise std / sensitivity sqrt(top_k) (the paper's sigma1)
   std::int64_t select = 2;         ///< public classes kept per private class
 };
 
@@ -42,7 +42,7 @@ PRIVDIFF_SDK_API double semantic_query_sensitivity(std::int64_t top_k);
 
 /// H [classes, public_classes] (double) from the public classifier's `logits` [N, public_classes] of
 /// the private images and their `labels` [N] in [0, classes). Each image adds one to the top_k
-/// columns of highest logit in its class's row (ties: the lower index, as torch.topk).
+/// columns of highest logit in its class's row (top_k distinct columns; ties broken in any order).
 PRIVDIFF_SDK_API at::Tensor semantic_histogram(const at::Tensor& logits, const at::Tensor& labels,
                                                std::int64_t classes, std::int64_t top_k);
 
