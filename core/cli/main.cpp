@@ -28,10 +28,6 @@ std::string parse_only_mode() {
   return value ? value : "";
 }
 
-}  // namespace
-
-namespace {
-
 using namespace privdiff::core;
 using namespace privdiff::core::cli;
 

@@ -48,24 +48,26 @@ void RunOrchestrator::check_data_use(RunSession& s) const {
   for (std::size_t i = 0; i < mechanisms.size(); ++i) {
     const std::string stage = "stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "'";
     if (const auto extra = mechanisms[i]->public_data_name()) {
-      check_public_use(s, recipe_.dataset(*extra).name, stage + ": public_data = '" + *extra + "'", "read", first_private);
+      check_public_use(s, recipe_.dataset(*extra).name, stage + ": public_data = '" + *extra + "'", PublicUse::read,
+                       first_private);
     }
     if (mechanisms[i]->is_private()) continue;
     if (s.is_released(recipe_.stages[i].data)) continue;  // a DP release: its cost is in the ledger
     check_public_use(s, recipe_.stages[i].data,
-                     stage + ": mechanism '" + recipe_.stages[i].mechanism.id + "' is not private", "train on",
+                     stage + ": mechanism '" + recipe_.stages[i].mechanism.id + "' is not private", PublicUse::train,
                      first_private);
   }
 }
 
 void RunOrchestrator::check_public_use(const RunSession& s, const std::string& name, const std::string& use,
-                                       const std::string& verb, std::size_t first_private) const {
+                                       PublicUse how, std::size_t first_private) const {
   // `use` (a non-private stage's data, or the public data a private mechanism reads) must be public
   // and share no record with the private data.
   const sdk::Dataset& data = *s.datasets.at(name);
   const DataSection& section = recipe_.dataset(name);
   if (!data.is_public()) {
-    throw std::runtime_error(use + " and may only " + verb + " data marked public ([" + section.path +
+    throw std::runtime_error(use + " and may only " + (how == PublicUse::train ? "train on" : "read") +
+                             " data marked public ([" + section.path +
                              "] public = true, or a public dataset such as glyphs); " + data.name() + " is private");
   }
   if (first_private == components_.mechanisms.size()) return;
@@ -79,8 +81,8 @@ void RunOrchestrator::check_public_use(const RunSession& s, const std::string& n
                                   : "data that shares " + std::to_string(shared) + " of its records (" + data.name() +
                                         " and " + s.stage_data(recipe_, first_private).name() + " hold the same images)") +
                              ": data a private stage protects cannot also be public; " +
-                             (verb == "train on" ? "train the non-private stage on other data, or make it private"
-                                                 : "read other public data"));
+                             (how == PublicUse::train ? "train the non-private stage on other data, or make it private"
+                                                      : "read other public data"));
   }
 }
 
@@ -108,15 +110,12 @@ RunData RunOrchestrator::run_data(const RunSession& s) const {
   RunData data;
   if (!s.private_data.empty()) data.private_data = &s.identities.at(s.private_data);
   for (std::size_t i = 0; i < recipe_.stages.size(); ++i) {
-    if (components_.mechanisms[i]->is_private() || s.is_released(recipe_.stages[i].data)) continue;
-    data.public_data.push_back({"stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "'",
-                                &s.identities.at(recipe_.stages[i].data)});
-  }
-  for (std::size_t i = 0; i < recipe_.stages.size(); ++i) {
+    const std::string stage = "stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "'";
     if (const auto extra = components_.mechanisms[i]->public_data_name()) {
-      data.public_data.push_back({"stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "' (public_data)",
-                                  &s.identities.at(*extra)});
+      data.public_data.push_back({stage + " (public_data)", &s.identities.at(*extra)});
     }
+    if (components_.mechanisms[i]->is_private() || s.is_released(recipe_.stages[i].data)) continue;
+    data.public_data.push_back({stage, &s.identities.at(recipe_.stages[i].data)});
   }
   return data;
 }

@@ -19,6 +19,13 @@ void RunOrchestrator::open_datasets(RunSession& s) {
   auto is_section = [&](const std::string& name) {
     return std::any_of(recipe_.datasets.begin(), recipe_.datasets.end(), [&](const DataSection& d) { return d.name == name; });
   };
+  // A release is per class of the model's (public) classes: a model without classes cannot have one.
+  auto refuse_release_without_classes = [&](std::size_t j) {
+    if (public_classes() < 1 && components_.mechanisms.at(j)->released_examples(s.stage_sizes.at(j), 1) > 0) {
+      throw std::runtime_error("stage[" + std::to_string(j) + "] '" + recipe_.stages[j].name + "' releases images per "
+                               "class: the model must be class-conditional (set [model] num_classes)");
+    }
+  };
   for (std::size_t i = 0; i < recipe_.stages.size(); ++i) {
     const StageSection& stage = recipe_.stages[i];
     if (stage.data.empty()) {
@@ -48,10 +55,7 @@ void RunOrchestrator::open_datasets(RunSession& s) {
     }
     // How much is released depends on public configuration only (the model's classes), never on
     // the private labels.
-    if (public_classes() < 1 && components_.mechanisms.at(j)->released_examples(s.stage_sizes.at(j), 1) > 0) {
-      throw std::runtime_error("stage[" + std::to_string(j) + "] '" + recipe_.stages[j].name + "' releases images per "
-                               "class: the model must be class-conditional (set [model] num_classes)");
-    }
+    refuse_release_without_classes(j);
     const std::int64_t count = components_.mechanisms.at(j)->released_examples(s.stage_sizes.at(j), public_classes());
     if (count < 1) {
       throw std::runtime_error("stage[" + std::to_string(i) + "] '" + stage.name + "': data = '" + stage.data +
@@ -61,13 +65,8 @@ void RunOrchestrator::open_datasets(RunSession& s) {
     s.released[stage.data] = j;
     s.stage_sizes.push_back(count);
   }
-  // A release is per class (of the model's public classes), named by a later stage or not.
-  for (std::size_t i = 0; i < recipe_.stages.size(); ++i) {
-    if (public_classes() < 1 && components_.mechanisms.at(i)->released_examples(s.stage_sizes.at(i), 1) > 0) {
-      throw std::runtime_error("stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "' releases images per "
-                               "class: the model must be class-conditional (set [model] num_classes)");
-    }
-  }
+  // Also the releases no later stage names.
+  for (std::size_t i = 0; i < recipe_.stages.size(); ++i) refuse_release_without_classes(i);
   // What each dataset holds, by content: the data-use rules compare records, not names.
   for (const auto& [name, data] : s.datasets) {
     s.identities.emplace(name, dataset_identity(*data));

@@ -154,7 +154,8 @@ class RunOrchestrator {
   /// [[eval]] reference = "held_out": refuses a test split sharing records with the private data.
   void check_test_split_is_held_out(RunSession& s, const DataSection& data, std::size_t e) const;
   void check_data_use(RunSession& s) const;
-  void check_public_use(const RunSession& s, const std::string& name, const std::string& use, const std::string& verb,
+  enum class PublicUse { train, read };  ///< a non-private stage trains on the data; a mechanism reads it
+  void check_public_use(const RunSession& s, const std::string& name, const std::string& use, PublicUse how,
                         std::size_t first_private) const;
   void check_parameter_selections(RunSession& s);
   void prepare_init_from(RunSession& s);

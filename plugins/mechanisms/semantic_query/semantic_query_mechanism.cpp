@@ -34,12 +34,13 @@ struct ClassifierOptions {
 };
 
 // The public classifier's logits for `images`: a ResNet trained on the public data alone (9 in 10 of
-// its records; the tenth selects the epoch), seeded from public configuration.
-at::Tensor public_logits(const Dataset& public_data, const at::Tensor& images, const ClassifierOptions& o,
-                         std::uint64_t seed) {
+// its records; the tenth selects the epoch), seeded from public configuration. `public_labels`: all
+// of the public data's labels, in order.
+at::Tensor public_logits(const Dataset& public_data, const at::Tensor& public_labels, const at::Tensor& images,
+                         const ClassifierOptions& o, std::uint64_t seed) {
   const at::Tensor order = at::randperm(public_data.size(), at::make_generator<at::CPUGeneratorImpl>(seed));
   const std::int64_t held = std::max<std::int64_t>(1, public_data.size() / 10);
-  const at::Tensor x = public_data.images(order), y = public_data.labels(order);
+  const at::Tensor x = public_data.images(order), y = public_labels.index({order});
   at::manual_seed(seed);
   auto net = evaluation::make_benchmark_classifier(
       evaluation::BenchmarkArchitecture{evaluation::BenchmarkNetwork::resnet, o.depth}, x.size(1), x.size(2),
@@ -118,7 +119,7 @@ class SemanticQuery : public Mechanism {
                                   std::to_string(counts.argmin().item<std::int64_t>()) + ")");
     }
     const at::Tensor all = at::arange(context.data.size(), at::kLong);
-    const at::Tensor logits = public_logits(pub, context.data.images(all), classifier_, context.seed);
+    const at::Tensor logits = public_logits(pub, public_labels, context.data.images(all), classifier_, context.seed);
     const at::Tensor histogram =
         engine::semantic_histogram(logits, context.data.labels(all), context.num_classes, o_.top_k);
     const std::uint64_t seed = seed_.value_or(context.seed);
