@@ -36,6 +36,7 @@
 #include <privdiff/engine/multi_tensor_adam.hpp>
 #include <privdiff/engine/norm_strategy.hpp>
 #include <privdiff/engine/precision.hpp>
+#include <privdiff/engine/private_gradient.hpp>
 #include <privdiff/engine/per_example_gradients.hpp>
 
 #include "bench_arguments.hpp"
@@ -91,10 +92,12 @@ double peak_device_mib(const c10::Device& device) {
 // PRIVDIFF_BENCH_PROFILE=FILE: the timed steps' operators in a Chrome trace (LibTorch's Kineto
 // profiler, with input shapes), privdiff's phases named privdiff::... (bench/profile_summary.py
 // sums it up). The profiler slows autograd's many small operators several-fold: read shares
-// within a phase, not the step's time.
+// within a phase, not the step's time. On a GPU the trace holds the kernels too (CUPTI), each tied
+// to the operator that launched it.
 class ProfiledSteps {
  public:
-  explicit ProfiledSteps(std::string path) : path_(std::move(path)) {
+  ProfiledSteps(std::string path, const c10::Device& device) : path_(std::move(path)) {
+    if (device.is_cuda()) activities_.insert(torch::profiler::impl::ActivityType::CUDA);
     torch::autograd::profiler::prepareProfiler(config_, activities_);
     torch::autograd::profiler::enableProfiler(config_, activities_);
   }
@@ -217,25 +220,20 @@ int bench(int argc, char** argv) {
         for (const auto& [key, value] : plan.describe(planner)) std::fprintf(stderr, "%s: %s\n", key.c_str(), value.c_str());
       }
       const auto clipping_start = Clock::now();
-      std::vector<at::Tensor> sums;
+      engine::PrivateGradient sum(unet.parameters(), 1.0, engine::ClipMode::flat);  // as a stage's step
       for (std::int64_t start = 0; start < batch; start += plan.chunk) {
         const std::int64_t len = std::min(plan.chunk, batch - start);
         const engine::RowLoss part = [&, start](const at::Tensor& e) { return loss(e + start); };
         engine::ClippedSum chunk = engine::clipped_sum_along(plan, unet, part, len, k, 1.0, engine::ClipMode::flat, planner, rule);
         for (const auto& [name, value] : chunk.seconds) parts[name] += value;
-        if (sums.empty()) sums = std::move(chunk.sums);
-        else for (std::size_t j = 0; j < sums.size(); ++j) sums[j].add_(chunk.sums[j]);
+        sum.add_clipped(chunk, len);
       }
       parts["clipping_total"] = seconds_since(clipping_start);  // the micro-batch path has no finer parts
-      if (whole_step) {
+      if (whole_step) {  // the step's noise, added and divided by the expected batch size, then Adam
         auto t = Clock::now();
-        const auto draws = step_noise.sample_all(unet.parameters(), 1.0);
-        parts["noise"] = seconds_since(t);
+        sum.finish_into_grads(1.0, static_cast<double>(batch), step_noise);
+        parts["noise_and_divide"] = seconds_since(t);
         t = Clock::now();
-        auto params = unet.parameters();
-        for (std::size_t j = 0; j < params.size(); ++j) {
-          params[j].mutable_grad() = (sums[j] + draws[j]) / static_cast<double>(batch);
-        }
         adam.step();
         parts["optimizer"] = seconds_since(t);
       }
@@ -274,7 +272,7 @@ int bench(int argc, char** argv) {
   sync();
   std::vector<std::pair<double, std::map<std::string, double>>> times;  // each step's time and parts
   std::optional<ProfiledSteps> profile;
-  if (const char* path = std::getenv("PRIVDIFF_BENCH_PROFILE")) profile.emplace(path);
+  if (const char* path = std::getenv("PRIVDIFF_BENCH_PROFILE")) profile.emplace(path, device);
   for (int r = 0; r < repeats; ++r) {
     const auto start = std::chrono::steady_clock::now();
     step();

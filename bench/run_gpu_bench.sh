@@ -10,7 +10,8 @@
 # pip's opacus==1.6.0 (bench/reference-python.txt). A configuration that fails or outlasts
 # GPU_BENCH_TIMEOUT seconds (default 120) shows as "—"; its reason is in the raw file.
 # Usage: bench/run_gpu_bench.sh [build/bin/engine_bench] [REPEATS] [RAW.jsonl]
-#   GPU_BENCH_SHAPES="256x1 1024x1 64x8 32x32" (the default) picks the shapes.
+#   GPU_BENCH_SHAPES="256x1 1024x1 64x8 32x32" (the default) picks the shapes; GPU_BENCH_BF16=0 leaves
+#   the bf16 column out.
 set -uo pipefail
 here=$(dirname "$0")
 bench=${1:-build/bin/engine_bench}
@@ -42,7 +43,8 @@ for shape in ${GPU_BENCH_SHAPES:-256x1 1024x1 64x8 32x32}; do
   [ "$k" = 1 ] && g=$(measure opacus_ghost python3 "$here/pytorch_unet_step.py" opacus_ghost "$b" "$k" "$repeats" 0 "$device")
   n=$(measure nonprivate "$bench" nonprivate "$b" "$k" "$repeats" "$device")
   d=$(measure dp_step "$bench" dp_step "$b" "$k" "$repeats" "$device")
-  h=$(measure dp_step_bf16 "$bench" dp_step "$b" "$k" "$repeats" "$device" bf16)
+  h='{}'
+  [ "${GPU_BENCH_BF16:-1}" = 1 ] && h=$(measure dp_step_bf16 "$bench" dp_step "$b" "$k" "$repeats" "$device" bf16)
   python3 - "$b" "$k" "$p" "$o" "$g" "$n" "$d" "$h" <<'PY'
 import json, sys
 b, k = sys.argv[1:3]

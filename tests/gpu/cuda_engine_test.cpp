@@ -3,6 +3,7 @@
 // with its reason where LibTorch sees no GPU (CI, the Debian CPU build); the end-to-end CUDA run
 // (train, sample, eval) is tests/e2e/device_test.sh.
 #include <privdiff/diffusion/unet.hpp>
+#include <privdiff/engine/chacha_blocks.hpp>
 #include <privdiff/engine/clipping.hpp>
 #include <privdiff/engine/device.hpp>
 #include <privdiff/engine/engine_path.hpp>
@@ -18,6 +19,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
+
+#include <utility>
+#include <vector>
 #ifdef PRIVDIFF_GPU_TESTS_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
@@ -147,6 +151,23 @@ TEST(Cuda, NoiseIsTheSameOnEveryDevice) {
   EXPECT_TRUE(b.is_cuda());
   EXPECT_TRUE(at::equal(a, b.cpu()));
   EXPECT_NEAR(b.std().item<double>(), 2.0, 0.1);
+}
+
+TEST(Cuda, KeystreamOnTheGpuIsTheCpusWordForWord) {
+  REQUIRE_CUDA();
+  // The GPU's keystream (one CUDA kernel in a CUDA build) against the CPU's lanes, for runs that start
+  // anywhere, one that crosses the counter's 2^32 boundary (the carry into word 13) among them.
+  const RandomStream::Key key{0x03020100, 0x07060504, 0x0b0a0908, 0x0f0e0d0c, 0x13121110, 0x17161514, 0x1b1a1918, 0x1f1e1d1c};
+  for (const auto& [first, count] : std::vector<std::pair<std::uint64_t, std::uint64_t>>{
+           {0, 1}, {1, 1000}, {0xFFFFFFFFull - 300, 1000}, {0x123456789ull, 70001}}) {
+    const KeystreamBlocks run{key, 0x4a000000, first, count};
+    std::vector<std::uint32_t> words(16 * count);
+    keystream_words(run, words.data());
+    const at::Tensor expected = at::tensor(std::vector<std::int64_t>(words.begin(), words.end()), at::kLong).view({-1, 16});
+    const at::Tensor got = keystream_words(run, cuda);
+    ASSERT_TRUE(got.is_cuda());
+    EXPECT_TRUE(at::equal(got.cpu(), expected)) << "first block " << first << ", " << count << " blocks";
+  }
 }
 
 TEST(Cuda, NoiseForCudaTensorsIsMadeOnTheGpu) {

@@ -26,12 +26,13 @@ namespace privdiff::plugins::semantic_query {
 
 using namespace privdiff::sdk;
 
-namespace {
-
+// The public classifier's settings (outside the anonymous namespace: the mechanism holds one).
 struct ClassifierOptions {
   std::int64_t depth = 8, epochs = 3, batch_size = 128;
   double lr = 1e-3;
 };
+
+namespace {
 
 // The public classifier's logits for `images`: a ResNet trained on the public data alone (9 in 10 of
 // its records; the tenth selects the epoch), seeded from public configuration. `public_labels`: all

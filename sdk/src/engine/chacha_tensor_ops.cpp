@@ -1,12 +1,20 @@
 // ChaCha20 blocks as int64 tensor operations, on whatever device the tensors live: a GPU computes
-// its own noise in a few hundred kernel launches per logical step instead of receiving it from
-// the CPU. Each 32-bit word sits in an int64 (no unsigned 32-bit tensors in LibTorch): additions
+// its own noise instead of receiving it from the CPU. A CUDA build does it in one kernel
+// (chacha_cuda.cu); these operations are then the other devices' way, and the reference the
+// kernel is tested against. Each 32-bit word sits in an int64 (no unsigned 32-bit tensors in LibTorch): additions
 // and rotations are masked back to 32 bits. The four rows of the state are [blocks, 4] tensors, so
 // one operation does a step of four quarter rounds: the column round on columns as they are, the
 // diagonal round after rolling rows b, c, d by 1, 2, 3.
 #include <privdiff/engine/chacha_blocks.hpp>
 
 #include <ATen/ATen.h>
+
+#ifdef PRIVDIFF_CUDA_KERNELS
+#include "chacha_cuda.hpp"
+
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include <vector>
 
@@ -50,6 +58,15 @@ at::Tensor start_state(const KeystreamBlocks& run, const c10::Device& device) {
 
 at::Tensor keystream_words(const KeystreamBlocks& blocks, const c10::Device& device) {
   if (blocks.count == 0) return at::empty({0, 16}, at::TensorOptions(device).dtype(at::kLong));
+#ifdef PRIVDIFF_CUDA_KERNELS
+  if (device.is_cuda()) {  // one kernel instead of ~600 passes over the blocks (chacha_cuda.cu)
+    const c10::cuda::CUDAGuard on_device(device);
+    at::Tensor words = at::empty({static_cast<std::int64_t>(blocks.count), 16}, at::TensorOptions(device).dtype(at::kLong));
+    detail::cuda_keystream_words(blocks.key.data(), blocks.stream_id, blocks.first, blocks.count,
+                                 words.data_ptr<std::int64_t>(), c10::cuda::getCurrentCUDAStream(device.index()).stream());
+    return words;
+  }
+#endif
   const at::Tensor start = start_state(blocks, device);
   at::Tensor a = start.slice(1, 0, 4).clone(), b = start.slice(1, 4, 8).clone();
   at::Tensor c = start.slice(1, 8, 12).clone(), d = start.slice(1, 12, 16).clone();

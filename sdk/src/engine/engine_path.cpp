@@ -100,8 +100,11 @@ EnginePlan calibrate_engine(torch::nn::Module& model, const EngineCalibration& s
     plan.path = EnginePath::micro_batch;
     return plan;
   }
-  // The norm strategies: each layer's candidates timed on a first vectorised pass, over the
-  // smallest chunk the search tries (a layer's plan is per example shape, not per chunk).
+  // The norm strategies: each layer's candidates timed on a first vectorised pass (a layer's plan is
+  // per example shape, not per chunk). On a CPU over the smallest chunk the search tries: times there
+  // grow with the chunk alike for every strategy. On a GPU over the largest: they do not (on an
+  // H200, cuDNN's grouped weight gradient in float32 was the fastest for 8 examples and took 93 of
+  // a step's 190 ms for 64; docs/gpus.md).
   const bool search = s.requested != EnginePath::vectorised && s.may_shrink_chunk;
   // On a CPU the time per example stops falling once a chunk holds a few cache-sized slices of rows
   // (64 rows: B 64 x K 1 and B 32 x K 8 alike), while its memory keeps growing with it; a GPU is
@@ -109,12 +112,13 @@ EnginePlan calibrate_engine(torch::nn::Module& model, const EngineCalibration& s
   const bool on_gpu = !model.parameters().empty() && model.parameters().front().device().is_cuda();
   const std::int64_t max_rows = on_gpu ? std::numeric_limits<std::int64_t>::max() : 64;
   const std::vector<std::int64_t> chunks = chunks_to_try(s.chunk, search, s.group, max_rows);
-  seconds_per_example(EnginePath::vectorised, model, s, chunks.front(), planner);
+  const std::int64_t calibrated = on_gpu ? chunks.back() : chunks.front();
+  seconds_per_example(EnginePath::vectorised, model, s, calibrated, planner);
   planner.freeze();
   plan.path = EnginePath::vectorised;
   if (s.requested == EnginePath::vectorised) return plan;
   const auto trial = [&](std::int64_t chunk) {  // a warm-up, then the better of two timings
-    if (chunk != chunks.front()) seconds_per_example(EnginePath::vectorised, model, s, chunk, planner);
+    if (chunk != calibrated) seconds_per_example(EnginePath::vectorised, model, s, chunk, planner);
     const double t = std::min(seconds_per_example(EnginePath::vectorised, model, s, chunk, planner),
                               seconds_per_example(EnginePath::vectorised, model, s, chunk, planner));
     plan.seconds_per_example["vectorised/" + std::to_string(chunk)] = t;

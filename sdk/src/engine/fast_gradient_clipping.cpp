@@ -1,9 +1,11 @@
 #include <privdiff/engine/fast_gradient_clipping.hpp>
+#include <privdiff/engine/precision.hpp>
 
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
 #include <torch/autograd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <stdexcept>
@@ -172,12 +174,15 @@ ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, s
   // factors and clipped sums would be too, and a logical step summing its chunks would keep every
   // chunk's activations alive (memory growing with the logical batch, not the physical one).
   at::NoGradGuard no_grad;
+  const StrictFloat32Scope strict;  // norms and sums rounded alike: no TF32 (precision.hpp)
   const ChunkLayers chunk(backward, params);
 
-  // 1. Per-example squared norms, one slice of examples at a time: slices keep the working set
-  //    (patches, per-example gradients, Gram matrices) cache-sized, which matters more on CPUs than
-  //    the size of the matrix products; on a GPU, wide slices keep it busy.
-  const std::int64_t slice = params.front().device().is_cuda() ? 256 : 16;
+  // 1. Per-example squared norms, one slice of examples at a time: on a CPU slices keep the working
+  //    set (patches, per-example gradients, Gram matrices) cache-sized. A GPU takes the chunk in one
+  //    slice: there the norms are bound by the host dispatching their ~1,700 operations once per
+  //    slice (29 ms a slice on an H200, whatever its width; docs/gpus.md), and the chunk's size
+  //    already bounds the memory.
+  const std::int64_t slice = params.front().device().is_cuda() ? std::max<std::int64_t>(n, 1) : 16;
   std::vector<at::Tensor> slices, slice_factors;
   ClippedSum out;
   out.sums.resize(params.size());

@@ -91,4 +91,15 @@ PrecisionScope::~PrecisionScope() {
   }
 }
 
+StrictFloat32Scope::StrictFloat32Scope()
+    : tf32_cublas_(at::globalContext().allowTF32CuBLAS()), tf32_cudnn_(at::globalContext().allowTF32CuDNN()) {
+  at::globalContext().setAllowTF32CuBLAS(false);
+  at::globalContext().setAllowTF32CuDNN(false);
+}
+
+StrictFloat32Scope::~StrictFloat32Scope() {
+  at::globalContext().setAllowTF32CuBLAS(tf32_cublas_);
+  at::globalContext().setAllowTF32CuDNN(tf32_cudnn_);
+}
+
 }  // namespace privdiff::sdk::engine

@@ -24,7 +24,7 @@ void PrivateGradient::add_clipped(const ClippedSum& chunk, std::int64_t num_exam
   if (finished_) throw std::logic_error("PrivateGradient: add after finish()");
   if (num_examples == 0) return;
   if (chunk.sums.size() != sums_.size()) throw std::invalid_argument("PrivateGradient: parameter mismatch");
-  for (std::size_t j = 0; j < sums_.size(); ++j) sums_[j].add_(chunk.sums[j]);
+  at::_foreach_add_(sums_, chunk.sums);
   examples_ += num_examples;
 }
 
@@ -34,21 +34,17 @@ std::vector<at::Tensor> PrivateGradient::finish(double noise_multiplier, double 
   if (!(noise_multiplier >= 0)) throw std::invalid_argument("noise_multiplier must be >= 0");
   if (!(expected_batch_size > 0)) throw std::invalid_argument("the expected batch size must be > 0");
   finished_ = true;
-  std::vector<at::Tensor> out;
   if (ranks_) {
     // Noise once per logical step, not once per rank: rank 0 adds it to its part of the sum before
     // the all-reduce (one collective), the others add none.
-    if (ranks_->rank() == 0) {
-      const auto draws = noise.sample_all(sums_, noise_multiplier * max_grad_norm_);
-      for (std::size_t j = 0; j < sums_.size(); ++j) sums_[j].add_(draws[j]);
-    }
+    if (ranks_->rank() == 0) at::_foreach_add_(sums_, noise.sample_all(sums_, noise_multiplier * max_grad_norm_));
     ranks_->all_reduce_sum(sums_);
-    for (auto& s : sums_) out.push_back(s / expected_batch_size);
-    return out;
+    return at::_foreach_div(sums_, expected_batch_size);
   }
-  // Every parameter's noise in one go (on a GPU: one keystream and one transform, not one per tensor).
-  const auto draws = noise.sample_all(sums_, noise_multiplier * max_grad_norm_);
-  for (std::size_t j = 0; j < sums_.size(); ++j) out.push_back((sums_[j] + draws[j]) / expected_batch_size);
+  // Every parameter's noise in one go (on a GPU: one keystream and one transform, not one per tensor),
+  // added and divided in multi-tensor operations (on a GPU: a few kernels, not two per tensor).
+  std::vector<at::Tensor> out = at::_foreach_add(sums_, noise.sample_all(sums_, noise_multiplier * max_grad_norm_));
+  at::_foreach_div_(out, expected_batch_size);
   return out;
 }
 

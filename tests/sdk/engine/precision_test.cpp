@@ -58,3 +58,56 @@ TEST(Precision, ABf16ForwardIsClippedInFloat32) {
   const auto float32 = clipped_gradient_sum(net, plain, 4, 1, 0.05, ClipMode::flat);
   EXPECT_FALSE(at::allclose(fast.norms, float32.norms, 1e-6, 0));
 }
+
+namespace {
+
+// A Linear that notes, each time the engine asks it for norms, gradients or a clipped sum, whether
+// TF32 products were allowed then.
+struct Tf32Spy : Linear {
+  using Linear::Linear;
+  mutable std::vector<bool> allowed;
+  void note() const {
+    allowed.push_back(at::globalContext().allowTF32CuBLAS() || at::globalContext().allowTF32CuDNN());
+  }
+  std::vector<at::Tensor> per_example(const CapturedCall& call, const at::Tensor& g, std::int64_t group) const override {
+    note();
+    return Linear::per_example(call, g, group);
+  }
+  std::vector<at::Tensor> per_example_squared_norms(const CapturedCall& call, const at::Tensor& g, std::int64_t group,
+                                                    NormStrategy strategy) const override {
+    note();
+    return Linear::per_example_squared_norms(call, g, group, strategy);
+  }
+  std::vector<at::Tensor> scaled_sum(const CapturedCall& call, const at::Tensor& g, std::int64_t group,
+                                     const std::vector<at::Tensor>& scales) const override {
+    note();
+    return Linear::scaled_sum(call, g, group, scales);
+  }
+};
+
+}  // namespace
+
+// LibTorch lets cuDNN use TF32 by default, and a user or a tf32 forward may allow it for cuBLAS. The
+// norms and the clipped sums come from the same captured tensors by different kernels: taken with
+// 10-bit products, an example's clipped contribution could exceed C by ~1e-3. The engine takes both
+// with TF32 off, whatever the settings, and gives the settings back.
+TEST(Precision, NormsAndClippedSumsAreTakenWithoutTf32) {
+  auto& context = at::globalContext();
+  const bool cublas = context.allowTF32CuBLAS(), cudnn = context.allowTF32CuDNN();
+  context.setAllowTF32CuBLAS(true);
+  context.setAllowTF32CuDNN(true);
+  Net net;
+  auto spy = net.register_module("spy", std::make_shared<Tf32Spy>(3, 2));
+  net.body = [spy](const at::Tensor& x) { return spy->forward(x); };
+  const at::Tensor x = at::randn({4, 5, 3});
+  for (auto strategy : {NormStrategy::materialised, NormStrategy::ghost}) {
+    NormPlanner planner(NormPlanner::Mode::fixed, strategy);
+    clipped_gradient_sum(net, make_loss(net, x, 1), 4, 1, 1.0, ClipMode::flat, planner);
+  }
+  EXPECT_GE(spy->allowed.size(), 3u);
+  for (std::size_t i = 0; i < spy->allowed.size(); ++i) EXPECT_FALSE(spy->allowed[i]) << "call " << i;
+  EXPECT_TRUE(context.allowTF32CuBLAS());  // given back
+  EXPECT_TRUE(context.allowTF32CuDNN());
+  context.setAllowTF32CuBLAS(cublas);
+  context.setAllowTF32CuDNN(cudnn);
+}

@@ -5,8 +5,9 @@
 /// addressed by block number, so any run of blocks can be computed independently of the others.
 ///  - keystream_words(blocks, out): on the CPU, 16 blocks at a time in structure-of-arrays lanes
 ///    (loops the compiler vectorises); the caller spreads runs over threads.
-///  - keystream_words(blocks, device): as int64 tensor operations on any device (a GPU's noise
-///    never leaves it), 32-bit words masked after every addition and rotation.
+///  - keystream_words(blocks, device): on the device (a GPU's noise never leaves it): one CUDA
+///    kernel in a CUDA build, else int64 tensor operations, 32-bit words masked after every
+///    addition and rotation.
 
 #include <privdiff/engine/random_stream.hpp>
 #include <privdiff/sdk_api.hpp>
