@@ -5,7 +5,7 @@
 #include <privdiff/components/mechanism.hpp>
 #include <privdiff/components/dataset.hpp>
 #include <privdiff/engine/central_images.hpp>
-#include <privdiff/engine/dp_sgd_mechanism.hpp>
+#include <privdiff/engine/release_noise.hpp>
 #include <privdiff/plugin/export.hpp>
 #include <privdiff/privacy/ledger.hpp>
 
@@ -28,11 +28,7 @@ class CentralImages : public Mechanism {
     o_.bins = c.get_int("bins");
     o_.post_process = c.get_bool("post_process");
     o_.class_sizes = engine::class_sizes_from_string(c.get_string("class_sizes"));
-    secure_ = c.get_bool("secure_noise");
-    if (c.has("seed")) {
-      if (secure_) throw std::invalid_argument(c.path() + ".seed: only with secure_noise = false (reproducible noise)");
-      seed_ = static_cast<std::uint64_t>(c.get_int("seed"));
-    }
+    noise_ = engine::ReleaseNoise::from(c);
     engine::central_images_event(o_);  // checks the options
   }
 
@@ -50,12 +46,7 @@ class CentralImages : public Mechanism {
     }
     const Dataset& data = context.data;
     const at::Tensor all = at::arange(data.size(), at::kLong);
-    const std::uint64_t seed = seed_.value_or(context.seed);
-    const auto stage = static_cast<std::uint64_t>(context.stage_index);
-    auto stream = [&](engine::StreamPurpose purpose) {
-      return secure_ ? engine::RandomStream::secret(purpose) : engine::RandomStream::reproducible(seed, stage, purpose);
-    };
-    if (!secure_) context.ledger.add_caveat(engine::reproducible_noise_caveat());
+    auto stream = [&](engine::StreamPurpose purpose) { return noise_.stream(context, purpose); };
     if (o_.statistic == engine::CentralStatistic::mean && o_.class_sizes == engine::ClassSizes::private_counts) {
       context.ledger.add_caveat(engine::private_class_sizes_caveat());
     }
@@ -71,13 +62,13 @@ class CentralImages : public Mechanism {
 
  private:
   engine::CentralImageOptions o_;
-  bool secure_ = true;
-  std::optional<std::uint64_t> seed_;
+  engine::ReleaseNoise noise_;
 };
 
 namespace {
 Schema schema() {
-  return Schema{}
+  Schema schema;
+  schema
       .add(Key::string("statistic").one_of({"mean", "mode"}).defaults("mean")
                .doc("mean: noisy class sums over the expected class count; mode: noisy per-pixel histograms"))
       .add(Key::integer("queries").at_least(1).defaults(5).doc("Poisson subsamples; each releases one image per class"))
@@ -89,9 +80,9 @@ Schema schema() {
                .doc("mean: the divisor q_c N_class takes N_class = N / classes (uniform: public) or each class's "
                     "count in the private data (private: outside the guarantee, the run carries a caveat)"))
       .add(Key::boolean("post_process").defaults(true)
-               .doc("3x3 median blur, then sharpening for grey images (the authors' filters; no privacy cost)"))
-      .add(Key::boolean("secure_noise").defaults(true).doc("noise and subsamples from the OS CSPRNG (false: from the seed)"))
-      .add(Key::integer("seed").at_least(0).optional().doc("only with secure_noise = false"));
+               .doc("3x3 median blur, then sharpening for grey images (the authors' filters; no privacy cost)"));
+  engine::add_release_noise_keys(schema, "noise and subsamples");
+  return schema;
 }
 
 void register_components(Registrar* registrar) {

@@ -5,66 +5,32 @@
 // non-private pretraining stage. The classifier sees public data only.
 #include <privdiff/components/dataset.hpp>
 #include <privdiff/components/mechanism.hpp>
-#include <privdiff/engine/dp_sgd_mechanism.hpp>
 #include <privdiff/engine/random_stream.hpp>
+#include <privdiff/engine/release_noise.hpp>
 #include <privdiff/engine/semantic_query.hpp>
-#include <privdiff/evaluation/benchmark_classifiers.hpp>
+#include <privdiff/evaluation/public_classifier.hpp>
 #include <privdiff/plugin/export.hpp>
 #include <privdiff/privacy/ledger.hpp>
 
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
-#include <torch/csrc/autograd/grad_mode.h>
 
-#include <algorithm>
 #include <iostream>
 #include <optional>
 #include <string>
-#include <vector>
 
 namespace privdiff::plugins::semantic_query {
 
 using namespace privdiff::sdk;
 
-// The public classifier's settings (outside the anonymous namespace: the mechanism holds one).
-struct ClassifierOptions {
-  std::int64_t depth = 8, epochs = 3, batch_size = 128;
-  double lr = 1e-3;
-};
-
 namespace {
-
-// The public classifier's logits for `images`: a ResNet trained on the public data alone (9 in 10 of
-// its records; the tenth selects the epoch), seeded from public configuration. `public_labels`: all
-// of the public data's labels, in order.
-at::Tensor public_logits(const Dataset& public_data, const at::Tensor& public_labels, const at::Tensor& images,
-                         const ClassifierOptions& o, std::uint64_t seed) {
-  const at::Tensor order = at::randperm(public_data.size(), at::make_generator<at::CPUGeneratorImpl>(seed));
-  const std::int64_t held = std::max<std::int64_t>(1, public_data.size() / 10);
-  const at::Tensor x = public_data.images(order), y = public_labels.index({order});
-  at::manual_seed(seed);
-  auto net = evaluation::make_benchmark_classifier(
-      evaluation::BenchmarkArchitecture{evaluation::BenchmarkNetwork::resnet, o.depth}, x.size(1), x.size(2),
-      public_data.num_classes());
-  evaluation::ClassifierSchedule schedule;
-  schedule.epochs = o.epochs;
-  schedule.batch_size = o.batch_size;
-  schedule.lr = o.lr;
-  std::cout << "semantic_query: training the public classifier (ResNet-" << o.depth << ", "
-            << public_data.num_classes() << " public classes) on " << public_data.name() << "\n";
-  const auto kept = evaluation::train_selecting_epoch(*net, x.slice(0, held), y.slice(0, held), x.slice(0, 0, held),
-                                                      y.slice(0, 0, held), schedule, at::kCPU, seed, std::cout);
-  std::cout << "semantic_query: public validation accuracy " << kept.validation_accuracy << "\n";
-  torch::NoGradGuard no_grad;
-  std::vector<at::Tensor> logits;
-  for (std::int64_t i = 0; i < images.size(0); i += 500) logits.push_back(net->forward(images.slice(0, i, i + 500)));
-  return at::cat(logits).to(at::kDouble);
-}
 
 // "3 7": a row of selected public classes, for the log (public: the release's post-processing).
 std::string listed(const at::Tensor& row) {
   std::string text;
-  for (std::int64_t i = 0; i < row.numel(); ++i) text += (i ? " " : "") + std::to_string(row[i].item<std::int64_t>());
+  for (std::int64_t i = 0; i < row.numel(); ++i) {
+    if (i > 0) text += ' ';
+    text += std::to_string(row[i].item<std::int64_t>());
+  }
   return text;
 }
 
@@ -77,17 +43,8 @@ class SemanticQuery : public Mechanism {
     o_.select = c.get_int("select");
     o_.noise_multiplier = c.get_double("noise_multiplier");
     images_per_class_ = c.get_int("images_per_class");
-    classifier_ = {c.get_int("classifier_depth"), c.get_int("classifier_epochs"), c.get_int("classifier_batch_size"),
-                   c.get_double("classifier_lr")};
-    secure_ = c.get_bool("secure_noise");
-    if (c.has("seed")) {
-      if (secure_) throw std::invalid_argument(c.path() + ".seed: only with secure_noise = false (reproducible noise)");
-      seed_ = static_cast<std::uint64_t>(c.get_int("seed"));
-    }
-    if ((classifier_.depth - 2) % 6 != 0) {
-      throw std::invalid_argument(c.path() + ".classifier_depth: a ResNet's depth is 6n + 2 (8, 14, 20, ...), got " +
-                                  std::to_string(classifier_.depth));
-    }
+    classifier_ = evaluation::public_classifier_options(c);
+    noise_ = engine::ReleaseNoise::from(c);
     engine::semantic_query_event(o_);  // checks the options
   }
 
@@ -120,14 +77,11 @@ class SemanticQuery : public Mechanism {
                                   std::to_string(counts.argmin().item<std::int64_t>()) + ")");
     }
     const at::Tensor all = at::arange(context.data.size(), at::kLong);
-    const at::Tensor logits = public_logits(pub, public_labels, context.data.images(all), classifier_, context.seed);
+    const evaluation::PublicClassifier classifier(pub, public_labels, classifier_, context.seed, std::cout, "semantic_query");
+    const at::Tensor logits = classifier.logits(context.data.images(all));
     const at::Tensor histogram =
         engine::semantic_histogram(logits, context.data.labels(all), context.num_classes, o_.top_k);
-    const std::uint64_t seed = seed_.value_or(context.seed);
-    const auto stage = static_cast<std::uint64_t>(context.stage_index);
-    engine::GaussianNoise noise(secure_ ? engine::RandomStream::secret(engine::StreamPurpose::noise)
-                                        : engine::RandomStream::reproducible(seed, stage, engine::StreamPurpose::noise));
-    if (!secure_) context.ledger.add_caveat(engine::reproducible_noise_caveat());
+    engine::GaussianNoise noise(noise_.stream(context, engine::StreamPurpose::noise));
     const auto selection = engine::release_semantic_selection(histogram, o_, noise);
     // The query is spent from here on; nothing leaves the stage (not even the log's selection) before
     // the host's release writes the ledger.
@@ -145,27 +99,24 @@ class SemanticQuery : public Mechanism {
   std::string public_data_;
   engine::SemanticQueryOptions o_;
   std::int64_t images_per_class_ = 1000;
-  ClassifierOptions classifier_;
-  bool secure_ = true;
-  std::optional<std::uint64_t> seed_;
+  evaluation::PublicClassifierOptions classifier_;
+  engine::ReleaseNoise noise_;
 };
 
 namespace {
 Schema schema() {
-  return Schema{}
+  Schema schema;
+  schema
       .add(Key::string("public_data").doc("the [data.NAME] section of public data to classify with and select from"))
       .add(Key::integer("top_k").at_least(1).defaults(2).doc("public classes counted per private image (sensitivity sqrt(top_k))"))
       .add(Key::integer("select").at_least(1).defaults(2).doc("public classes kept per private class"))
       .add(Key::number("noise_multiplier").greater_than(0).defaults(100.0)
                .doc("sigma: the histogram's noise std over its sensitivity sqrt(top_k) (PrivImage's sigma1)"))
       .add(Key::integer("images_per_class").at_least(1).defaults(1000)
-               .doc("public images released per private class, drawn from its selected public classes"))
-      .add(Key::integer("classifier_depth").at_least(8).defaults(8).doc("the public classifier: ResNet of this depth (6n + 2)"))
-      .add(Key::integer("classifier_epochs").at_least(1).defaults(3).doc("its epochs on the public data"))
-      .add(Key::integer("classifier_batch_size").at_least(1).defaults(128).doc("its batch size"))
-      .add(Key::number("classifier_lr").greater_than(0).defaults(1e-3).doc("its Adam learning rate"))
-      .add(Key::boolean("secure_noise").defaults(true).doc("noise from the OS CSPRNG (false: from the seed)"))
-      .add(Key::integer("seed").at_least(0).optional().doc("only with secure_noise = false"));
+               .doc("public images released per private class, drawn from its selected public classes"));
+  evaluation::add_public_classifier_keys(schema, "the public classifier");
+  engine::add_release_noise_keys(schema);
+  return schema;
 }
 
 void register_components(Registrar* registrar) {

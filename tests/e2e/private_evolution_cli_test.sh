@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Private Evolution end to end and tiny (issue 53): a non-private stage trains the generator on public
+# glyphs; a private_evolution stage trains an embedding classifier on them, then for 2 iterations
+# releases the private images' noisy nearest-neighbour votes, resamples and varies the synthetic set,
+# and releases the last generation. Checks the release (its size and labels, no private record among
+# it), the ledger (2 Gaussians of the calibrated sigma, nothing else), that `account` re-derives
+# epsilon within the target, that `eval` scores the release, and refusals (public_data naming the
+# private data, more votes per record than images per class).
+# Usage: private_evolution_cli_test.sh PRIVDIFF FIXTURE_DIR
+set -u
+privdiff=$1 fixtures=$2
+source "$(dirname "$0")/common.sh"
+recipe() {  # recipe PUBLIC_DATA
+  cat <<TOML
+[run]
+seed = 2
+[privacy]
+epsilon = 8.0
+delta = 1e-5
+accountant = "rdp"
+[data.public]
+dataset = "glyphs"
+characters = "ABCDEFGHIJ"
+per_class = 6
+cache = "$tmp/glyphs"
+[data.private]
+path = "$fixtures/data/tiny-fashion-mnist"
+$tiny_model
+num_classes = 10
+[[stage]]
+name = "pretrain"
+mechanism = "nonprivate"
+data = "public"
+batch_size = 8
+steps = 2
+ema = 0
+[[stage]]
+name = "evolve"
+mechanism = "private_evolution"
+data = "private"
+public_data = "$1"
+iterations = 2
+samples_per_class = 3
+sampler_steps = 3
+classifier_epochs = 1
+secure_noise = false
+[sampler]
+type = "ddim"
+steps = 2
+TOML
+}
+recipe public > "$tmp/r.toml"
+"$privdiff" run "$tmp/r.toml" --out "$tmp/run" > "$tmp/log" 2>&1 || fail "the PE run: $(tail -20 "$tmp/log")"
+grep -q "private_evolution: iteration 2/2: [0-9]* of 30 synthetic images kept" "$tmp/log" \
+  || fail "no second iteration in the log: $(cat "$tmp/log")"
+grep -q "released 30 images as data 'evolve'" "$tmp/log" || fail "no release of 30 images: $(cat "$tmp/log")"
+python3 - "$tmp/run" "$fixtures/data/tiny-fashion-mnist" <<'PY' || fail "the release or the ledger"
+import gzip, json, sys
+run, private = sys.argv[1:3]
+images = gzip.open(f"{run}/released-evolve/train-images-idx3-ubyte.gz").read()[16:]
+labels = list(gzip.open(f"{run}/released-evolve/train-labels-idx1-ubyte.gz").read()[8:])
+assert labels == [c for c in range(10) for _ in range(3)], labels  # samples_per_class per class
+rows = gzip.open(f"{private}/train-images-idx3-ubyte.gz").read()[16:]
+rows = {rows[i:i + 784] for i in range(0, len(rows), 784)}
+assert not any(images[i:i + 784] in rows for i in range(0, len(images), 784)), "a private record was released"
+entries = json.load(open(f"{run}/ledger.json"))["entries"]
+# One Gaussian per iteration on all records (q = 1), sigma as calibrated, and nothing else.
+assert len(entries) == 1 and entries[0]["type"] == "self_composed" and entries[0]["count"] == 2, entries
+assert entries[0]["event"]["type"] == "gaussian", entries
+print("ledger", entries)
+PY
+out=$("$privdiff" account "$tmp/run" 2>&1) || fail "account: $out"
+awk '$1 == "rdp" { exit !($2 <= 8.0 && $2 > 7.0) }' <<<"$out" || fail "account's rdp epsilon is not within (7, 8]: $out"
+out=$("$privdiff" eval "$tmp/run/released-evolve/train-images-idx3-ubyte.gz" --run "$tmp/run" \
+  --evaluator dpdm_classifiers --classifiers logreg --epochs 1 2>&1) || fail "eval of the release: $out"
+[ -s "$tmp/run/eval.json" ] || fail "eval recorded nothing in the run"
+echo "PE run: released 30 synthetic images; $(grep -m1 '^rdp' <<<"$("$privdiff" account "$tmp/run")")"
+
+# Refused before anything is written: public_data naming the private data.
+recipe private > "$tmp/bad.toml"
+code=0
+out=$("$privdiff" run "$tmp/bad.toml" --out "$tmp/bad" 2>&1) || code=$?
+[ "$code" = 2 ] && grep -q "public_data = 'private' and may only read data marked public" <<<"$out" \
+  || fail "public_data = private: exit $code: $out"
+[ ! -e "$tmp/bad/ledger.json" ] || fail "a refused run wrote a ledger"
+# Refused before anything is read: more votes per record than synthetic images per class.
+code=0
+out=$("$privdiff" validate "$tmp/r.toml" --set stage.1.votes_per_record=4 2>&1) || code=$?
+[ "$code" = 2 ] && grep -q "votes_per_record: at most samples_per_class (3), got 4" <<<"$out" || fail "votes 4: exit $code: $out"
+echo "1 passed, 0 failed"
