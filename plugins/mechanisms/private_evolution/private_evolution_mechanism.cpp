@@ -98,24 +98,28 @@ class PrivateEvolution : public Mechanism {
     context.model.module().eval();
     at::Tensor samples = generate(context.model, at::randn(sample_shape(context.model, labels.size(0)), generator),
                                   labels, sampler_.sigma_max, generator);
+    std::vector<std::string> log;  // printed once the ledger is written
     for (std::int64_t t = 1; t <= iterations_; ++t) {
       const at::Tensor synthetic = classifier.logits(images_of(context.model, samples));
       const at::Tensor votes = engine::nearest_neighbour_votes(private_embeddings, synthetic, o_.votes_per_record,
                                                                private_labels, private_labels.defined() ? labels : at::Tensor());
       const engine::VoteRelease release = engine::release_votes(votes, o_, noise);
       context.ledger.record(engine::nearest_neighbour_vote_event(o_));
-      const at::Tensor chosen = resample(release.thresholded, labels, context.num_classes, context.seed + t);
-      std::cout << "private_evolution: iteration " << t << "/" << iterations_ << ": "
-                << (release.thresholded > 0).sum().item<std::int64_t>() << " of " << labels.size(0)
-                << " synthetic images kept by the thresholded votes\n";
+      const at::Tensor chosen = resample(release.thresholded, labels, context.num_classes, context.seed + t, log);
+      log.push_back("private_evolution: iteration " + std::to_string(t) + "/" + std::to_string(iterations_) + ": " +
+                    std::to_string((release.thresholded > 0).sum().item<std::int64_t>()) + " of " +
+                    std::to_string(labels.size(0)) + " synthetic images kept by the thresholded votes");
       const at::Tensor parents = samples.index({chosen.to(samples.device())});
       samples = generate(context.model, parents / variation_sigma_ + at::randn(parents.sizes(), generator).to(parents.device()),
                          labels, variation_sigma_, generator);
-      if (context.step_done) {
-        context.step_done(StepReport{t, iterations_, 0.0, 0, {}}, [](torch::serialize::OutputArchive&) {});
-      }
     }
+    // Nothing derived from a release leaves the stage (not even the log) before the host's release has
+    // written the ledger; one step report at the end, so that no checkpoint falls mid-stage.
     context.release(images_of(context.model, samples).to(at::kCPU).clamp(-1, 1), labels);
+    for (const auto& line : log) std::cout << line << "\n";
+    if (context.step_done) {
+      context.step_done(StepReport{iterations_, iterations_, 0.0, 0, {}}, [](torch::serialize::OutputArchive&) {});
+    }
   }
 
  private:
@@ -154,16 +158,16 @@ class PrivateEvolution : public Mechanism {
 
   // Each class's next generation from its own thresholded counts (post-processing of the release). A
   // class whose counts the threshold all removed keeps its generation, drawn uniformly, and says so.
-  at::Tensor resample(const at::Tensor& weights, const at::Tensor& labels, std::int64_t classes,
-                      std::uint64_t seed) const {
+  at::Tensor resample(const at::Tensor& weights, const at::Tensor& labels, std::int64_t classes, std::uint64_t seed,
+                      std::vector<std::string>& log) const {
     const std::int64_t groups = std::max<std::int64_t>(classes, 1);
     std::vector<at::Tensor> chosen;
     for (std::int64_t c = 0; c < groups; ++c) {
       const at::Tensor rows = classes == 0 ? at::arange(labels.size(0), at::kLong) : (labels == c).nonzero().reshape({-1});
       at::Tensor w = weights.index({rows});
       if (w.sum().item<double>() <= 0) {
-        std::cout << "private_evolution: every count of class " << c
-                  << " fell below the threshold; its images are drawn uniformly\n";
+        log.push_back("private_evolution: every count of class " + std::to_string(c) +
+                      " fell below the threshold; its images are drawn uniformly");
         w = at::ones_like(w);
       }
       chosen.push_back(rows.index({engine::resample_by_votes(w, samples_per_class_, seed * 1000 + c)}));

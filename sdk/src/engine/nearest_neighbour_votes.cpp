@@ -24,7 +24,10 @@ void check_vote_options(const NearestNeighbourVoteOptions& o) {
 // Indices [N, k] of each private row's k nearest candidate rows (L2 distances in float64: a near tie
 // decided by float32 rounding would make the vote depend on the order of the data).
 at::Tensor nearest(const at::Tensor& from, const at::Tensor& candidates, std::int64_t k) {
-  const at::Tensor distances = at::cdist(from.unsqueeze(0), candidates.unsqueeze(0)).squeeze(0);
+  // Direct differences, not the matrix-product route cdist takes beyond 25 rows: its rounding would
+  // make a record's distances depend on how many rows share its call.
+  const at::Tensor distances =
+      at::cdist(from.unsqueeze(0), candidates.unsqueeze(0), 2.0, /*donot_use_mm_for_euclid_dist=*/2).squeeze(0);
   return std::get<1>(distances.topk(k, 1, /*largest=*/false));
 }
 
