@@ -42,7 +42,6 @@ class PrivateEvolution : public Mechanism {
     }
     variation_sigma_ = c.get_double("variation_sigma");
     sampler_.steps = c.get_int("sampler_steps");
-    sampler_.second_order = true;
     classifier_ = evaluation::public_classifier_options(c);
     noise_ = engine::ReleaseNoise::from(c);
     if (o_.votes_per_record > samples_per_class_) {
