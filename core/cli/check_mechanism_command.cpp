@@ -1,9 +1,12 @@
 // privdiff check-mechanism RECIPE: runs the recipe's private stage's own mechanism code (whatever
 // plugin it comes from) through the record-replay sensitivity check, the noise check and the
-// one-run gradient-canary audit (sdk audit/mechanism_check.hpp); exit 1 on a violation.
+// one-run gradient-canary audit (sdk audit/mechanism_check.hpp); a stage that releases noisy
+// statistics instead of DP-SGD updates through their record replay and noise check
+// (run/statistic_stage_check.hpp); exit 1 on a violation.
 #include "cli/command_setup.hpp"
 #include "cli/commands.hpp"
 #include "run/stage_under_test.hpp"
+#include "run/statistic_stage_check.hpp"
 
 #include <privdiff/audit/mechanism_check.hpp>
 #include <privdiff/components/accountant.hpp>
@@ -35,26 +38,45 @@ std::unique_ptr<sdk::Accountant> recipe_accountant(const Recipe& recipe, const C
   return accountant;
 }
 
+// A stage that releases statistics: their replay, its findings, the verdict.
+int check_statistics(const Recipe& recipe, const ComponentRegistry& registry, const StageUnderTest& stage,
+                     std::int64_t seed) {
+  std::cout << "checking stage '" << stage.name << "': mechanism " << stage.mechanism << " from " << stage.plugin
+            << ", which releases noisy statistics (its own code, the recipe's model and public data, stand-in "
+            << "private records)\n";
+  const sdk::check::Report report =
+      check_statistic_stage(recipe, registry, stage.index, static_cast<std::uint64_t>(seed), std::cout);
+  std::cout << report.describe()
+            << (report.violations.empty() ? "PASSED: every released statistic kept its declared sensitivity and noise\n"
+                                          : "FAILED\n");
+  return report.violations.empty() ? exit_ok : exit_failure;
+}
+
 }  // namespace
 
 CLI::App* add_check_mechanism_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "check-mechanism",
       "Check the recipe's private mechanism's own code (any plugin): per-record sensitivity by record replay, the "
-      "noise against what its ledger states, and a one-run canary audit (exit 1 on a violation)");
+      "noise against what its ledger states, and a one-run canary audit; for a stage that releases noisy statistics "
+      "(a query's histogram), their record replay and noise (exit 1 on a violation)");
   auto args = std::make_shared<CheckMechanismArgs>();
   cmd->add_option("RECIPE", args->recipe, "recipe file (.toml) with a private stage")->required();
   cmd->add_option("--set", args->overrides, "override a recipe key (repeatable)")->allow_extra_args(false);
   cmd->add_option("--stage", args->stage, "the stage to check (default: the recipe's only private stage)");
-  cmd->add_option("--replays", args->replays, "runs of the noise check (default 40)")->check(at_least(2));
-  cmd->add_option("--canaries", args->canaries, "canaries of the one-run audit (default 5000)")->check(at_least(2));
+  cmd->add_option("--replays", args->replays, "runs of the noise check of a DP-SGD stage (default 40)")->check(at_least(2));
+  cmd->add_option("--canaries", args->canaries, "canaries of the one-run audit of a DP-SGD stage (default 5000)")->check(at_least(2));
   cmd->add_option("--seed", args->seed, "the checks' data and noise seeds (default 0; runs with other seeds are "
                                         "independent tries)")->check(at_least(0));
   cmd->add_flag("--no-audit", args->no_audit, "skip the one-run canary audit");
   cmd->callback([&global, &exit_code, args] {
     ComponentRegistry registry;
     const Recipe recipe = load_recipe(args->recipe, args->overrides, global, registry);
-    const StageUnderTest stage = stage_under_test(recipe, registry, args->stage, args->recipe, "check");
+    const StageUnderTest stage = stage_under_test(recipe, registry, args->stage, args->recipe, "check", true);
+    if (stage.releases_statistics) {
+      exit_code = check_statistics(recipe, registry, stage, args->seed);
+      return;
+    }
     sdk::audit::MechanismCheckOptions options;
     options.max_grad_norm = stage.max_grad_norm;
     options.noise.replays = args->replays;

@@ -96,7 +96,8 @@ ComparisonTable make_comparison_table(const std::vector<RunRecord>& runs, const 
   for (const auto& [display, csv, group] : std::vector<std::tuple<const char*, const char*, const char*>>{
            {"δ", "delta", privacy}, {"σ", "noise_multiplier", privacy}, {"steps", "steps", training},
            {"private steps", "private_steps", privacy}, {"trainable params", "trainable_parameters", training},
-           {"ex/s (private)", "private_examples_per_second", training}, {"train time (s)", "training_seconds", training}}) {
+           {"ex/s (private)", "private_examples_per_second", training}, {"train time (s)", "training_seconds", training},
+           {"train CPU-h", "training_cpu_hours", training}}) {
     column(display, csv, group);
   }
   // One column per metric, named with the evaluator that produced it: Inception FID and the feature
@@ -147,6 +148,9 @@ ComparisonTable make_comparison_table(const std::vector<RunRecord>& runs, const 
     text(r.summary.contains("model") ? r.summary["model"].value("trainable_parameters", nlohmann::json(0)).dump() : none);
     cell(join_stage_values(stages, "examples_per_second", true, 3), join_stage_values(stages, "examples_per_second", true, 17));
     real(found(r.summary, {"training_seconds"}));
+    // CPU time over wall time's machine load and threads; absent for runs of privdiff 0.11 and before.
+    const nlohmann::json cpu = found(r.summary, {"training_cpu_seconds"});
+    real(cpu.is_number() ? nlohmann::json(cpu.get<double>() / 3600.0) : cpu, 3);
     for (const auto& [id, metric] : metrics) real(found(r.eval, {"evaluators", id.c_str(), "metrics", metric.c_str()}));
     const nlohmann::json samples = found(r.eval, {"counts", "samples"});
     text(samples.is_number() ? samples.dump() : none);

@@ -80,6 +80,7 @@ void save_checkpoint(const fs::path& path, const CheckpointPosition& position, s
   archive.write("step", c10::IValue(position.step));
   archive.write("metrics_bytes", c10::IValue(static_cast<std::int64_t>(position.metrics_bytes)));
   archive.write("wall_seconds", c10::IValue(position.wall_seconds));
+  archive.write("cpu_seconds", c10::IValue(position.cpu_seconds));
   archive.write("recipe_sha", c10::IValue(position.recipe_sha));
   archive.write("ledger", c10::IValue(position.ledger_json));
   archive.write("noise_multipliers", c10::IValue(position.noise_multipliers));
@@ -216,6 +217,7 @@ LoadedCheckpoint load_checkpoint(const fs::path& path, sdk::Model& model) {
   p.noise_multipliers = read_value<std::vector<double>>(archive, "noise_multipliers", path);
   reading(path, [&] {
     if (c10::IValue v; archive.try_read("data_fingerprint", v)) p.data_fingerprint = v.toStringRef();
+    if (c10::IValue v; archive.try_read("cpu_seconds", v)) p.cpu_seconds = v.toDouble();
   });
   // Everything is read and checked before the model or the global generator changes: a damaged
   // checkpoint is refused without leaving either half-restored.

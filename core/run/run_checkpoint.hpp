@@ -26,6 +26,7 @@ struct CheckpointPosition {
   std::int64_t step = 0;           ///< logical steps done in that stage
   std::uint64_t metrics_bytes = 0; ///< size of metrics.jsonl at this point (later lines are redone)
   double wall_seconds = 0;         ///< training time spent so far, over every session
+  double cpu_seconds = 0;          ///< and the CPU time (0 in checkpoints of privdiff 0.11 and before)
   std::string recipe_sha;          ///< of recipe.toml, so an edited recipe is not resumed silently
   std::string ledger_json;         ///< the privacy ledger at this point
   std::vector<double> noise_multipliers;  ///< per stage (NaN for non-private ones), as calibrated

@@ -124,6 +124,7 @@ void RunOrchestrator::open_run_directory(RunSession& s) {
       }
     }
     s.earlier_seconds = position.wall_seconds;
+    s.earlier_cpu_seconds = position.cpu_seconds;
     s.log << "resuming at stage " << position.stage << ", step " << position.step
           << " (privacy spent so far is kept in the ledger)\n";
   }

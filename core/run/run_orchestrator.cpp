@@ -81,6 +81,7 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, cons
   run_stages(s);
   if (!writer) return std::move(s.summary);  // samples, evaluations and reports: rank 0's
   s.training_seconds = s.wall_now();
+  s.training_cpu_seconds = s.cpu_now();
   sample_grid(s);
   run_evals(s);
   write_reports(s);

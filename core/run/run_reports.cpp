@@ -146,6 +146,7 @@ void RunOrchestrator::write_reports(RunSession& s) {
   nlohmann::json run_summary = {{"name", recipe_.run.get_string("name")},
                                 {"stages", stages},
                                 {"training_seconds", s.training_seconds},
+                                {"training_cpu_seconds", s.training_cpu_seconds},
                                 {"device", s.device.str()},
                                 {"privacy", results},
                                 {"caveats", caveats}};

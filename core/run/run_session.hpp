@@ -8,6 +8,7 @@
 #include "data/record_set.hpp"
 #include "util/atomic_file.hpp"
 #include "util/cpu_share.hpp"
+#include "util/process_cpu.hpp"
 #include "run/init_from.hpp"
 #include "run/run_checkpoint.hpp"
 #include "run/run_orchestrator.hpp"
@@ -60,10 +61,13 @@ struct RunSession {
   bool restart = false;  // --resume of a run killed before its first checkpoint: a fresh start in place
   std::ofstream metrics;
   double earlier_seconds = 0;  // training time of earlier sessions of this run
+  double earlier_cpu_seconds = 0;  // and their CPU time (this process's: rank 0's in a multi-process run)
   std::chrono::steady_clock::time_point session_start = std::chrono::steady_clock::now();
+  double session_cpu_start = process_cpu_seconds();
   std::int64_t session_steps = 0;
   std::optional<CpuShare> cpu_share;  // [run] threads = 0 in one process: the cores others leave idle
   double training_seconds = 0;
+  double training_cpu_seconds = 0;
   std::int64_t grid_images = 0;  // samples.png: images sampled and how long it took (the sampling
   double grid_seconds = 0;       // rate that `privdiff sample --count N`'s time is projected from)
 
@@ -77,6 +81,7 @@ struct RunSession {
   double wall_now() const {
     return earlier_seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - session_start).count();
   }
+  double cpu_now() const { return earlier_cpu_seconds + process_cpu_seconds() - session_cpu_start; }
   /// Rank 0 of a multi-process run (or the only process): the one that writes the run directory.
   bool writes() const { return !options.collective || options.collective->rank() == 0; }
   /// Whether to stop here; in a multi-process run rank 0 decides for all (every rank calls this at

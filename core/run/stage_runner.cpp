@@ -30,6 +30,7 @@ void RunOrchestrator::write_checkpoint(RunSession& s, std::int64_t stage, std::i
   std::error_code ec;
   p.metrics_bytes = fs::file_size(s.metrics_path(), ec);
   p.wall_seconds = s.wall_now();
+  p.cpu_seconds = s.cpu_now();
   p.recipe_sha = s.recipe_sha;
   p.ledger_json = sdk::to_json(s.summary.ledger);
   p.noise_multipliers = noise_multipliers_;

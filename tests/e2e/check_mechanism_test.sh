@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # privdiff check-mechanism end to end: the shipped DP-SGD mechanisms pass (exit 0); each planted-bug
 # plugin (tests/fixtures/plugins/planted_mechanisms.cpp) fails (exit 1) with the check that finds it
-# named; privdiff audit runs the plugin's own code (a plugin that forgets to clip fails it); recipes
-# without a checkable stage are refused (exit 2).
+# named; privdiff audit runs the plugin's own code (a plugin that forgets to clip fails it); a stage
+# that releases statistics but reports none fails; recipes without a private stage are refused (exit 2).
 # Usage: check_mechanism_test.sh PRIVDIFF PLANTED_PLUGIN_DIR
 set -u
 privdiff=$1 planted=$2
@@ -54,11 +54,22 @@ out=$("$privdiff" --plugin-path "$planted" audit "$tmp/planted_no_clipping.toml"
 grep -q "planted_no_clipping from .*libfixture_planted_mechanisms.so, its own code" <<<"$out" || fail "audit names no plugin: $out"
 passed=$((passed + 1))
 
-# Refusals: a non-private stage; a private stage that is not DP-SGD-style.
+# A private stage without DP-SGD's keys is replayed as one that releases statistics (PE's and PrivImage's:
+# e2e.private_evolution_cli); central_images reports none, so there is nothing to replay: it fails, saying so.
+{
+  printf '[run]\nseed = 1\n[privacy]\nepsilon = 2.0\ndelta = 1e-5\n[data]\ndataset = "fashion-mnist"\n%s\nnum_classes = 2\n' "$tiny_model"
+  printf '[[stage]]\nname = "central"\nmechanism = "central_images"\nqueries = 1\n'
+} > "$tmp/central.toml"
+out=$(check "$tmp/central.toml"); rc=$?
+[ "$rc" = 1 ] && grep -q "reported no released statistic" <<<"$out" && grep -q "^FAILED" <<<"$out" \
+  || fail "central_images: rc $rc: $out"
+passed=$((passed + 1))
+
+# Refusals: a non-private stage.
 recipe "$tmp/public.toml" nonprivate
 sed -i 's/dataset = "fashion-mnist"/dataset = "fashion-mnist"\npublic = true/' "$tmp/public.toml"
 out=$(check "$tmp/public.toml"); rc=$?
-[ "$rc" = 2 ] && grep -q "no private DP-SGD stage to check" <<<"$out" || fail "nonprivate: rc $rc: $out"
+[ "$rc" = 2 ] && grep -q "no private stage to check" <<<"$out" || fail "nonprivate: rc $rc: $out"
 out=$(check "$tmp/public.toml" --stage train); rc=$?
 [ "$rc" = 2 ] && grep -q "stage 'train' (nonprivate) is not private" <<<"$out" || fail "--stage train: rc $rc: $out"
 passed=$((passed + 1))

@@ -37,7 +37,7 @@ done
   >/dev/null 2>&1 || fail "eval failed"
 out=$("$privdiff" compare "$tmp/k1" "$tmp/k2" --out "$tmp/report" --points 6 2>&1) || fail "compare: $out"
 echo "$out"
-grep -q "^| run | mechanism | K | ε (rdp) | ε (prv) | calibrated by | δ | σ | steps | private steps | trainable params | ex/s (private) | train time (s) | accuracy.logreg \[dpdm_classifiers\] | frechet_distance \[feature_cnn\] " <<<"$out" \
+grep -q "^| run | mechanism | K | ε (rdp) | ε (prv) | calibrated by | δ | σ | steps | private steps | trainable params | ex/s (private) | train time (s) | train CPU-h | accuracy.logreg \[dpdm_classifiers\] | frechet_distance \[feature_cnn\] " <<<"$out" \
   || fail "markdown header"
 # (one caveat each: private_diagnostics)
 grep -Eq "^\| tiny-k1 \| dpdm \| 1 \| .* \| rdp \| .* \| 20 \| 1 \|$" <<<"$out" || fail "k1 row (evaluated by [[eval]])"
@@ -57,6 +57,8 @@ assert all(0 <= float(r["dpdm_classifiers.accuracy.logreg"]) <= 1 and "dpdm_clas
 assert all(float(r["feature_cnn.frechet_distance"]) >= 0 for r in rows), rows
 assert all(r["calibration_accountant"] == "rdp" and r["caveats"] == "1" for r in rows), rows
 assert all(float(r["private_examples_per_second"]) > 0 for r in rows), rows
+# CPU time: what the process used training (not wall time), a fraction of an hour here.
+assert all(0 < float(r["training_cpu_hours"]) < 0.1 for r in rows), rows
 # Full precision: the CSV's epsilon is privacy.json's, digit for digit.
 import json
 want = [e["epsilon"] for e in json.load(open(f"{sys.argv[2]}/privacy.json"))["results"] if e["accountant"] == "rdp"][0]

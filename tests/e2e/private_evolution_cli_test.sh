@@ -4,7 +4,7 @@
 # releases the private images' noisy nearest-neighbour votes, resamples and varies the synthetic set,
 # and releases the last generation. Checks the release (its size and labels, no private record among
 # it), the ledger (2 Gaussians of the calibrated sigma, nothing else), that `account` re-derives
-# epsilon within the target, that `eval` scores the release, and refusals (public_data naming the
+# epsilon within the target, that `eval` scores the release, that check-mechanism replays the stage, and refusals (public_data naming the
 # private data, more votes per record than images per class).
 # Usage: private_evolution_cli_test.sh PRIVDIFF FIXTURE_DIR
 set -u
@@ -75,6 +75,12 @@ out=$("$privdiff" eval "$tmp/run/released-evolve/train-images-idx3-ubyte.gz" --r
   --evaluator dpdm_classifiers --classifiers logreg --epochs 1 2>&1) || fail "eval of the release: $out"
 [ -s "$tmp/run/eval.json" ] || fail "eval recorded nothing in the run"
 echo "PE run: released 30 synthetic images; $(grep -m1 '^rdp' <<<"$("$privdiff" account "$tmp/run")")"
+
+# check-mechanism replays the stage (its own code, the recipe's model and public data, stand-in records):
+# each x moves the first iteration's votes by exactly the declared sqrt(votes_per_record) = 1.
+out=$("$privdiff" check-mechanism "$tmp/r.toml" 2>&1) || fail "check-mechanism: $out"
+grep -q "which releases noisy statistics" <<<"$out" && grep -Eq "x = every pixel \+1, votes, iteration 1 +1 / 1$" <<<"$out" \
+  && grep -q "^PASSED" <<<"$out" || fail "check-mechanism's replay: $out"
 
 # Refused before anything is written: public_data naming the private data.
 recipe private > "$tmp/bad.toml"

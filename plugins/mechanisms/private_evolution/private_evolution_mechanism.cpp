@@ -104,6 +104,11 @@ class PrivateEvolution : public Mechanism {
                                                                private_labels, private_labels.defined() ? labels : at::Tensor());
       const engine::VoteRelease release = engine::release_votes(votes, o_, noise);
       context.ledger.record(engine::nearest_neighbour_vote_event(o_));
+      if (context.released_statistic) {
+        const double sensitivity = engine::nearest_neighbour_vote_sensitivity(o_.votes_per_record);
+        context.released_statistic({"votes, iteration " + std::to_string(t), release.noisy, sensitivity,
+                                    o_.noise_multiplier * sensitivity, t > 1});
+      }
       const at::Tensor chosen = resample(release.thresholded, labels, context.num_classes, context.seed + t, log);
       log.push_back("private_evolution: iteration " + std::to_string(t) + "/" + std::to_string(iterations_) + ": " +
                     std::to_string((release.thresholded > 0).sum().item<std::int64_t>()) + " of " +

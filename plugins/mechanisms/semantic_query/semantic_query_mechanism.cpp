@@ -86,6 +86,11 @@ class SemanticQuery : public Mechanism {
     // The query is spent from here on; nothing leaves the stage (not even the log's selection) before
     // the host's release writes the ledger.
     context.ledger.record(engine::semantic_query_event(o_));
+    if (context.released_statistic) {
+      const double sensitivity = engine::semantic_query_sensitivity(o_.top_k);
+      context.released_statistic(
+          {"semantic histogram", selection.noisy_histogram, sensitivity, o_.noise_multiplier * sensitivity, false});
+    }
     const auto [indices, labels] =
         engine::selected_public_records(public_labels, selection.selected, images_per_class_, context.seed);
     context.release(pub.images(indices), labels);

@@ -36,6 +36,18 @@ struct StepReport {
   std::map<std::string, std::string> engine;
 };
 
+/// A noisy statistic a stage releases (a histogram of votes or labels, a noisy sum), as the mechanism
+/// reports it to the checks (StageContext::released_statistic).
+struct ReleasedStatistic {
+  std::string name;         ///< what it is, e.g. "votes, iteration 2"
+  at::Tensor value;         ///< the released (noised) value
+  double sensitivity = 0;   ///< the L2 sensitivity (add or remove one record) its ledger event assumes
+  double noise_std = 0;     ///< the Gaussian noise's std per entry: the noise multiplier times the sensitivity
+  /// True when it depends on the stage's earlier releases (an iteration after the first): a replay on
+  /// D and D + x then starts it from different histories, so its values cannot be compared.
+  bool adaptive = false;
+};
+
 /// Adds a mechanism's mid-stage state (optimizer, EMA, generator states, ...) to a checkpoint.
 using StateWriter = std::function<void(torch::serialize::OutputArchive&)>;
 
@@ -75,6 +87,10 @@ struct StageContext {
   /// The public dataset the mechanism reads besides its own data (Mechanism::public_data_name), opened
   /// and checked public and disjoint from the private data by the host; null when it names none.
   const Dataset* public_data = nullptr;
+  /// For the checks (the record-replay tests, privdiff check-mechanism; null in a run): a mechanism that
+  /// releases noisy statistics rather than DP-SGD updates hands each one here once its event is on the
+  /// ledger, with the sensitivity and noise that event assumes (check/statistic_replay.hpp).
+  std::function<void(const ReleasedStatistic&)> released_statistic = nullptr;
 };
 
 class PRIVDIFF_SDK_API Mechanism : public Component {

@@ -1,0 +1,100 @@
+#include "run/statistic_stage_check.hpp"
+
+#include "data/open_dataset.hpp"
+#include "run/composed_run.hpp"
+#include "util/usage_error.hpp"
+
+#include <privdiff/check/statistic_replay.hpp>
+#include <privdiff/components/mechanism.hpp>
+#include <privdiff/components/model.hpp>
+#include <privdiff/config/config.hpp>
+
+#include <ATen/ATen.h>
+
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+namespace privdiff::core {
+
+namespace {
+
+constexpr std::int64_t stand_in_records = 23;
+
+// Builds the stage's mechanism from the recipe's values with reproducible noise from `noise_seed`.
+sdk::check::StatisticMechanism mechanism_with_seeded_noise(const Recipe& recipe, const ComponentRegistry& registry,
+                                                           std::size_t stage) {
+  const StageSection& section = recipe.stages[stage];
+  const auto found = registry.find(sdk::ComponentKind::mechanism, section.mechanism.id);
+  const sdk::Schema& schema = found->registration->schema;
+  if (!schema.find("secure_noise") || !schema.find("seed")) {
+    throw UsageError(recipe.file + ": stage '" + section.name + "' (" + section.mechanism.id +
+                     "): the replay runs the mechanism twice with the same noise, and it has no secure_noise and seed "
+                     "keys to make its noise reproducible (engine::add_release_noise_keys adds them)");
+  }
+  const std::string id = section.mechanism.id, path = section.mechanism.config.path();
+  const auto values = section.mechanism.config.values();
+  return [&registry, &schema, id, path, values](std::uint64_t noise_seed) {
+    auto v = values;
+    v["secure_noise"] = sdk::ConfigValue{false};
+    v["seed"] = sdk::ConfigValue{static_cast<std::int64_t>(noise_seed)};
+    return create_component<sdk::Mechanism>(registry, id, sdk::make_config(schema, path, v));
+  };
+}
+
+// Extreme (every pixel at -1 or +1, a checkerboard, one hot pixel), blank and typical records of `shape`,
+// spread over the classes.
+std::vector<sdk::check::Neighbour> neighbours(const std::vector<std::int64_t>& shape, std::int64_t classes) {
+  auto xs = sdk::check::adversarial_neighbours(1.0, 2, shape);  // the extremes of a dataset's [-1, 1]
+  for (std::size_t i = 0; i < xs.size(); ++i) xs[i].label = classes > 0 ? static_cast<std::int64_t>(i) % classes : 0;
+  return xs;
+}
+
+// The stage prints its own progress to std::cout once per run; the check's output is its findings.
+class QuietStdout {
+ public:
+  QuietStdout() : saved_(std::cout.rdbuf(sink_.rdbuf())) {}
+  ~QuietStdout() { std::cout.rdbuf(saved_); }
+  QuietStdout(const QuietStdout&) = delete;
+  QuietStdout& operator=(const QuietStdout&) = delete;
+
+ private:
+  std::ostringstream sink_;
+  std::streambuf* saved_;
+};
+
+}  // namespace
+
+sdk::check::Report check_statistic_stage(const Recipe& recipe, const ComponentRegistry& registry, std::size_t stage,
+                                         std::uint64_t seed, std::ostream& log) {
+  if (!recipe.model) throw UsageError(recipe.file + ": the check runs the stage with the recipe's [model], and it has none");
+  const auto make = mechanism_with_seeded_noise(recipe, registry, stage);
+  at::manual_seed(seed);
+  const std::unique_ptr<sdk::Model> model = create_model(recipe, registry);
+  const auto public_name = make(1)->public_data_name();
+  std::unique_ptr<sdk::Dataset> public_data;
+  if (public_name) public_data = open_dataset(recipe.dataset(*public_name), registry);
+  const std::int64_t classes = recipe.model->config.has("num_classes") ? recipe.model->config.get_int("num_classes") : 0;
+  const std::vector<std::int64_t> shape = model->image_shape();
+  const at::Tensor images = sdk::check::random_images(stand_in_records, 7 + seed, shape).to(at::kFloat);
+  const sdk::check::ReplayData d = classes > 0 ? sdk::check::ReplayData::in_classes(images, classes)
+                                               : sdk::check::ReplayData(images);
+  const auto xs = neighbours(shape, classes);
+  log << "replaying on " << stand_in_records << " stand-in records and D + x for " << xs.size()
+      << " neighbours x, and twice on D with two noise seeds" << (public_name ? ", public data '" + *public_name + "'" : "")
+      << " (the stage's own output is not shown)" << std::endl;
+  sdk::check::StatisticReplayOptions options;
+  options.noise_seed = 1 + 2 * seed;
+  const auto one_run = sdk::check::statistic_stage(make, *model, public_data.get(), classes, seed);
+  const std::size_t runs = xs.size() + 2;
+  std::size_t done = 0;
+  auto counted = [&](const sdk::Dataset& data, std::uint64_t noise_seed) {  // progress, on stderr
+    std::cerr << "  run " << ++done << "/" << runs << " of the stage\n";
+    return one_run(data, noise_seed);
+  };
+  const QuietStdout quiet;
+  return sdk::check::check_statistic_releases(counted, d, xs, options);
+}
+
+}  // namespace privdiff::core
