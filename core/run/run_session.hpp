@@ -63,7 +63,7 @@ struct RunSession {
   double earlier_seconds = 0;  // training time of earlier sessions of this run
   double earlier_cpu_seconds = 0;  // and their CPU time (this process's: rank 0's in a multi-process run)
   std::chrono::steady_clock::time_point session_start = std::chrono::steady_clock::now();
-  double session_cpu_start = process_cpu_seconds();
+  double session_cpu_start = process_cpu_seconds().value_or(0);
   std::int64_t session_steps = 0;
   std::optional<CpuShare> cpu_share;  // [run] threads = 0 in one process: the cores others leave idle
   double training_seconds = 0;
@@ -81,7 +81,7 @@ struct RunSession {
   double wall_now() const {
     return earlier_seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - session_start).count();
   }
-  double cpu_now() const { return earlier_cpu_seconds + process_cpu_seconds() - session_cpu_start; }
+  double cpu_now() const { return earlier_cpu_seconds + process_cpu_seconds().value_or(0) - session_cpu_start; }
   /// Rank 0 of a multi-process run (or the only process): the one that writes the run directory.
   bool writes() const { return !options.collective || options.collective->rank() == 0; }
   /// Whether to stop here; in a multi-process run rank 0 decides for all (every rank calls this at

@@ -1,7 +1,8 @@
 #include "util/cpu_share.hpp"
 
+#include "util/process_cpu.hpp"
+
 #include <sched.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,10 +35,9 @@ std::optional<CpuShare::Sample> CpuShare::sample() {
     s.machine_busy += (user + nice + system + irq + softirq + steal) / tick;
     any = true;
   }
-  rusage own{};
-  if (!any || ::getrusage(RUSAGE_SELF, &own) != 0) return std::nullopt;
-  s.own = static_cast<double>(own.ru_utime.tv_sec + own.ru_stime.tv_sec) +
-          static_cast<double>(own.ru_utime.tv_usec + own.ru_stime.tv_usec) * 1e-6;
+  const std::optional<double> own = process_cpu_seconds();
+  if (!any || !own) return std::nullopt;
+  s.own = *own;
   return s;
 }
 
