@@ -16,6 +16,18 @@ namespace privdiff::core {
 
 namespace fs = std::filesystem;
 
+namespace {
+// Whether a stage draws reproducible noise (secure_noise = false): the run then promises the same
+// run bit for bit from the same recipe.
+bool draws_reproducible_noise(const Recipe& recipe) {
+  for (const auto& stage : recipe.stages) {
+    const sdk::Config& config = stage.mechanism.config;
+    if (config.has("secure_noise") && !config.get_bool("secure_noise")) return true;
+  }
+  return false;
+}
+}  // namespace
+
 RunOrchestrator::RunOrchestrator(const Recipe& recipe, ComposedRun components, DatasetOpener open_dataset)
     : recipe_(recipe), components_(std::move(components)), open_dataset_(std::move(open_dataset)) {}
 
@@ -60,10 +72,12 @@ RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, cons
     if (writer) check_run_dir(run_dir, effective.resume, restart);
     const std::int64_t threads = recipe_.run.get_int("threads");
     use_cpu_threads(threads > 0 ? threads : cores_per_process(options.local_processes));
-    // Told nothing: as many threads as other processes leave cores idle, measured as it goes.
-    if (threads == 0 && options.local_processes == 1 && !options.collective && !std::getenv("OMP_NUM_THREADS")) {
-      s.cpu_share.emplace(available_cores());
-    }
+    // Told nothing: as many threads as other processes leave cores idle, measured as it goes. Not
+    // with reproducible noise: the thread count changes the order of floating-point sums, so a count
+    // that followed the machine's load would make two runs of one seed differ.
+    const bool told_nothing = threads == 0 && options.local_processes == 1 && !options.collective &&
+                              !std::getenv("OMP_NUM_THREADS");
+    if (told_nothing && !draws_reproducible_noise(recipe_)) s.cpu_share.emplace(available_cores());
     s.device = resolve_run_device();
     if (s.device.is_cuda() && options.collective) s.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(options.local_rank));
     preflight(s);

@@ -115,6 +115,9 @@ import json, sys
 a, b = ([json.loads(l)["loss"] for l in open(f"{d}/metrics.jsonl")] for d in sys.argv[1:3])
 assert a == b, (a, b)
 PY
+# ...bit for bit, whatever the machine's load: a reproducible run does not follow the load with its
+# thread count (which changes the order of floating-point sums).
+cmp -s "$tmp/run/samples.png" "$tmp/again/samples.png" || fail "the same seed gave different samples"
 # Interrupted and resumed = uninterrupted: two stages, stopped mid-stage and again across the
 # stage boundary, resumed each time (checkpoints every 2 steps, so one stop is off a checkpoint).
 cat >> "$tmp/r.toml" <<TOML
