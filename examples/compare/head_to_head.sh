@@ -13,7 +13,7 @@
 # samples, and for Private Evolution the synthetic set it released. docs/methods/README.md has the
 # result and what differs from DPImageBench's protocol.
 #   examples/compare/head_to_head.sh [OUT_DIR] [EPSILONS] [METHODS]
-#     (defaults: runs/head-to-head, "1 10", all seven; about 2 hours on the fast 2-core machines)
+#     (defaults: runs/head-to-head, "1 10", all seven; about 2 hours per epsilon on the slow 2-core kind)
 # Environment: PRIVDIFF (default build/bin/privdiff), SAMPLES (per run, default 1000), EPOCHS
 # (classifier epochs, default 10). Finished runs are kept; interrupted ones are resumed.
 set -euo pipefail
