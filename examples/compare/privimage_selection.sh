@@ -23,9 +23,9 @@ runs=()
 for seed in $seeds; do
   for arm in selected all; do
     name="$arm-eps$epsilon-seed$seed"
-    select=()
-    [ "$arm" = all ] && select=(--set "stage.0.select=$all_letters")
-    train "$name" "$recipe" --set run.seed="$seed" --set privacy.epsilon="$epsilon" "${select[@]}"
+    arm_keys=()
+    [ "$arm" = all ] && arm_keys=(--set "stage.0.select=$all_letters")
+    train "$name" "$recipe" --set run.seed="$seed" --set privacy.epsilon="$epsilon" "${arm_keys[@]}"
     evaluate "$out/$name"
     runs+=("$out/$name")
   done
