@@ -6,6 +6,7 @@
 // the reported epsilon.
 #include "cli/command_setup.hpp"
 #include "cli/commands.hpp"
+#include "recipe/reproducible_noise.hpp"
 #include "recipe/suggest.hpp"
 #include "util/atomic_file.hpp"
 #include "run/stage_under_test.hpp"
@@ -43,7 +44,7 @@ sdk::check::MechanismSettings audit_settings(const Recipe& recipe, const StageUn
   sdk::check::MechanismSettings settings;
   settings.steps = steps;
   settings.physical_batch_size = config.get_int("physical_batch_size");
-  if (config.has("secure_noise") && !config.get_bool("secure_noise")) {
+  if (draws_reproducible_noise(recipe.stages[stage.index])) {
     settings.seed = static_cast<std::uint64_t>(config.has("seed") ? config.get_int("seed") : recipe.run.get_int("seed"));
   }
   return settings;

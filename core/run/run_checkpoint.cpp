@@ -84,6 +84,7 @@ void save_checkpoint(const fs::path& path, const CheckpointPosition& position, s
   archive.write("recipe_sha", c10::IValue(position.recipe_sha));
   archive.write("ledger", c10::IValue(position.ledger_json));
   archive.write("noise_multipliers", c10::IValue(position.noise_multipliers));
+  archive.write("stage_seconds", c10::IValue(position.stage_seconds));
   archive.write("data_fingerprint", c10::IValue(position.data_fingerprint));
   archive.write("global_generator", at::detail::getDefaultCPUGenerator().get_state());
   torch::serialize::OutputArchive model_archive(archive.compilation_unit());
@@ -218,6 +219,7 @@ LoadedCheckpoint load_checkpoint(const fs::path& path, sdk::Model& model) {
   reading(path, [&] {
     if (c10::IValue v; archive.try_read("data_fingerprint", v)) p.data_fingerprint = v.toStringRef();
     if (c10::IValue v; archive.try_read("cpu_seconds", v)) p.cpu_seconds = v.toDouble();
+    if (c10::IValue v; archive.try_read("stage_seconds", v)) p.stage_seconds = v.toDoubleVector();
   });
   // Everything is read and checked before the model or the global generator changes: a damaged
   // checkpoint is refused without leaving either half-restored.

@@ -30,6 +30,9 @@ struct CheckpointPosition {
   std::string recipe_sha;          ///< of recipe.toml, so an edited recipe is not resumed silently
   std::string ledger_json;         ///< the privacy ledger at this point
   std::vector<double> noise_multipliers;  ///< per stage (NaN for non-private ones), as calibrated
+  /// Per stage, its training time so far over every session (NaN: none yet, or not recorded: absent
+  /// in checkpoints of privdiff 0.11 and before): a resumed stage's examples/s counts all of it.
+  std::vector<double> stage_seconds;
   /// What the stages train on (name, N, content hash): a run is only resumed on the same data —
   /// its ledger is about those records. Empty in checkpoints written before it existed.
   std::string data_fingerprint;

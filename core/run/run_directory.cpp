@@ -125,6 +125,9 @@ void RunOrchestrator::open_run_directory(RunSession& s) {
     }
     s.earlier_seconds = position.wall_seconds;
     s.earlier_cpu_seconds = position.cpu_seconds;
+    for (std::size_t i = 0; i < position.stage_seconds.size(); ++i) {
+      if (std::isfinite(position.stage_seconds[i])) s.stage_seconds[i] = position.stage_seconds[i];
+    }
     s.log << "resuming at stage " << position.stage << ", step " << position.step
           << " (privacy spent so far is kept in the ledger)\n";
   }

@@ -1,5 +1,6 @@
 #include "run/run_session.hpp"
 
+#include "recipe/reproducible_noise.hpp"
 #include "run/run_ledger.hpp"
 #include "util/cpu_threads.hpp"
 
@@ -15,18 +16,6 @@
 namespace privdiff::core {
 
 namespace fs = std::filesystem;
-
-namespace {
-// Whether a stage draws reproducible noise (secure_noise = false): the run then promises the same
-// run bit for bit from the same recipe.
-bool draws_reproducible_noise(const Recipe& recipe) {
-  for (const auto& stage : recipe.stages) {
-    const sdk::Config& config = stage.mechanism.config;
-    if (config.has("secure_noise") && !config.get_bool("secure_noise")) return true;
-  }
-  return false;
-}
-}  // namespace
 
 RunOrchestrator::RunOrchestrator(const Recipe& recipe, ComposedRun components, DatasetOpener open_dataset)
     : recipe_(recipe), components_(std::move(components)), open_dataset_(std::move(open_dataset)) {}

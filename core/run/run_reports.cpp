@@ -135,7 +135,7 @@ void RunOrchestrator::write_reports(RunSession& s) {
       if (config.has(key) && !stage.contains(key)) stage[key] = config.get_int(key);
     }
     // Speed in expected examples (batch_size x steps: the realised count is private) per second,
-    // for stages trained start to end in this session.
+    // over the stage's time in every session (absent where an old checkpoint did not record it).
     if (s.stage_seconds.count(i) && stage.contains("batch_size") && stage.contains("steps") && s.stage_seconds[i] > 0) {
       stage["seconds"] = s.stage_seconds[i];
       stage["examples_per_second"] =

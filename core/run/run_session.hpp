@@ -16,6 +16,7 @@
 #include <privdiff/privacy/event_json.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -49,7 +50,28 @@ struct RunSession {
   std::int64_t total_params = 0;
   c10::Device device{c10::kCPU};  // [run] device, resolved
   std::vector<std::int64_t> stage_trainable;  // trainable parameters of each stage
-  std::map<std::size_t, double> stage_seconds;  // training time of each stage in this session
+  // Training time of each stage over every session (a stopped stage's time up to its checkpoint:
+  // the steps after it are redone). Absent for a stage resumed from a checkpoint that did not
+  // record it (privdiff 0.11 and before).
+  std::map<std::size_t, double> stage_seconds;
+  struct StageClock {
+    std::size_t stage = 0;
+    double earlier = 0;  // the stage's time in earlier sessions (NaN: not known)
+    std::chrono::steady_clock::time_point since;
+  };
+  std::optional<StageClock> stage_clock;  // the stage training now
+  /// Each stage's time so far, in stage order (NaN where none is known): what a checkpoint keeps.
+  std::vector<double> stage_seconds_now(std::size_t stages) const {
+    std::vector<double> out(stages, std::nan(""));
+    for (const auto& [i, seconds] : stage_seconds) {
+      if (i < stages) out[i] = seconds;
+    }
+    if (stage_clock && stage_clock->stage < stages) {
+      out[stage_clock->stage] = stage_clock->earlier +
+                                std::chrono::duration<double>(std::chrono::steady_clock::now() - stage_clock->since).count();
+    }
+    return out;
+  }
   std::optional<InitSource> init;  // [run] init_from
   bool carry = false;              // its ledger is carried into this run's
   std::string carry_reason;

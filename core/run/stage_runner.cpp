@@ -31,6 +31,7 @@ void RunOrchestrator::write_checkpoint(RunSession& s, std::int64_t stage, std::i
   p.metrics_bytes = fs::file_size(s.metrics_path(), ec);
   p.wall_seconds = s.wall_now();
   p.cpu_seconds = s.cpu_now();
+  p.stage_seconds = s.stage_seconds_now(components_.mechanisms.size());
   p.recipe_sha = s.recipe_sha;
   p.ledger_json = sdk::to_json(s.summary.ledger);
   p.noise_multipliers = noise_multipliers_;
@@ -137,12 +138,15 @@ void RunOrchestrator::run_stage(RunSession& s, std::size_t i) {
   };
   StepRecord record(s, std::move(settings));
   context.step_done = std::ref(record);
-  const auto stage_start = std::chrono::steady_clock::now();
+  // A resumed stage's clock goes on from its checkpoint's time (unknown in older checkpoints).
+  const double earlier = !context.resume ? 0.0 : s.stage_seconds.count(i) ? s.stage_seconds.at(i) : std::nan("");
+  s.stage_seconds.erase(i);
+  s.stage_clock = RunSession::StageClock{i, earlier, std::chrono::steady_clock::now()};
   try {
     mechanism.run(context);
-    if (!context.resume) {
-      s.stage_seconds[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - stage_start).count();
-    }
+    const double seconds = s.stage_seconds_now(i + 1)[i];
+    s.stage_clock.reset();
+    if (std::isfinite(seconds)) s.stage_seconds[i] = seconds;
   } catch (const RunStopped&) {
     throw;  // the checkpoint and ledger.json were written at the stop
   } catch (...) {

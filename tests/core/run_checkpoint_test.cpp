@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <torch/serialize/output-archive.h>
 
+#include <cmath>
 #include <fstream>
 #include <unistd.h>
 
@@ -59,6 +60,7 @@ TEST_F(RunCheckpointTest, WhatIsSavedComesBack) {
   position.ledger_json = R"({"events":[]})";
   position.noise_multipliers = {0.5};
   position.data_fingerprint = "data:10:ff";
+  position.stage_seconds = {12.5, std::nan("")};  // a finished stage, and one not started
   save_checkpoint(dir / "checkpoint.pt", position, saved, {});
   TinyCheckpointModel loaded;
   const LoadedCheckpoint checkpoint = load_checkpoint(dir / "checkpoint.pt", loaded);
@@ -66,8 +68,18 @@ TEST_F(RunCheckpointTest, WhatIsSavedComesBack) {
   EXPECT_EQ(checkpoint.position.step, 5);
   EXPECT_EQ(checkpoint.position.ledger_json, position.ledger_json);
   EXPECT_EQ(checkpoint.position.data_fingerprint, "data:10:ff");
+  ASSERT_EQ(checkpoint.position.stage_seconds.size(), 2u);
+  EXPECT_EQ(checkpoint.position.stage_seconds[0], 12.5);
+  EXPECT_TRUE(std::isnan(checkpoint.position.stage_seconds[1]));
   EXPECT_EQ(checkpoint.mechanism_state, nullptr);
   EXPECT_TRUE(torch::equal(loaded.net->head->weight, saved.net->head->weight));
+}
+
+TEST_F(RunCheckpointTest, AnOlderCheckpointWithoutStageTimesLoadsWithNone) {
+  // privdiff 0.11 and before kept no per-stage time: a resumed stage then reports no examples/s.
+  const fs::path path = write_raw("old.pt", global_generator_state(), c10::IValue(std::int64_t{0}));
+  TinyCheckpointModel loaded;
+  EXPECT_TRUE(load_checkpoint(path, loaded).position.stage_seconds.empty());
 }
 
 TEST_F(RunCheckpointTest, AFileThatIsNotAnArchiveIsRefusedByName) {

@@ -155,6 +155,13 @@ def lines(d):
 a, b = lines(sys.argv[1]), lines(sys.argv[2])
 assert len(a) == 6 and a == b, (a, b)
 PY
+# Each stage's speed counts its time in every session: a stage finished in an earlier session, or
+# resumed mid-way, still has its examples/s.
+python3 - "$tmp/parts" <<'PY' || fail "a resumed run's stages lack their speed"
+import json, sys
+stages = json.load(open(f"{sys.argv[1]}/summary.json"))["stages"]
+assert len(stages) == 2 and all(s["seconds"] > 0 and s["examples_per_second"] > 0 for s in stages), stages
+PY
 # A run directory never under-reports: a kill between the checkpoint and ledger.json writes (left
 # here by emptying ledger.json) is repaired from the checkpoint's ledger, with a note.
 cp -r "$tmp/parts" "$tmp/torn"
