@@ -105,7 +105,11 @@ for j in lines:  # (per-step seconds would tell the realised batch size: issue 3
 # The engine's plan, measured before the first step, is on the first line only.
 engine = lines[0]["engine"]
 assert engine["path"] in ("vectorised", "micro_batch") and int(engine["chunk"]) >= 1, engine
-assert "micro_batch" in engine["seconds_per_example"] and "vectorised/4" in engine["seconds_per_example"], engine
+# The chunks timed: from the smallest up, until one is clearly slower (how far depends on the timings,
+# so on the machine's load: only the first is certain); a vectorised chunk chosen is one of them.
+timed = engine["seconds_per_example"]
+assert "micro_batch" in timed and "vectorised/1 " in timed, engine
+assert engine["path"] == "micro_batch" or f"vectorised/{engine['chunk']} " in timed, engine
 assert all("engine" not in j for j in lines[1:]), lines
 PY
 # The same recipe and seed give the same run (initial weights, batches, noise, loss draws).
