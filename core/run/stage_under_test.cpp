@@ -76,7 +76,8 @@ StageUnderTest stage_under_test(const Recipe& recipe, const ComponentRegistry& r
     for (const auto& key : missing) list += (list.empty() ? "" : ", ") + key;
     throw UsageError(where + " is not a private DP-SGD stage: the checks run mechanisms with DP-SGD's recipe keys, "
                      "and this one has no " + list + " (a mechanism derived from DpSgdMechanism with "
-                     "engine::dp_sgd_schema has them)");
+                     "engine::dp_sgd_schema has them)" +
+                     (allow_statistics ? std::string() : "; privdiff check-mechanism replays a stage that releases statistics"));
   }
   out.max_grad_norm = section.mechanism.config.get_double("max_grad_norm");
   const std::string id = section.mechanism.id;

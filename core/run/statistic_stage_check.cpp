@@ -22,9 +22,10 @@ namespace {
 
 constexpr std::int64_t stand_in_records = 23;
 
-// Builds the stage's mechanism from the recipe's values with reproducible noise from `noise_seed`.
+// Builds the stage's mechanism from the recipe's values with reproducible noise from `noise_seed`,
+// and every record in its Poisson subsamples (see below).
 sdk::check::StatisticMechanism mechanism_with_seeded_noise(const Recipe& recipe, const ComponentRegistry& registry,
-                                                           std::size_t stage) {
+                                                           std::size_t stage, std::ostream& log) {
   const StageSection& section = recipe.stages[stage];
   const auto found = registry.find(sdk::ComponentKind::mechanism, section.mechanism.id);
   const sdk::Schema& schema = found->registration->schema;
@@ -34,7 +35,16 @@ sdk::check::StatisticMechanism mechanism_with_seeded_noise(const Recipe& recipe,
                      "keys to make its noise reproducible (engine::add_release_noise_keys adds them)");
   }
   const std::string id = section.mechanism.id, path = section.mechanism.config.path();
-  const auto values = section.mechanism.config.values();
+  auto values = section.mechanism.config.values();
+  // A subsample's rate (central_images' q_c) set to 1: x is then in every subsample, so its part is
+  // always compared (at the recipe's 0.1, 9 replays in 10 would not include it), and the noise check
+  // sees noise alone. Subsampling only lowers what a record can change; its amplification is the
+  // accountant's, from the ledger.
+  if (schema.find("sampling_rate") && section.mechanism.config.get_double("sampling_rate") != 1.0) {
+    log << "sampling_rate " << section.mechanism.config.get_double("sampling_rate")
+        << " set to 1 for the replay: every record, x included, in every subsample\n";
+    values["sampling_rate"] = sdk::ConfigValue{1.0};
+  }
   return [&registry, &schema, id, path, values](std::uint64_t noise_seed) {
     auto v = values;
     v["secure_noise"] = sdk::ConfigValue{false};
@@ -69,7 +79,7 @@ class QuietStdout {
 sdk::check::Report check_statistic_stage(const Recipe& recipe, const ComponentRegistry& registry, std::size_t stage,
                                          std::uint64_t seed, std::ostream& log) {
   if (!recipe.model) throw UsageError(recipe.file + ": the check runs the stage with the recipe's [model], and it has none");
-  const auto make = mechanism_with_seeded_noise(recipe, registry, stage);
+  const auto make = mechanism_with_seeded_noise(recipe, registry, stage, log);
   at::manual_seed(seed);
   const std::unique_ptr<sdk::Model> model = create_model(recipe, registry);
   const auto public_name = make(1)->public_data_name();

@@ -6,6 +6,7 @@
 # Usage: check_mechanism_test.sh PRIVDIFF PLANTED_PLUGIN_DIR
 set -u
 privdiff=$1 planted=$2
+repo=$(cd "$(dirname "$0")/../.." && pwd)
 source "$(dirname "$0")/common.sh"
 passed=0
 recipe() {  # recipe FILE MECHANISM [STAGE_LINE...]
@@ -55,15 +56,20 @@ grep -q "planted_no_clipping from .*libfixture_planted_mechanisms.so, its own co
 passed=$((passed + 1))
 
 # A private stage without DP-SGD's keys is replayed as one that releases statistics (PE's and PrivImage's:
-# e2e.private_evolution_cli); central_images reports none, so there is nothing to replay: it fails, saying so.
+# e2e.private_evolution_cli). central_images reports each query's noisy sums: the quickstart's passes,
+# with x in every subsample. A plugin that releases without reporting fails: there is nothing to replay.
+out=$(check "$repo/examples/recipes/quickstart.toml" --stage central); rc=$?
+[ "$rc" = 0 ] && grep -q "sampling_rate 0.1 set to 1 for the replay" <<<"$out" \
+  && grep -q "x = every pixel +1, noisy class sums, query 5 " <<<"$out" && grep -q "^PASSED" <<<"$out" \
+  || fail "central_images (the quickstart's): rc $rc: $out"
 {
   printf '[run]\nseed = 1\n[privacy]\nepsilon = 2.0\ndelta = 1e-5\n[data]\ndataset = "fashion-mnist"\n%s\nnum_classes = 2\n' "$tiny_model"
-  printf '[[stage]]\nname = "central"\nmechanism = "central_images"\nqueries = 1\n'
-} > "$tmp/central.toml"
-out=$(check "$tmp/central.toml"); rc=$?
+  printf '[[stage]]\nname = "sums"\nmechanism = "planted_unreported_release"\n'
+} > "$tmp/unreported.toml"
+out=$(check "$tmp/unreported.toml"); rc=$?
 [ "$rc" = 1 ] && grep -q "reported no released statistic" <<<"$out" && grep -q "^FAILED" <<<"$out" \
-  || fail "central_images: rc $rc: $out"
-passed=$((passed + 1))
+  || fail "planted_unreported_release: rc $rc: $out"
+passed=$((passed + 2))
 
 # Refusals: a non-private stage.
 recipe "$tmp/public.toml" nonprivate

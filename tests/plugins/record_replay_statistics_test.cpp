@@ -14,6 +14,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <string>
@@ -106,4 +107,65 @@ TEST(RecordReplayStatistics, PrivateEvolutionVotes) {
   const auto stage = statistic_stage(installed("private_evolution", values), *generator, &pub, classes, 3);
   const Report r = check_statistic_releases(stage, d, neighbours());
   expect_exact_sensitivity("private_evolution plugin", r);
+}
+
+namespace {
+// central_images on the stand-in records, downsampled to 4x4 (d = 16): each query reports its noisy
+// statistic before division (mean) or argmax (mode), with sensitivity sqrt(d).
+Report central_images_replay(const std::string& statistic, double sampling_rate) {
+  const ReplayData d = ReplayData::in_classes(random_images(23, 3, shape).to(at::kFloat), classes);
+  ReplayModel unused(at::kFloat, 0);
+  const Values values{{"statistic", ConfigValue{statistic}},
+                      {"queries", ConfigValue{std::int64_t{3}}},
+                      {"sampling_rate", ConfigValue{sampling_rate}},
+                      {"noise_multiplier", ConfigValue{2.0}},
+                      {"resolution", ConfigValue{std::int64_t{4}}}};
+  const auto stage = statistic_stage(installed("central_images", values), unused, nullptr, classes, 3);
+  return check_statistic_releases(stage, d, neighbours());
+}
+
+// The measurements of x's part, by name ("x = ..., noisy class sums, query 1"): (distance, bound).
+std::map<std::string, std::pair<double, double>> compared(const Report& r) {
+  std::map<std::string, std::pair<double, double>> out;
+  for (const auto& m : r.measurements) {
+    if (m.name.rfind("x = ", 0) == 0) out[m.name] = {m.distance, m.bound};
+  }
+  return out;
+}
+}  // namespace
+
+TEST(RecordReplayStatistics, CentralImagesMeanSums) {
+  // Every record sampled (q_c = 1), so every query is compared: x's part is its downsampled image in
+  // [0, 1], whose L2 norm reaches sqrt(d) for the all-white extreme and stays below it for the others.
+  const Report r = central_images_replay("mean", 1.0);
+  std::cout << "central_images (mean):\n" << r.describe();
+  EXPECT_TRUE(r.violations.empty()) << r.describe();
+  const auto parts = compared(r);
+  ASSERT_EQ(parts.size(), 3 * neighbours().size());  // 3 queries
+  double largest = 0;
+  for (const auto& [name, m] : parts) {
+    EXPECT_EQ(m.second, 4.0) << name;  // sqrt(1 x 4 x 4)
+    largest = std::max(largest, m.first / m.second);
+  }
+  EXPECT_NEAR(largest, 1.0, 1e-9);
+}
+
+TEST(RecordReplayStatistics, CentralImagesModeHistograms) {
+  // x adds one count to each of its class's 16 pixel histograms: exactly sqrt(d) for every x.
+  const Report r = central_images_replay("mode", 1.0);
+  std::cout << "central_images (mode):\n" << r.describe();
+  EXPECT_TRUE(r.violations.empty()) << r.describe();
+  const auto parts = compared(r);
+  ASSERT_EQ(parts.size(), 3 * neighbours().size());
+  for (const auto& [name, m] : parts) EXPECT_NEAR(m.first / m.second, 1.0, 1e-9) << name;
+}
+
+TEST(RecordReplayStatistics, CentralImagesSubsampledQueries) {
+  // q_c < 1: x is in the first query's subsample or not (its statistic moves by x's part or not at
+  // all); the later queries' draws are shifted by x's, so they are compared by structure only.
+  const Report r = central_images_replay("mean", 0.5);
+  EXPECT_TRUE(r.violations.empty()) << r.describe();
+  const auto parts = compared(r);
+  EXPECT_EQ(parts.size(), neighbours().size());
+  for (const auto& [name, m] : parts) EXPECT_NE(name.find("query 1"), std::string::npos) << name;
 }

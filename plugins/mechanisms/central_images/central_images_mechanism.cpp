@@ -12,6 +12,7 @@
 #include <ATen/ATen.h>
 
 #include <optional>
+#include <string>
 
 namespace privdiff::plugins::central_images {
 
@@ -52,15 +53,29 @@ class CentralImages : public Mechanism {
     }
     engine::PoissonSampler sampler(data.size(), o_.sampling_rate, stream(engine::StreamPurpose::sampling));
     engine::GaussianNoise noise(stream(engine::StreamPurpose::noise));
-    const auto release =
-        engine::release_central_images(data.images(all), data.labels(all), context.num_classes, o_, sampler, noise);
+    const at::Tensor images = data.images(all);
+    const auto release = engine::release_central_images(images, data.labels(all), context.num_classes, o_, sampler, noise);
     // Nothing leaves the stage before the release below: its queries are spent from here on.
     for (std::int64_t q = 0; q < o_.queries; ++q) context.ledger.record(engine::central_query_event(o_));
+    if (context.released_statistic) report_statistics(context, release, images.size(1));
     context.release(release.images, release.labels);
     if (context.step_done) context.step_done(StepReport{1, 1, 0.0, 0, {}}, [](torch::serialize::OutputArchive&) {});
   }
 
  private:
+  // For the checks (privdiff check-mechanism): each query's noisy statistic, before division or
+  // argmax. With q_c < 1 a later query's subsample comes from a stream that one more record has moved
+  // on by one draw, so only the first query's values compare record for record ("adaptive" for the
+  // others); with q_c = 1 every query holds every record and all compare.
+  void report_statistics(StageContext& context, const engine::CentralImages& release, std::int64_t channels) const {
+    const double sensitivity = engine::central_statistic_sensitivity(channels, o_.resolution);
+    const std::string what = o_.statistic == engine::CentralStatistic::mean ? "noisy class sums" : "noisy pixel histograms";
+    for (std::size_t q = 0; q < release.statistics.size(); ++q) {
+      context.released_statistic({what + ", query " + std::to_string(q + 1), release.statistics[q], sensitivity,
+                                  o_.noise_multiplier * sensitivity, q > 0 && o_.sampling_rate < 1});
+    }
+  }
+
   engine::CentralImageOptions o_;
   engine::ReleaseNoise noise_;
 };

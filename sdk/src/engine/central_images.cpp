@@ -37,6 +37,18 @@ void check_options(const CentralImageOptions& o) {
   if (o.bins < 2) throw std::invalid_argument("central images: bins must be >= 2");
 }
 
+// The mean image: noisy sums over the expected class counts q_c N_class (never the realised ones).
+at::Tensor mean_from_sums(const at::Tensor& noisy_sums, const std::vector<double>& class_sizes, double sampling_rate) {
+  const at::Tensor expected = at::tensor(class_sizes, at::kDouble) * sampling_rate;
+  return noisy_sums / expected.view({noisy_sums.size(0), 1, 1, 1});
+}
+
+// The mode image: each pixel's noisy argmax bin, as the bin's midpoint in [0, 1], shaped like `like`.
+at::Tensor mode_from_histograms(const at::Tensor& noisy, const at::Tensor& like) {
+  const at::Tensor winner = noisy.argmax(2).to(at::kDouble);
+  return ((winner + 0.5) / static_cast<double>(noisy.size(2))).view({noisy.size(0), like.size(1), like.size(2), like.size(3)});
+}
+
 }  // namespace
 
 PrivacyEvent central_query_event(const CentralImageOptions& o) {
@@ -52,23 +64,23 @@ double central_mean_sensitivity(std::int64_t channels, std::int64_t resolution) 
   return std::sqrt(static_cast<double>(channels * resolution * resolution));
 }
 
-at::Tensor central_mean(const at::Tensor& sampled, const at::Tensor& labels, const std::vector<double>& class_sizes,
-                        const CentralImageOptions& o, GaussianNoise& noise) {
-  check_options(o);
-  const auto classes = static_cast<std::int64_t>(class_sizes.size());
-  const at::Tensor p = sampled.to(at::kDouble);
-  const std::vector<std::int64_t> shape{classes, p.size(1), p.size(2), p.size(3)};
-  // Class sums: one record moves one class's sum by at most Delta (its L2 norm).
-  at::Tensor sums = at::zeros(shape, p.options());
-  if (p.size(0) > 0) sums.index_add_(0, labels.to(at::kLong), p);
-  const double delta = central_mean_sensitivity(p.size(1), p.size(2));
-  const at::Tensor noisy = sums + noise.sample(sums, o.noise_multiplier * delta);
-  const at::Tensor expected = at::tensor(class_sizes, at::kDouble) * o.sampling_rate;
-  return noisy / expected.view({classes, 1, 1, 1});
+double central_statistic_sensitivity(std::int64_t channels, std::int64_t resolution) {
+  return central_mean_sensitivity(channels, resolution);  // the mode's too: one count in each of d histograms
 }
 
-at::Tensor central_mode(const at::Tensor& sampled, const at::Tensor& labels, std::int64_t classes,
-                        const CentralImageOptions& o, GaussianNoise& noise) {
+at::Tensor central_noisy_sums(const at::Tensor& sampled, const at::Tensor& labels, std::int64_t classes,
+                              const CentralImageOptions& o, GaussianNoise& noise) {
+  check_options(o);
+  const at::Tensor p = sampled.to(at::kDouble);
+  // Class sums: one record moves one class's sum by at most Delta (its L2 norm).
+  at::Tensor sums = at::zeros({classes, p.size(1), p.size(2), p.size(3)}, p.options());
+  if (p.size(0) > 0) sums.index_add_(0, labels.to(at::kLong), p);
+  const double delta = central_mean_sensitivity(p.size(1), p.size(2));
+  return sums + noise.sample(sums, o.noise_multiplier * delta);
+}
+
+at::Tensor central_noisy_histograms(const at::Tensor& sampled, const at::Tensor& labels, std::int64_t classes,
+                                    const CentralImageOptions& o, GaussianNoise& noise) {
   check_options(o);
   const at::Tensor p = sampled.to(at::kDouble);
   const std::int64_t dims = p.size(1) * p.size(2) * p.size(3);
@@ -81,9 +93,18 @@ at::Tensor central_mode(const at::Tensor& sampled, const at::Tensor& labels, std
     counts.index_add_(0, flat.flatten(), at::ones({flat.numel()}, at::kDouble));
   }
   const double sensitivity = std::sqrt(static_cast<double>(dims));
-  const at::Tensor noisy = counts + noise.sample(counts, o.noise_multiplier * sensitivity);
-  const at::Tensor winner = noisy.view({classes, dims, o.bins}).argmax(2).to(at::kDouble);
-  return ((winner + 0.5) / static_cast<double>(o.bins)).view({classes, p.size(1), p.size(2), p.size(3)});
+  return (counts + noise.sample(counts, o.noise_multiplier * sensitivity)).view({classes, dims, o.bins});
+}
+
+at::Tensor central_mean(const at::Tensor& sampled, const at::Tensor& labels, const std::vector<double>& class_sizes,
+                        const CentralImageOptions& o, GaussianNoise& noise) {
+  const auto classes = static_cast<std::int64_t>(class_sizes.size());
+  return mean_from_sums(central_noisy_sums(sampled, labels, classes, o, noise), class_sizes, o.sampling_rate);
+}
+
+at::Tensor central_mode(const at::Tensor& sampled, const at::Tensor& labels, std::int64_t classes,
+                        const CentralImageOptions& o, GaussianNoise& noise) {
+  return mode_from_histograms(central_noisy_histograms(sampled, labels, classes, o, noise), sampled);
 }
 
 CentralImages release_central_images(const at::Tensor& images, const at::Tensor& labels, std::int64_t classes,
@@ -111,14 +132,17 @@ CentralImages release_central_images(const at::Tensor& images, const at::Tensor&
     }
   }
   const auto h = images.size(2), w = images.size(3);
-  std::vector<at::Tensor> out_images, out_labels;
+  std::vector<at::Tensor> out_images, out_labels, statistics;
   for (std::int64_t q = 0; q < o.queries; ++q) {
     const at::Tensor batch = sampler.next();
     const at::Tensor picked = images.index_select(0, batch).to(at::kDouble);
     const at::Tensor small = (at::adaptive_avg_pool2d(picked, {o.resolution, o.resolution}) + 1) / 2;  // [0, 1]
     const at::Tensor y = labels.index_select(0, batch);
-    const at::Tensor release = o.statistic == CentralStatistic::mean ? central_mean(small, y, class_sizes, o, noise)
-                                                                     : central_mode(small, y, classes, o, noise);
+    const bool mean = o.statistic == CentralStatistic::mean;
+    statistics.push_back(mean ? central_noisy_sums(small, y, classes, o, noise)
+                              : central_noisy_histograms(small, y, classes, o, noise));
+    const at::Tensor release = mean ? mean_from_sums(statistics.back(), class_sizes, o.sampling_rate)
+                                    : mode_from_histograms(statistics.back(), small);
     // Post-processing: back to the image size and the pixel range, then the authors' filters.
     at::Tensor full = (at::upsample_bilinear2d(release, {h, w}, false) * 2 - 1).clamp(-1, 1);
     if (o.post_process) {
@@ -128,7 +152,7 @@ CentralImages release_central_images(const at::Tensor& images, const at::Tensor&
     out_images.push_back(full.to(images.scalar_type()));
     out_labels.push_back(at::arange(classes, at::kLong));
   }
-  return {at::cat(out_images), at::cat(out_labels)};
+  return {at::cat(out_images), at::cat(out_labels), std::move(statistics)};
 }
 
 }  // namespace privdiff::sdk::engine

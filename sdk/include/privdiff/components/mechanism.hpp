@@ -43,8 +43,10 @@ struct ReleasedStatistic {
   at::Tensor value;         ///< the released (noised) value
   double sensitivity = 0;   ///< the L2 sensitivity (add or remove one record) its ledger event assumes
   double noise_std = 0;     ///< the Gaussian noise's std per entry: the noise multiplier times the sensitivity
-  /// True when it depends on the stage's earlier releases (an iteration after the first): a replay on
-  /// D and D + x then starts it from different histories, so its values cannot be compared.
+  /// True when its values on D and on D + x cannot be compared record for record: it depends on the
+  /// stage's earlier releases (an iteration after the first), or on randomness drawn after the
+  /// records' (a later Poisson subsample, whose stream one more record moves on). The replay then
+  /// checks its structure and noise only.
   bool adaptive = false;
 };
 

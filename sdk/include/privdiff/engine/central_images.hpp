@@ -65,6 +65,20 @@ PRIVDIFF_SDK_API PrivacyEvent central_images_event(const CentralImageOptions& op
 /// Delta of the mean query: the largest L2 norm of a [C, r, r] image in [0, 1].
 PRIVDIFF_SDK_API double central_mean_sensitivity(std::int64_t channels, std::int64_t resolution);
 
+/// The L2 sensitivity of either query's statistic, sqrt(C r^2): the mean's class sums (an image in
+/// [0, 1]) and the mode's pixel histograms (one count in each of the C r^2 histograms of one class).
+PRIVDIFF_SDK_API double central_statistic_sensitivity(std::int64_t channels, std::int64_t resolution);
+
+/// The statistic the mean query releases: per class, the sum of `sampled` [B, C, r, r] in [0, 1]
+/// plus N(0, (sigma_c Delta)^2) per pixel, [classes, C, r, r] (central_mean divides it).
+PRIVDIFF_SDK_API at::Tensor central_noisy_sums(const at::Tensor& sampled, const at::Tensor& labels, std::int64_t classes,
+                                               const CentralImageOptions& options, GaussianNoise& noise);
+/// The statistic the mode query releases: per class and pixel, the histogram over `bins` plus
+/// N(0, sigma_c^2 d) per count, [classes, d = C r r, bins] (central_mode takes its argmax).
+PRIVDIFF_SDK_API at::Tensor central_noisy_histograms(const at::Tensor& sampled, const at::Tensor& labels,
+                                                     std::int64_t classes, const CentralImageOptions& options,
+                                                     GaussianNoise& noise);
+
 /// One mean query's release from a given subsample: `sampled` [B, C, r, r] in [0, 1] with `labels`
 /// [B]; `class_sizes` the N_class of the divisor (> 0). Returns [classes, C, r, r] (not clamped:
 /// clamping is left to post-processing). An empty subsample gives pure noise over q_c N_class.
@@ -85,6 +99,9 @@ PRIVDIFF_SDK_API at::Tensor central_mode(const at::Tensor& sampled, const at::Te
 /// checks before a run starts).
 struct CentralImages {
   at::Tensor images, labels;
+  /// Per query, the noisy statistic behind its images (central_noisy_sums or
+  /// central_noisy_histograms), as released before division or argmax: what the checks replay.
+  std::vector<at::Tensor> statistics;
 };
 PRIVDIFF_SDK_API CentralImages release_central_images(const at::Tensor& images, const at::Tensor& labels,
                                                       std::int64_t classes, const CentralImageOptions& options,
