@@ -58,6 +58,9 @@ struct RunSession {
     std::size_t stage = 0;
     double earlier = 0;  // the stage's time in earlier sessions (NaN: not known)
     std::chrono::steady_clock::time_point since;
+    double seconds() const {
+      return earlier + std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+    }
   };
   std::optional<StageClock> stage_clock;  // the stage training now
   /// Each stage's time so far, in stage order (NaN where none is known): what a checkpoint keeps.
@@ -66,10 +69,7 @@ struct RunSession {
     for (const auto& [i, seconds] : stage_seconds) {
       if (i < stages) out[i] = seconds;
     }
-    if (stage_clock && stage_clock->stage < stages) {
-      out[stage_clock->stage] = stage_clock->earlier +
-                                std::chrono::duration<double>(std::chrono::steady_clock::now() - stage_clock->since).count();
-    }
+    if (stage_clock && stage_clock->stage < stages) out[stage_clock->stage] = stage_clock->seconds();
     return out;
   }
   std::optional<InitSource> init;  // [run] init_from

@@ -144,7 +144,7 @@ void RunOrchestrator::run_stage(RunSession& s, std::size_t i) {
   s.stage_clock = RunSession::StageClock{i, earlier, std::chrono::steady_clock::now()};
   try {
     mechanism.run(context);
-    const double seconds = s.stage_seconds_now(i + 1)[i];
+    const double seconds = s.stage_clock->seconds();
     s.stage_clock.reset();
     if (std::isfinite(seconds)) s.stage_seconds[i] = seconds;
   } catch (const RunStopped&) {

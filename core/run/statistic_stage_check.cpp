@@ -40,9 +40,9 @@ sdk::check::StatisticMechanism mechanism_with_seeded_noise(const Recipe& recipe,
   // always compared (at the recipe's 0.1, 9 replays in 10 would not include it), and the noise check
   // sees noise alone. Subsampling only lowers what a record can change; its amplification is the
   // accountant's, from the ledger.
-  if (schema.find("sampling_rate") && section.mechanism.config.get_double("sampling_rate") != 1.0) {
-    log << "sampling_rate " << section.mechanism.config.get_double("sampling_rate")
-        << " set to 1 for the replay: every record, x included, in every subsample\n";
+  if (const double rate = schema.find("sampling_rate") ? section.mechanism.config.get_double("sampling_rate") : 1.0;
+      rate != 1.0) {
+    log << "sampling_rate " << rate << " set to 1 for the replay: every record, x included, in every subsample\n";
     values["sampling_rate"] = sdk::ConfigValue{1.0};
   }
   return [&registry, &schema, id, path, values](std::uint64_t noise_seed) {

@@ -68,7 +68,7 @@ class CentralImages : public Mechanism {
   // on by one draw, so only the first query's values compare record for record ("adaptive" for the
   // others); with q_c = 1 every query holds every record and all compare.
   void report_statistics(StageContext& context, const engine::CentralImages& release, std::int64_t channels) const {
-    const double sensitivity = engine::central_statistic_sensitivity(channels, o_.resolution);
+    const double sensitivity = engine::central_mean_sensitivity(channels, o_.resolution);  // the mode's too
     const std::string what = o_.statistic == engine::CentralStatistic::mean ? "noisy class sums" : "noisy pixel histograms";
     for (std::size_t q = 0; q < release.statistics.size(); ++q) {
       context.released_statistic({what + ", query " + std::to_string(q + 1), release.statistics[q], sensitivity,

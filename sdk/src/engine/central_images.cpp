@@ -64,10 +64,6 @@ double central_mean_sensitivity(std::int64_t channels, std::int64_t resolution) 
   return std::sqrt(static_cast<double>(channels * resolution * resolution));
 }
 
-double central_statistic_sensitivity(std::int64_t channels, std::int64_t resolution) {
-  return central_mean_sensitivity(channels, resolution);  // the mode's too: one count in each of d histograms
-}
-
 at::Tensor central_noisy_sums(const at::Tensor& sampled, const at::Tensor& labels, std::int64_t classes,
                               const CentralImageOptions& o, GaussianNoise& noise) {
   check_options(o);

@@ -15,8 +15,9 @@
 ///   4. that there is something to check: a private stage that reports no statistic fails.
 /// An adaptive statistic (an iteration after the first, or a later Poisson subsample's) starts from
 /// histories or draws that differ with x; its values are not compared, only its structure. Run a
-/// stage with one iteration to check every iteration's code. What a replay cannot see: a statistic released without being reported, or one
-/// reported but not the one used (docs/writing-a-mechanism.md).
+/// stage with one iteration to check every iteration's code. What a replay cannot see: a statistic
+/// released without being reported, or one reported but not the one used
+/// (docs/writing-a-mechanism.md).
 
 #include <privdiff/check/replay_models.hpp>
 #include <privdiff/check/replay_report.hpp>

@@ -62,12 +62,9 @@ PRIVDIFF_SDK_API PrivacyEvent central_query_event(const CentralImageOptions& opt
 /// The privacy spent by `options.queries` queries.
 PRIVDIFF_SDK_API PrivacyEvent central_images_event(const CentralImageOptions& options);
 
-/// Delta of the mean query: the largest L2 norm of a [C, r, r] image in [0, 1].
+/// Delta of the mean query: the largest L2 norm of a [C, r, r] image in [0, 1]. It is the mode
+/// query's L2 sensitivity too, sqrt(C r^2): one count in each of a class's C r^2 pixel histograms.
 PRIVDIFF_SDK_API double central_mean_sensitivity(std::int64_t channels, std::int64_t resolution);
-
-/// The L2 sensitivity of either query's statistic, sqrt(C r^2): the mean's class sums (an image in
-/// [0, 1]) and the mode's pixel histograms (one count in each of the C r^2 histograms of one class).
-PRIVDIFF_SDK_API double central_statistic_sensitivity(std::int64_t channels, std::int64_t resolution);
 
 /// The statistic the mean query releases: per class, the sum of `sampled` [B, C, r, r] in [0, 1]
 /// plus N(0, (sigma_c Delta)^2) per pixel, [classes, C, r, r] (central_mean divides it).
