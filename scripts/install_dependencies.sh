@@ -13,6 +13,7 @@ packages=(
   zlib1g-dev libstb-dev                          # gzip-compressed IDX data, PNG sample grids and image folders
   libfreetype-dev                                # the glyphs dataset's renderer, and its fonts (print + handwriting-like):
   fonts-dejavu-core fonts-liberation2 fonts-freefont-ttf fonts-humor-sans fonts-comic-neue fonts-dancingscript fonts-breip
+  fonts-symbola                                  # ... and clothing pictograms (public data that can draw clothing)
   gnuplot-nox                                    # the plots of privdiff compare
   libgtest-dev python3                           # tests (python3: JSON checks in the CLI tests)
   chromium                                       # tests: report.html rendered headless (scripts/check_report_renders.sh)

@@ -173,3 +173,29 @@ TEST(GlyphsDataset, PublicDeterministicPerSeedAndCached) {
             std::string::npos);
   fs::remove_all(cache);
 }
+
+TEST(GlyphsDataset, FillPaintsWhatTheStrokesEncloseAndNothingOutside) {
+  if (!installed_plugins().find(sdk::ComponentKind::dataset, "glyphs")) {
+    GTEST_SKIP() << "the glyphs plugin is not built here (FreeType missing; scripts/install_dependencies.sh installs it)";
+  }
+  auto glyphs = [](double fill) {
+    // One print font, centred and upright: the O's hole is at the image centre.
+    return open_data("glyphs", {{"characters", text("OL")}, {"per_class", sdk::ConfigValue{std::int64_t{20}}},
+                                {"fonts", sdk::ConfigValue{std::vector<std::string>{"DejaVuSans.ttf"}}},
+                                {"rotation", sdk::ConfigValue{0.0}}, {"shift", sdk::ConfigValue{0.0}},
+                                {"fill", sdk::ConfigValue{fill}}, {"cache", text("none")}});
+  };
+  const at::Tensor all = at::arange(40, at::kLong);
+  const at::Tensor filled = glyphs(0.8)->images(all), outlined = glyphs(0.0)->images(all);
+  const auto o = at::arange(0, 40, 2, at::kLong), l = at::arange(1, 40, 2, at::kLong);
+  const auto centre = [](const at::Tensor& x) { return x.index({at::indexing::Slice(), 0, 14, 14}); };
+  // The O's hole is filled with a grey of at least 0.8/2 of white; without fill it is background.
+  const at::Tensor o_centres = centre(filled.index_select(0, o));
+  EXPECT_TRUE((o_centres >= 0.4 * 2 - 1 - 1e-3).all().item<bool>()) << o_centres;
+  EXPECT_TRUE((centre(outlined.index_select(0, o)) == -1).all().item<bool>());
+  // Nothing leaks outside a glyph: the corners stay background, and an L (no enclosure) gains no grey.
+  EXPECT_TRUE((filled.index({at::indexing::Slice(), 0, 0, 0}) == -1).all().item<bool>());
+  const at::Tensor l_grey = filled.index_select(0, l);
+  const auto inked = [](const at::Tensor& x) { return (x > -1).to(at::kFloat).mean().item<float>(); };
+  EXPECT_LT(inked(l_grey), 0.5 * inked(filled.index_select(0, o)));
+}

@@ -86,7 +86,8 @@ TEST(RecordReplayStatistics, SemanticQueryHistogram) {
   expect_exact_sensitivity("semantic_query plugin", check_statistic_releases(stage, d, neighbours()));
 }
 
-TEST(RecordReplayStatistics, PrivateEvolutionVotes) {
+namespace {
+Report private_evolution_replay(const std::string& embedding) {
   const PublicStandIn pub;
   const ReplayData d = ReplayData::in_classes(random_images(23, 3, shape).to(at::kFloat), classes);
   at::manual_seed(1);
@@ -98,6 +99,7 @@ TEST(RecordReplayStatistics, PrivateEvolutionVotes) {
                      {"image_size", ConfigValue{std::int64_t{8}}},
                      {"num_classes", ConfigValue{classes}}});
   Values values = classifier_values();
+  values["embedding"] = ConfigValue{embedding};
   values["iterations"] = ConfigValue{std::int64_t{2}};  // the second is adaptive: structure only
   values["samples_per_class"] = ConfigValue{std::int64_t{4}};
   values["votes_per_record"] = ConfigValue{std::int64_t{2}};
@@ -105,8 +107,17 @@ TEST(RecordReplayStatistics, PrivateEvolutionVotes) {
   values["threshold"] = ConfigValue{0.5};
   values["sampler_steps"] = ConfigValue{std::int64_t{2}};
   const auto stage = statistic_stage(installed("private_evolution", values), *generator, &pub, classes, 3);
-  const Report r = check_statistic_releases(stage, d, neighbours());
-  expect_exact_sensitivity("private_evolution plugin", r);
+  return check_statistic_releases(stage, d, neighbours());
+}
+}  // namespace
+
+TEST(RecordReplayStatistics, PrivateEvolutionVotes) {
+  expect_exact_sensitivity("private_evolution plugin", private_evolution_replay("classifier"));
+}
+
+TEST(RecordReplayStatistics, PrivateEvolutionVotesInPixels) {
+  // The embedding changes where a record votes, never how many votes it casts.
+  expect_exact_sensitivity("private_evolution plugin, pixel embedding", private_evolution_replay("pixels"));
 }
 
 namespace {

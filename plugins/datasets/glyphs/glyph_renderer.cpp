@@ -5,7 +5,9 @@
 #include FT_FREETYPE_H
 #include FT_OUTLINE_H
 
+#include <algorithm>
 #include <cmath>
+#include <deque>
 #include <memory>
 #include <stdexcept>
 
@@ -60,6 +62,68 @@ std::vector<char32_t> code_points(const std::string& s) {
     i += static_cast<std::size_t>(extra) + 1;
   }
   return out;
+}
+
+namespace {
+
+// Pixels within one pixel (8-neighbourhood) of ink: strokes thickened so that hairline gaps close.
+std::vector<char> thickened_strokes(const std::uint8_t* image, std::int64_t size, std::uint8_t ink) {
+  std::vector<char> wall(static_cast<std::size_t>(size * size), 0);
+  for (std::int64_t y = 0; y < size; ++y) {
+    for (std::int64_t x = 0; x < size; ++x) {
+      if (image[y * size + x] < ink) continue;
+      for (std::int64_t v = std::max<std::int64_t>(y - 1, 0); v <= std::min(y + 1, size - 1); ++v) {
+        for (std::int64_t u = std::max<std::int64_t>(x - 1, 0); u <= std::min(x + 1, size - 1); ++u) {
+          wall[static_cast<std::size_t>(v * size + u)] = 1;
+        }
+      }
+    }
+  }
+  return wall;
+}
+
+// Pixels reachable from the border without crossing a wall (4-neighbourhood flood fill).
+std::vector<char> reachable_from_border(const std::vector<char>& wall, std::int64_t size) {
+  std::vector<char> outside(wall.size(), 0);
+  std::deque<std::int64_t> queue;
+  const auto visit = [&](std::int64_t y, std::int64_t x) {
+    if (y < 0 || y >= size || x < 0 || x >= size) return;
+    const auto p = static_cast<std::size_t>(y * size + x);
+    if (wall[p] || outside[p]) return;
+    outside[p] = 1;
+    queue.push_back(y * size + x);
+  };
+  for (std::int64_t i = 0; i < size; ++i) {
+    visit(0, i), visit(size - 1, i), visit(i, 0), visit(i, size - 1);
+  }
+  while (!queue.empty()) {
+    const std::int64_t y = queue.front() / size, x = queue.front() % size;
+    queue.pop_front();
+    visit(y + 1, x), visit(y - 1, x), visit(y, x + 1), visit(y, x - 1);
+  }
+  return outside;
+}
+
+}  // namespace
+
+void fill_enclosed(std::uint8_t* image, std::int64_t size, std::uint8_t grey) {
+  constexpr std::uint8_t ink = 48;  // darker than this is background
+  const std::vector<char> outside = reachable_from_border(thickened_strokes(image, size, ink), size);
+  // A background pixel next to the outside is the thickening's margin, not an interior.
+  const auto next_to_outside = [&](std::int64_t y, std::int64_t x) {
+    for (std::int64_t v = std::max<std::int64_t>(y - 1, 0); v <= std::min(y + 1, size - 1); ++v) {
+      for (std::int64_t u = std::max<std::int64_t>(x - 1, 0); u <= std::min(x + 1, size - 1); ++u) {
+        if (outside[static_cast<std::size_t>(v * size + u)]) return true;
+      }
+    }
+    return false;
+  };
+  for (std::int64_t y = 0; y < size; ++y) {
+    for (std::int64_t x = 0; x < size; ++x) {
+      std::uint8_t& pixel = image[y * size + x];
+      if (pixel < ink && pixel < grey && !next_to_outside(y, x)) pixel = grey;
+    }
+  }
 }
 
 void render_glyphs(const std::vector<std::filesystem::path>& fonts, const std::vector<char32_t>& characters,
@@ -119,6 +183,10 @@ void render_glyphs(const std::vector<std::filesystem::path>& fonts, const std::v
         if (x < 0 || x >= size) continue;
         image[y * size + x] = bitmap.buffer[static_cast<std::ptrdiff_t>(r) * bitmap.pitch + col];
       }
+    }
+    // Drawn only when filling, so that datasets without fill keep their images for a seed.
+    if (style.fill_max > 0) {
+      fill_enclosed(image, size, static_cast<std::uint8_t>(255 * rng.uniform(style.fill_max / 2, style.fill_max)));
     }
   }
 }

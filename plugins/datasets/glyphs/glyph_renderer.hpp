@@ -17,7 +17,13 @@ struct GlyphStyle {
   double max_rotation_degrees = 12;
   double max_shift_pixels = 2;
   double stroke_min = -0.4, stroke_max = 1.2;  ///< outline emboldening in pixels (negative: thinner)
+  double fill_max = 0;  ///< enclosed interiors' grey (fraction of white) drawn from [fill_max/2, fill_max]; 0: no fill
 };
+
+/// Paints the pixels of a size x size image that the glyph's strokes enclose (not reachable from the
+/// border without crossing a stroke dilated by one pixel, so hairline gaps still close) with grey,
+/// where they are darker: an outline pictogram becomes a silhouette.
+void fill_enclosed(std::uint8_t* image, std::int64_t size, std::uint8_t grey);
 
 /// Decodes UTF-8 into code points; throws std::invalid_argument for malformed text.
 std::vector<char32_t> code_points(const std::string& utf8);

@@ -1,8 +1,8 @@
 // glyphs: a public dataset made here, with nothing downloaded — characters rendered with FreeType
 // from installed fonts (handwriting-like ones included), with random scale, shift, rotation and
 // stroke width; 28x28 grey; classes are the characters chosen (default: the 26 capital letters,
-// like EMNIST letters, which DP-LDM pretrains on for MNIST). Deterministic for a seed and a font
-// set; rendered once and cached as an IDX pair.
+// like EMNIST letters, which DP-LDM pretrains on for MNIST; or pictograms such as Symbola's clothing,
+// filled into silhouettes). Deterministic for a seed and a font set; rendered once and cached as an IDX pair.
 #include "glyph_renderer.hpp"
 
 #include <privdiff/data/idx_file.hpp>
@@ -90,12 +90,14 @@ LabelledBytes render(const Config& c) {
   style.max_rotation_degrees = c.get_double("rotation");
   style.max_shift_pixels = c.get_double("shift");
   style.stroke_max = c.get_double("stroke");
+  style.fill_max = c.get_double("fill");
   const std::int64_t per_class = c.get_int("per_class");
   const auto seed = static_cast<std::uint64_t>(c.get_int("seed"));
   // The cache key: everything the images depend on, the font files' sizes included.
   std::ostringstream key;
   key << "v1|" << c.get_string("characters") << "|" << per_class << "|" << seed << "|" << style.max_rotation_degrees
       << "|" << style.max_shift_pixels << "|" << style.stroke_max;
+  if (style.fill_max > 0) key << "|fill " << style.fill_max;  // absent otherwise: earlier caches stay valid
   for (const auto& f : fonts) key << "|" << f.string() << ":" << fs::file_size(f);
   const fs::path dir = cache_directory(c);
   const std::string stem = "glyphs-" + fnv_hex(key.str());
@@ -157,6 +159,9 @@ void register_components(Registrar* registrar) {
           .add(Key::number("rotation").at_least(0).defaults(12.0).doc("largest rotation, degrees"))
           .add(Key::number("shift").at_least(0).defaults(2.0).doc("largest shift, pixels"))
           .add(Key::number("stroke").at_least(0).defaults(1.2).doc("largest extra stroke width, pixels"))
+          .add(Key::number("fill").at_least(0).at_most(1).defaults(0.0)
+                   .doc("grey that fills what a glyph's strokes enclose, as a fraction of white, drawn per image "
+                        "from [fill/2, fill] (outline pictograms become silhouettes); 0 = no fill"))
           .add(Key::string("cache").defaults("").doc("cache directory; \"\" = $XDG_CACHE_HOME/privdiff/glyphs; "
                                                      "\"none\" = render every time")));
 }

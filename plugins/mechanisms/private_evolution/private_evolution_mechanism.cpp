@@ -1,10 +1,11 @@
 // private_evolution: Private Evolution (Lin et al., ICLR 2024), a private synthetic set without any
 // private training. The stage's model, trained on public data only, draws samples; each iteration
-// every private image votes for its nearest synthetic image in the output space of a classifier
-// trained on public data (engine/nearest_neighbour_votes.hpp), the vote histogram is released with the
-// Gaussian mechanism and thresholded, the next generation is drawn in proportion to it and varied
-// SDEdit-style (partly noised, then denoised by the same model). Each iteration's histogram is one
-// ledger event; the last generation is released as a dataset named after the stage.
+// every private image votes for its nearest synthetic image in an embedding (the output space of a
+// classifier trained on public data, or the pixels themselves; engine/nearest_neighbour_votes.hpp),
+// the vote histogram is released with the Gaussian mechanism and thresholded, the next generation is
+// drawn in proportion to it and varied SDEdit-style (partly noised, then denoised by the same model).
+// Each iteration's histogram is one ledger event; the last generation is released as a dataset named
+// after the stage.
 #include <privdiff/components/dataset.hpp>
 #include <privdiff/components/mechanism.hpp>
 #include <privdiff/components/model.hpp>
@@ -41,6 +42,7 @@ class PrivateEvolution : public Mechanism {
       calibrated_ = true;
     }
     variation_sigma_ = c.get_double("variation_sigma");
+    pixel_embedding_ = c.get_string("embedding") == "pixels";
     sampler_.steps = c.get_int("sampler_steps");
     classifier_ = evaluation::public_classifier_options(c);
     noise_ = engine::ReleaseNoise::from(c);
@@ -84,10 +86,16 @@ class PrivateEvolution : public Mechanism {
     }
     if (context.resume) throw std::runtime_error("private_evolution cannot resume mid-stage: its votes are spent");
     const Dataset& pub = *context.public_data;
-    const evaluation::PublicClassifier classifier(pub, pub.labels(at::arange(pub.size(), at::kLong)), classifier_,
-                                                  context.seed, std::cout, "private_evolution");
+    std::optional<evaluation::PublicClassifier> classifier;
+    if (!pixel_embedding_) {
+      classifier.emplace(pub, pub.labels(at::arange(pub.size(), at::kLong)), classifier_, context.seed, std::cout,
+                         "private_evolution");
+    }
+    const auto embed = [&](const at::Tensor& images) {
+      return classifier ? classifier->logits(images) : images.flatten(1);
+    };
     const at::Tensor all = at::arange(context.data.size(), at::kLong);
-    const at::Tensor private_embeddings = classifier.logits(context.data.images(all));
+    const at::Tensor private_embeddings = embed(context.data.images(all));
     const at::Tensor private_labels = context.num_classes > 0 ? context.data.labels(all) : at::Tensor();
     const at::Tensor labels = synthetic_labels(context.num_classes);
     const auto stage = static_cast<std::uint64_t>(context.stage_index);
@@ -99,7 +107,7 @@ class PrivateEvolution : public Mechanism {
                                   labels, sampler_.sigma_max, generator);
     std::vector<std::string> log;  // printed once the ledger is written
     for (std::int64_t t = 1; t <= iterations_; ++t) {
-      const at::Tensor synthetic = classifier.logits(images_of(context.model, samples));
+      const at::Tensor synthetic = embed(images_of(context.model, samples));
       const at::Tensor votes = engine::nearest_neighbour_votes(private_embeddings, synthetic, o_.votes_per_record,
                                                                private_labels, private_labels.defined() ? labels : at::Tensor());
       const engine::VoteRelease release = engine::release_votes(votes, o_, noise);
@@ -184,6 +192,7 @@ class PrivateEvolution : public Mechanism {
   engine::NearestNeighbourVoteOptions o_;
   bool calibrated_ = false;
   double variation_sigma_ = 1.0;
+  bool pixel_embedding_ = false;
   diffusion::EdmSamplerOptions sampler_;
   evaluation::PublicClassifierOptions classifier_;
   engine::ReleaseNoise noise_;
@@ -204,7 +213,10 @@ Schema schema() {
       .add(Key::number("threshold").at_least(0).defaults(2.0).doc("H: subtracted from every noisy count, clamped at 0"))
       .add(Key::number("variation_sigma").greater_than(0).defaults(1.0)
                .doc("the noise level (EDM sigma) a variation starts from: larger, further from its parent"))
-      .add(Key::integer("sampler_steps").at_least(2).defaults(18).doc("Heun steps of each generation"));
+      .add(Key::integer("sampler_steps").at_least(2).defaults(18).doc("Heun steps of each generation"))
+      .add(Key::string("embedding").one_of({"classifier", "pixels"}).defaults("classifier")
+               .doc("where votes measure distance: \"classifier\", the logits of a classifier trained on public_data "
+                    "(the paper's Inception features' stand-in); \"pixels\", the images themselves (no classifier)"));
   evaluation::add_public_classifier_keys(schema, "the embedding");
   engine::add_release_noise_keys(schema);
   return schema;
