@@ -66,20 +66,20 @@ std::vector<char32_t> code_points(const std::string& s) {
 
 namespace {
 
-// Pixels within one pixel (8-neighbourhood) of ink: strokes thickened so that hairline gaps close.
-std::vector<char> thickened_strokes(const std::uint8_t* image, std::int64_t size, std::uint8_t ink) {
-  std::vector<char> wall(static_cast<std::size_t>(size * size), 0);
+// The mask grown by one pixel (8-neighbourhood).
+std::vector<char> dilated(const std::vector<char>& mask, std::int64_t size) {
+  std::vector<char> out(mask.size(), 0);
   for (std::int64_t y = 0; y < size; ++y) {
     for (std::int64_t x = 0; x < size; ++x) {
-      if (image[y * size + x] < ink) continue;
+      if (!mask[static_cast<std::size_t>(y * size + x)]) continue;
       for (std::int64_t v = std::max<std::int64_t>(y - 1, 0); v <= std::min(y + 1, size - 1); ++v) {
         for (std::int64_t u = std::max<std::int64_t>(x - 1, 0); u <= std::min(x + 1, size - 1); ++u) {
-          wall[static_cast<std::size_t>(v * size + u)] = 1;
+          out[static_cast<std::size_t>(v * size + u)] = 1;
         }
       }
     }
   }
-  return wall;
+  return out;
 }
 
 // Pixels reachable from the border without crossing a wall (4-neighbourhood flood fill).
@@ -108,21 +108,13 @@ std::vector<char> reachable_from_border(const std::vector<char>& wall, std::int6
 
 void fill_enclosed(std::uint8_t* image, std::int64_t size, std::uint8_t grey) {
   constexpr std::uint8_t ink = 48;  // darker than this is background
-  const std::vector<char> outside = reachable_from_border(thickened_strokes(image, size, ink), size);
-  // A background pixel next to the outside is the thickening's margin, not an interior.
-  const auto next_to_outside = [&](std::int64_t y, std::int64_t x) {
-    for (std::int64_t v = std::max<std::int64_t>(y - 1, 0); v <= std::min(y + 1, size - 1); ++v) {
-      for (std::int64_t u = std::max<std::int64_t>(x - 1, 0); u <= std::min(x + 1, size - 1); ++u) {
-        if (outside[static_cast<std::size_t>(v * size + u)]) return true;
-      }
-    }
-    return false;
-  };
-  for (std::int64_t y = 0; y < size; ++y) {
-    for (std::int64_t x = 0; x < size; ++x) {
-      std::uint8_t& pixel = image[y * size + x];
-      if (pixel < ink && pixel < grey && !next_to_outside(y, x)) pixel = grey;
-    }
+  std::vector<char> inked(static_cast<std::size_t>(size * size));
+  for (std::size_t p = 0; p < inked.size(); ++p) inked[p] = image[p] >= ink;
+  // Strokes thickened by a pixel close hairline gaps; the outside grown back by a pixel takes the
+  // thickening's margin, so only what the strokes enclose is left.
+  const std::vector<char> outside = dilated(reachable_from_border(dilated(inked, size), size), size);
+  for (std::size_t p = 0; p < inked.size(); ++p) {
+    if (!inked[p] && !outside[p] && image[p] < grey) image[p] = grey;
   }
 }
 
