@@ -1,5 +1,7 @@
 #include "evaluate/evaluation.hpp"
 
+#include "evaluate/class_spread_subset.hpp"
+
 #include "util/cache_directory.hpp"
 
 #include <privdiff/data/idx_file.hpp>
@@ -161,10 +163,7 @@ nlohmann::json evaluate_image_set(const sdk::LabelledImages& full, const Evaluat
   RealSplits real(plan.real, open, plan.check_split);
   const sdk::LabelledImages& test = real.split("test");
   sdk::LabelledImages set = full;
-  if (plan.max_samples > 0 && set.count() > plan.max_samples) {
-    set.images = set.images.narrow(0, 0, plan.max_samples);
-    set.labels = set.labels.narrow(0, 0, plan.max_samples);
-  }
+  if (plan.max_samples > 0) set = class_spread_subset(set, plan.max_samples);
   check_comparable(set, test, real.classes(), real.name());
 
   sdk::EvaluationInput input;

@@ -42,7 +42,7 @@ using RealDataOpener = std::function<std::unique_ptr<sdk::Dataset>(const DataSec
 struct EvaluationPlan {
   DataSection real;                  ///< the real dataset; its `split` is set to "test" / "train" as needed
   std::string reference = "test";    ///< "test" or "train"
-  std::int64_t max_samples = 0;      ///< 0: all of the set
+  std::int64_t max_samples = 0;      ///< 0: all of the set; N: N of it, spread over the classes
   std::uint64_t seed = 0;
   c10::Device device{c10::kCPU};     ///< where classifiers and feature networks run
   std::filesystem::path cache_dir;   ///< empty: $PRIVDIFF_CACHE_DIR, $XDG_CACHE_HOME/privdiff, ~/.cache/privdiff

@@ -1,5 +1,7 @@
-// The IDX sample pair reader's checks and the sample-set writer/reader round trip.
+// The IDX sample pair reader's checks, the sample-set writer/reader round trip, and the subset
+// `eval --max-samples` scores.
 #include <privdiff/data/idx_file.hpp>
+#include "evaluate/class_spread_subset.hpp"
 #include "evaluate/evaluation.hpp"
 #include "sample/sample_set.hpp"
 
@@ -112,4 +114,31 @@ TEST(SampleSet, MismatchedOrCorruptFilesAreRefusedWithTheFileNamed) {
     EXPECT_NE(std::string(e.what()).find("a-images-idx3-ubyte"), std::string::npos) << e.what();
   }
   fs::remove_all(dir);
+}
+
+// privdiff sample writes balanced labels in class order: the first 60 of these 200 would be classes
+// 0-2 only. The subset must hold every class in its share, each class's first images, in order.
+TEST(MaxSamples, SpreadsTheSubsetOverEveryClassOfAClassOrderedSet) {
+  sdk::LabelledImages set;
+  set.labels = at::arange(200, at::kLong).floor_divide(20);
+  set.images = at::arange(200, at::kFloat).view({200, 1, 1, 1});
+  const sdk::LabelledImages subset = class_spread_subset(set, 60);
+  ASSERT_EQ(subset.count(), 60);
+  EXPECT_TRUE(at::bincount(subset.labels, {}, 10).equal(at::full({10}, 6, at::kLong)));
+  const at::Tensor index = subset.images.flatten().to(at::kLong);
+  EXPECT_TRUE(subset.labels.equal(set.labels.index_select(0, index)));  // images keep their labels
+  EXPECT_TRUE((index.remainder(20) < 6).all().item<bool>());             // each class's first six
+  EXPECT_TRUE((index.slice(0, 1) > index.slice(0, 0, -1)).all().item<bool>());  // the set's order
+  EXPECT_EQ(class_spread_subset(set, 500).count(), 200);  // asking for more keeps all
+}
+
+TEST(MaxSamples, TakesEachClassInItsShareOfAnUnevenSet) {
+  sdk::LabelledImages set;  // 120 of class 0, 40 of class 1, 40 of class 2
+  set.labels = at::cat({at::zeros({120}, at::kLong), at::ones({40}, at::kLong), at::full({40}, 2, at::kLong)});
+  set.images = at::zeros({200, 1, 2, 2});
+  const at::Tensor counts = at::bincount(class_spread_subset(set, 50).labels, {}, 3);
+  EXPECT_EQ(counts.sum().item<std::int64_t>(), 50);
+  EXPECT_NEAR(counts[0].item<double>(), 30, 1);
+  EXPECT_NEAR(counts[1].item<double>(), 10, 1);
+  EXPECT_NEAR(counts[2].item<double>(), 10, 1);
 }
