@@ -6,6 +6,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace privdiff::sdk::engine {
 
@@ -21,14 +22,21 @@ void check_vote_options(const NearestNeighbourVoteOptions& o) {
   }
 }
 
-// Indices [N, k] of each private row's k nearest candidate rows (L2 distances in float64: a near tie
-// decided by float32 rounding would make the vote depend on the order of the data).
+// Indices [N, k] of each private row's k nearest candidate rows (float64 candidates). Distances are
+// in float64 (a near tie decided by float32 rounding would make the vote depend on the order of the
+// data), taken from direct differences, not the matrix-product route cdist takes beyond 25 rows:
+// its rounding would make a record's distances depend on how many rows share its call. So a row's
+// result is its own, and the private rows go through in chunks: only a chunk is ever in float64.
 at::Tensor nearest(const at::Tensor& from, const at::Tensor& candidates, std::int64_t k) {
-  // Direct differences, not the matrix-product route cdist takes beyond 25 rows: its rounding would
-  // make a record's distances depend on how many rows share its call.
-  const at::Tensor distances =
-      at::cdist(from.unsqueeze(0), candidates.unsqueeze(0), 2.0, /*donot_use_mm_for_euclid_dist=*/2).squeeze(0);
-  return std::get<1>(distances.topk(k, 1, /*largest=*/false));
+  constexpr std::int64_t kChunkRows = 4096;
+  std::vector<at::Tensor> chosen;
+  for (std::int64_t i = 0; i < from.size(0); i += kChunkRows) {
+    const at::Tensor rows = from.narrow(0, i, std::min(kChunkRows, from.size(0) - i)).to(at::kDouble);
+    const at::Tensor distances =
+        at::cdist(rows.unsqueeze(0), candidates.unsqueeze(0), 2.0, /*donot_use_mm_for_euclid_dist=*/2).squeeze(0);
+    chosen.push_back(std::get<1>(distances.topk(k, 1, /*largest=*/false)));
+  }
+  return at::cat(chosen);
 }
 
 }  // namespace
@@ -46,7 +54,7 @@ double nearest_neighbour_vote_sensitivity(std::int64_t votes_per_record) {
 at::Tensor nearest_neighbour_votes(const at::Tensor& private_embeddings, const at::Tensor& synthetic_embeddings,
                                    std::int64_t votes_per_record, const at::Tensor& private_labels,
                                    const at::Tensor& synthetic_labels) {
-  const at::Tensor p = private_embeddings.to(at::kCPU).to(at::kDouble).flatten(1);
+  const at::Tensor p = private_embeddings.to(at::kCPU).flatten(1);  // to float64 chunk by chunk (nearest)
   const at::Tensor s = synthetic_embeddings.to(at::kCPU).to(at::kDouble).flatten(1);
   if (p.size(1) != s.size(1)) throw std::invalid_argument("nearest-neighbour votes: embeddings of different widths");
   if (votes_per_record < 1) throw std::invalid_argument("nearest-neighbour votes: votes_per_record must be >= 1");

@@ -1,7 +1,8 @@
-// Private Evolution's DP nearest-neighbour histogram: the votes against a naive per-image loop, their
-// sensitivity under adding or removing any one record (exactly sqrt(votes_per_record) in L2, never
-// more, with and without classes), the noise's scale and the privacy event, the threshold, and the
-// resampling, which never draws an image whose count the threshold removed.
+// Private Evolution's DP nearest-neighbour histogram: the votes against a naive per-image loop and
+// across the chunks the private rows go through in, their sensitivity under adding or removing any
+// one record (exactly sqrt(votes_per_record) in L2, never more, with and without classes), the
+// noise's scale and the privacy event, the threshold, and the resampling, which never draws an image
+// whose count the threshold removed.
 #include <privdiff/engine/nearest_neighbour_votes.hpp>
 
 #include <ATen/ATen.h>
@@ -44,6 +45,24 @@ TEST(NearestNeighbourVotes, VotesMatchANaiveLoop) {
   }
   const at::Tensor pl = at::randint(0, 3, {40}, at::kLong), sl = at::arange(15, at::kLong) % 3;
   EXPECT_TRUE(at::equal(nearest_neighbour_votes(p, s, 2, pl, sl), naive_votes(p, s, 2, pl, sl)));
+}
+
+// The private rows go through in chunks of 4,096: 9,000 rows cross two boundaries. A record's votes
+// are its own, so any split of the records must add up to the whole's, with and without classes.
+TEST(NearestNeighbourVotes, ChunksOfThePrivateRowsAddUpToTheWhole) {
+  at::manual_seed(2);
+  const at::Tensor p = at::randn({9000, 4}), s = at::randn({30, 4});
+  const at::Tensor pl = at::randint(0, 3, {9000}, at::kLong), sl = at::arange(30, at::kLong) % 3;
+  const auto part = [&](std::int64_t from, std::int64_t to, bool classes) {
+    const at::Tensor rows = p.slice(0, from, to);
+    return classes ? nearest_neighbour_votes(rows, s, 2, pl.slice(0, from, to), sl) : nearest_neighbour_votes(rows, s, 2);
+  };
+  for (bool classes : {false, true}) {
+    const at::Tensor whole = part(0, 9000, classes);
+    EXPECT_TRUE(at::equal(whole, part(0, 3000, classes) + part(3000, 6001, classes) + part(6001, 9000, classes)))
+        << "classes " << classes;
+    EXPECT_EQ(whole.sum().item<double>(), 18000.0);
+  }
 }
 
 TEST(NearestNeighbourVotes, OneRecordMovesTheVotesByExactlySqrtK) {
