@@ -137,7 +137,9 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions& global, int& exit
       ->delimiter(',');
   cmd->add_option("--epochs", args->epochs, "epochs of every evaluator that trains classifiers (scaled-down runs)")
       ->check(at_least(1));
-  cmd->add_option("--max-samples", args->max_samples, "use at most N images of SAMPLES, each class's first in its share of the set")->check(at_least(1));
+  cmd->add_option("--max-samples", args->max_samples,
+                  "use at most N images of SAMPLES, each class's first in its share of the set")
+      ->check(at_least(1));
   cmd->add_option("--run", args->run, "run directory to record the result in (default: the run SAMPLES belongs to)");
   cmd->add_option("--seed", args->seed, "seed of the classifiers' training")->check(at_least(0));
   cmd->add_option("--threads", args->threads, "CPU threads (default: all cores)")->check(at_least(0));
