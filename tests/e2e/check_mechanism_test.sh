@@ -45,6 +45,8 @@ planted_noise_per_chunk (b) noise: FAILED
 planted_half_noise (b) noise: FAILED
 planted_data_seeded_noise (b) noise: FAILED
 planted_data_dependent_chunks an internal count or decision depends on x's content
+planted_no_noise_on_norms VIOLATION: tensor norm.weight (4 values) is the same in every replay: it receives no noise
+planted_noise_reused the second step's noise repeats the first's
 CASES
 grep -q "more than the declared sensitivity" <<<"$(check "$tmp/planted_twice_sensitivity.toml")" ||
   fail "2C: the distance is not reported"

@@ -73,6 +73,15 @@ std::unique_ptr<Accountant> rdp_with_orders(const std::vector<double>& orders) {
   return make("rdp", {{"orders", orders}});
 }
 
+// The integer orders of privdiff's default list (2, ..., 64, 80, ..., 1024): where RDP is an exact binomial sum.
+std::vector<double> integer_default_orders() {
+  std::vector<double> orders;
+  for (double a : rdp::default_orders()) {
+    if (a == std::floor(a)) orders.push_back(a);
+  }
+  return orders;
+}
+
 // `q:sigma:steps` joined by `+`; a sigma of `*` is `star` (the calibrated multiplier).
 struct Part {
   double q, sigma;
@@ -251,6 +260,105 @@ TEST(AccountantReferences, RdpMatchesDpAccountingAtIntegerOrdersAndIsBelowItAtFr
     EXPECT_LE(defaults->epsilon(event, delta).epsilon, reference * (1 + 1e-9)) << where(row);
   }
   EXPECT_GE(fractional_rows, 5);  // the grid exercises the series where the libraries differ
+}
+
+// The RDP accountant from sigma 0.3 to 1e6 (tests/fixtures/accountants/rdp_large_sigma.csv, written by
+// scripts/generate_rdp_large_sigma_fixtures.py with dp-accounting 0.6 and mpmath). At large sigma the
+// whole schedule's RDP at order 1.1 falls below delta^2 and the KL bound (total variation <= sqrt(1 -
+// exp(-KL)), KL <= RDP) gives (0, delta)-DP: epsilon 0 is exact there, not an underflow. dp-accounting
+// takes the same branch, but its fractional-order series loses all precision at large sigma (RDP 3.4e-5
+// at order 1.1 for sigma 8000, where the exact value is 8.6e-11), so it reaches the branch only at
+// integer orders, at a larger sigma. Hence: with the integer orders privdiff equals the exact epsilon
+// (mpmath's binomial sums) to 1e-9, and dp-accounting's to 1e-6 wherever dp-accounting's own sum is exact
+// (every row but one, where its A - 1 nears 1e-16); with the default orders privdiff is never above
+// dp-accounting, and where it is lower the exact RDP at order 1.1 decides.
+TEST(AccountantReferences, RdpEqualsDpAccountingFromSigmaPointThreeToAMillion) {
+  const auto rows = fixture("rdp_large_sigma.csv");
+  ASSERT_GE(rows.size(), 50u);
+  auto integer = rdp_with_orders(integer_default_orders());
+  auto defaults = make("rdp");
+  auto at_1_1 = rdp_with_orders({1.1});
+  int kl_rows = 0, below_dpa = 0, dpa_imprecise = 0;
+  double smallest = 1e300, largest = 0;
+  for (const auto& row : rows) {
+    const double q = num(row, "q"), sigma = num(row, "sigma"), delta = num(row, "delta");
+    const auto steps = static_cast<std::int64_t>(num(row, "steps"));
+    const auto event = PrivacyEvent::self_composed(PrivacyEvent::poisson_sampled(q, PrivacyEvent::gaussian(sigma)), steps);
+    const std::string at = "q=" + row.at("q") + " steps=" + row.at("steps") + " sigma=" + row.at("sigma");
+    smallest = std::min(smallest, sigma), largest = std::max(largest, sigma);
+    const double reference = num(row, "dpa_epsilon_integer"), exact = num(row, "exact_epsilon_integer");
+    const double mine = integer->epsilon(event, delta).epsilon;
+    if (exact == 0) {
+      EXPECT_EQ(mine, 0) << at;
+    } else {
+      EXPECT_NEAR(mine, exact, 1e-9 * exact) << at;
+      EXPECT_GT(mine, 0) << at;  // never collapses to 0 where the exact value is positive
+    }
+    if (reference == exact || std::fabs(reference - exact) <= 1e-6 * exact) {
+      EXPECT_NEAR(mine, reference, 1e-6 * reference) << at;
+    } else {
+      // dp-accounting's own integer-order sum loses precision where A - 1 nears 1e-16 (its value is below
+      // the exact one there): the exact value decides.
+      ++dpa_imprecise;
+      EXPECT_LT(reference, exact) << at;
+      std::cout << "[ differs  ] " << at << ": dp-accounting " << reference << ", exact " << exact << ", privdiff " << mine << "\n";
+    }
+    const double exact_1_1 = num(row, "exact_rdp_1_1");
+    EXPECT_NEAR(rdp::event_rdp(event, {1.1}).front(), exact_1_1, 1e-9 * exact_1_1) << at;
+    const double full = defaults->epsilon(event, delta).epsilon;
+    EXPECT_LE(full, num(row, "dpa_epsilon_default") * (1 + 1e-9)) << at;
+    const bool kl = row.at("kl_bound") == "1";
+    kl_rows += kl;
+    // Epsilon 0 exactly when the exact RDP at order 1.1 puts delta above the KL bound.
+    EXPECT_EQ(at_1_1->epsilon(event, delta).epsilon == 0, kl) << at;
+    if (kl) {
+      EXPECT_EQ(full, 0) << at;
+    } else {
+      EXPECT_GT(full, 0) << at;
+    }
+    below_dpa += full < num(row, "dpa_epsilon_default") * (1 - 1e-6);
+  }
+  EXPECT_EQ(smallest, 0.3);
+  EXPECT_EQ(largest, 1e6);
+  EXPECT_GE(kl_rows, 8);    // the sweep reaches the KL branch in every schedule
+  EXPECT_GE(below_dpa, 2);  // ... and the sigmas where only the exact fractional orders reach it
+  EXPECT_LE(dpa_imprecise, 1);  // q 0.001, 10,000 steps, sigma 1e5 (the fixture script's docstring)
+}
+
+// Gaussian releases of one Poisson batch, PoissonSampled(q, Composed([Gaussian(s1), Gaussian(s2), ...])) as
+// adaptive clipping spends (tests/fixtures/accountants/same_batch_gaussians.csv, written by
+// scripts/generate_same_batch_fixtures.py with dp-accounting 0.6): privdiff's RDP accountant equals
+// dp-accounting's to 1e-6 at the integer orders, never above it with the default orders; PRV evaluates it
+// too, below RDP; and recording the releases as separate PoissonSampled events under-counts (both libraries).
+TEST(AccountantReferences, ReleasesOfOneBatchMatchDpAccounting) {
+  const auto rows = fixture("same_batch_gaussians.csv");
+  ASSERT_GE(rows.size(), 5u);
+  auto integer = rdp_with_orders(integer_default_orders());
+  auto rdp_default = make("rdp");
+  auto prv = make("prv");
+  for (const auto& row : rows) {
+    const double q = num(row, "q"), delta = num(row, "delta");
+    const auto steps = static_cast<std::int64_t>(num(row, "steps"));
+    std::vector<PrivacyEvent> releases, separate;
+    std::istringstream list(row.at("sigmas"));
+    for (std::string sigma; std::getline(list, sigma, ';');) {
+      releases.push_back(PrivacyEvent::gaussian(std::stod(sigma)));
+      separate.push_back(PrivacyEvent::poisson_sampled(q, PrivacyEvent::gaussian(std::stod(sigma))));
+    }
+    const auto one_batch = PrivacyEvent::self_composed(PrivacyEvent::poisson_sampled(q, PrivacyEvent::composed(releases)), steps);
+    const std::string at = "q=" + row.at("q") + " sigmas=" + row.at("sigmas");
+    EXPECT_NEAR(integer->epsilon(one_batch, delta).epsilon, num(row, "dpa_epsilon_integer"),
+                1e-6 * num(row, "dpa_epsilon_integer")) << at;
+    const double mine = rdp_default->epsilon(one_batch, delta).epsilon;
+    EXPECT_LE(mine, num(row, "dpa_epsilon_default") * (1 + 1e-9)) << at;
+    EXPECT_GE(mine, num(row, "dpa_epsilon_default") * (1 - 0.01)) << at;
+    const double separately = rdp_default->epsilon(PrivacyEvent::self_composed(PrivacyEvent::composed(separate), steps), delta).epsilon;
+    EXPECT_LT(separately, mine) << at;  // the under-counting form
+    EXPECT_LE(num(row, "dpa_epsilon_separate"), num(row, "dpa_epsilon_default")) << at;
+    const auto with_prv = prv->epsilon(one_batch, delta);
+    EXPECT_TRUE(std::isfinite(with_prv.epsilon)) << at;
+    EXPECT_LE(with_prv.epsilon, mine * (1 + 1e-9)) << at;
+  }
 }
 
 // PRV: prv-accountant and Opacus's port, at privdiff's defaults (eps_error 0.01, delta_error delta/1000).

@@ -87,8 +87,29 @@ TEST(GaussianSteps, MergesEqualStepsAndDropsWhatSpendsNothing) {
   EXPECT_EQ(non_gaussian_reason(event), "");
 }
 
+TEST(GaussianSteps, ReleasesOfOneBatchAreOneGaussian) {
+  // Two releases of one Poisson batch (adaptive clipping's clipped sum and noisy count): one Gaussian of
+  // 1/s^2 = 1/s1^2 + 1/s2^2 on that batch, counts inside it multiplying the precision.
+  const auto two = PrivacyEvent::poisson_sampled(
+      0.01, PrivacyEvent::composed({PrivacyEvent::gaussian(1.0), PrivacyEvent::gaussian(2.0), PrivacyEvent::no_op()}));
+  auto steps = gaussian_steps(PrivacyEvent::self_composed(two, 1000));
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].sampling_rate, 0.01);
+  EXPECT_NEAR(steps[0].noise_multiplier, 1 / std::sqrt(1.0 + 0.25), 1e-15);
+  EXPECT_EQ(steps[0].count, 1000);
+  const auto three = PrivacyEvent::poisson_sampled(
+      0.2, PrivacyEvent::composed({PrivacyEvent::self_composed(PrivacyEvent::gaussian(3.0), 3)}));
+  EXPECT_NEAR(*same_batch_noise_multiplier(three.inner()), std::sqrt(3.0), 1e-15);
+  // A release without noise makes the batch's release noiseless: sigma 0 (infinite epsilon), never dropped.
+  EXPECT_EQ(*same_batch_noise_multiplier(PrivacyEvent::composed({PrivacyEvent::gaussian(1.0), PrivacyEvent::gaussian(0)})), 0);
+  EXPECT_FALSE(same_batch_noise_multiplier(PrivacyEvent::composed({})));
+}
+
 TEST(GaussianSteps, RefusesWhatIsNotAGaussianStepAndCountsThatOverflow) {
-  const auto nested = PrivacyEvent::poisson_sampled(0.1, PrivacyEvent::composed({PrivacyEvent::gaussian(1)}));
+  // A subsample of a subsample inside one batch's releases has no analysis here.
+  const auto nested = PrivacyEvent::poisson_sampled(
+      0.1, PrivacyEvent::composed({PrivacyEvent::gaussian(1),
+                                   PrivacyEvent::poisson_sampled(0.5, PrivacyEvent::gaussian(1))}));
   EXPECT_NE(non_gaussian_reason(nested).find("cannot evaluate a Poisson-subsampled Composed"), std::string::npos);
   EXPECT_THROW(gaussian_steps(nested), std::invalid_argument);
   const auto huge = PrivacyEvent::self_composed(

@@ -36,7 +36,7 @@ std::map<std::string, ConfigValue> values_for_check(std::map<std::string, Config
   }
   v["physical_batch_size"] = s.physical_batch_size;
   v["optimizer"] = std::string("sgd");
-  v["lr"] = 1.0;
+  v["lr"] = s.lr;
   v["momentum"] = 0.0;
   v["weight_decay"] = 0.0;
   v["ema"] = 0.0;
@@ -72,7 +72,7 @@ engine::DpSgdOptions options_for_check(engine::DpSgdOptions o, const MechanismSe
   o.seed = s.seed;
   o.physical_batch_size = s.physical_batch_size;
   o.optimizer = "sgd";
-  o.lr = 1.0;
+  o.lr = s.lr;
   o.momentum = 0.0;
   o.weight_decay = 0.0;
   o.ema = 0.0;

@@ -1,10 +1,43 @@
 #include <privdiff/privacy/gaussian_steps.hpp>
 
+#include <cmath>
+#include <functional>
+#include <limits>
 #include <map>
 #include <stdexcept>
 #include <utility>
 
 namespace privdiff::sdk {
+
+std::optional<double> same_batch_noise_multiplier(const PrivacyEvent& event) {
+  // Gaussian releases of one batch, each of noise multiplier sigma_i (noise std / that release's
+  // sensitivity): their mean shifts, 1 / sigma_i in units of each one's std, form one vector of length
+  // sqrt(sum 1 / sigma_i^2); a rotation of the joint Gaussian makes it one Gaussian release of that
+  // shift, with or without Poisson subsampling of the batch (the same subsample shifts every mean).
+  using Kind = PrivacyEvent::Kind;
+  double precision = 0;  // sum of 1 / sigma_i^2 (inf: a release without noise)
+  bool any = false;
+  std::function<bool(const PrivacyEvent&, double)> add = [&](const PrivacyEvent& e, double times) {
+    switch (e.kind()) {
+      case Kind::no_op: return true;
+      case Kind::gaussian:
+        any = true;
+        precision += e.noise_multiplier() == 0 ? std::numeric_limits<double>::infinity()
+                                               : times / (e.noise_multiplier() * e.noise_multiplier());
+        return true;
+      case Kind::self_composed: return e.count() == 0 || add(e.inner(), times * static_cast<double>(e.count()));
+      case Kind::composed:
+        for (const auto& c : e.children()) {
+          if (!add(c, times)) return false;
+        }
+        return true;
+      case Kind::poisson_sampled: return false;  // another subsample: not one batch
+    }
+    return false;
+  };
+  if (!add(event, 1) || !any) return std::nullopt;
+  return precision == std::numeric_limits<double>::infinity() ? 0.0 : 1 / std::sqrt(precision);
+}
 
 std::string non_gaussian_reason(const PrivacyEvent& event) {
   using Kind = PrivacyEvent::Kind;
@@ -16,8 +49,10 @@ std::string non_gaussian_reason(const PrivacyEvent& event) {
       if (event.sampling_rate() == 0) return "";
       if (event.sampling_rate() == 1) return non_gaussian_reason(event.inner());
       if (event.inner().kind() == Kind::gaussian || event.inner().kind() == Kind::no_op) return "";
+      if (same_batch_noise_multiplier(event.inner())) return "";  // releases of one batch: one Gaussian
       return "cannot evaluate a Poisson-subsampled " + event.inner().to_string() +
-             " (only Gaussian events, each possibly Poisson-subsampled, have an analysis here)";
+             " (only Gaussian events, each possibly Poisson-subsampled, and compositions of Gaussians on one "
+             "Poisson-subsampled batch have an analysis here)";
     case Kind::self_composed: return non_gaussian_reason(event.inner());
     case Kind::composed:
       for (const auto& c : event.children()) {
@@ -44,6 +79,8 @@ void collect(const PrivacyEvent& e, std::int64_t times, std::map<std::pair<doubl
       if (e.sampling_rate() == 1) collect(e.inner(), times, steps);
       else if (e.sampling_rate() > 0 && e.inner().kind() == Kind::gaussian) {
         add(steps, {e.sampling_rate(), e.inner().noise_multiplier()}, times);
+      } else if (e.sampling_rate() > 0) {
+        if (const auto sigma = same_batch_noise_multiplier(e.inner())) add(steps, {e.sampling_rate(), *sigma}, times);
       }
       return;
     case Kind::self_composed: {

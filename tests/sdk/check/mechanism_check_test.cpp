@@ -133,6 +133,38 @@ TEST(NoiseCheck, PassesTheEngineAndFailsPlantedNoiseBugs) {
   EXPECT_FALSE(none.passed());
 }
 
+// Two bugs an out-of-tree trial planted that one pooled figure of one step cannot see (issue 66).
+TEST(NoiseCheck, NamesATensorWithoutNoiseAndNoiseReusedAcrossSteps) {
+  check::NoiseCheckOptions o;
+  const check::NoiseCheck engine_check = check::check_noise_calibration(check::engine_under_test(base_options()), o);
+  EXPECT_TRUE(engine_check.passed()) << engine_check.describe();
+  EXPECT_NEAR(engine_check.worst_tensor_ratio, 1.0, 0.25) << engine_check.describe();
+  EXPECT_NEAR(engine_check.step_difference_std / engine_check.configured_std, 1.0, 0.05) << engine_check.describe();
+  EXPECT_NEAR(engine_check.second_step_std / engine_check.configured_std, 1.0, 0.05) << engine_check.describe();
+
+  const check::NoiseCheck norm =
+      check::check_noise_calibration(check::engine_under_test<privdiff::testing::NoNoiseOnNormTensorsEngine>(base_options()), o);
+  std::cout << "no noise on the norm tensors:\n" << norm.describe();
+  EXPECT_FALSE(norm.passed());
+  // The pooled figure alone would pass it: 349 of 357 coordinates carry their noise.
+  EXPECT_GE(norm.ratio(), norm.low) << norm.describe();
+  EXPECT_LT(norm.worst_tensor_ratio, 1e-9) << norm.describe();
+  EXPECT_NE(norm.worst_tensor.find("norm"), std::string::npos) << norm.describe();
+  ASSERT_FALSE(norm.violations.empty());
+  EXPECT_NE(norm.violations.front().find("tensor norm."), std::string::npos) << norm.describe();
+  EXPECT_NE(norm.violations.front().find("receives no noise"), std::string::npos) << norm.describe();
+
+  const check::NoiseCheck reused =
+      check::check_noise_calibration(check::engine_under_test<privdiff::testing::NoiseReusedEngine>(base_options()), o);
+  std::cout << "the first step's noise reused:\n" << reused.describe();
+  EXPECT_FALSE(reused.passed());
+  EXPECT_NEAR(reused.ratio(), 1.0, 0.05) << reused.describe();  // one step's noise is right
+  EXPECT_LT(reused.step_difference_std, 0.1 * reused.configured_std) << reused.describe();
+  bool named = false;
+  for (const auto& v : reused.violations) named = named || v.find("repeats the first's") != std::string::npos;
+  EXPECT_TRUE(named) << reused.describe();
+}
+
 TEST(MechanismCheck, PassesTheEngineAndAutomaticClippingAndReportsTwiceC) {
   const auto engine_result = sdk::audit::check_mechanism(check::engine_under_test(base_options()), {});
   std::cout << "engine:\n" << engine_result.describe();

@@ -31,6 +31,7 @@ struct MechanismSettings {
   std::optional<double> noise_multiplier;   ///< sigma; empty: "auto" (the check calibrates it)
   std::optional<std::uint64_t> seed;        ///< reproducible streams keyed by it; empty: secure noise
   std::int64_t physical_batch_size = 0;     ///< examples per chunk (0: the whole batch)
+  double lr = 1.0;                          ///< plain SGD's learning rate (the noise check takes 1e-3)
 };
 
 /// Builds the mechanism under test for one run.
@@ -41,7 +42,7 @@ PRIVDIFF_SDK_API const std::vector<std::string>& keys_a_check_sets();
 /// Of keys_a_check_sets(), those `schema` lacks (empty: the mechanism can be checked).
 PRIVDIFF_SDK_API std::vector<std::string> keys_missing_for_check(const Schema& schema);
 
-/// `values` (a mechanism's recipe values) with the check's settings and plain SGD, lr 1, no
+/// `values` (a mechanism's recipe values) with the check's settings and plain SGD (lr settings.lr), no
 /// momentum, decay, EMA or augmentation, every parameter trained.
 PRIVDIFF_SDK_API std::map<std::string, ConfigValue> values_for_check(std::map<std::string, ConfigValue> values,
                                                                    const MechanismSettings& settings);

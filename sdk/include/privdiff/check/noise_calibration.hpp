@@ -1,20 +1,31 @@
 #pragma once
 /// @file
-/// The noise check: is the noise on a mechanism's update the sigma C / (q N) its ledger states?
+/// The noise check: is the noise on a mechanism's update the sigma C / (q N) its ledger states, on every
+/// tensor, and drawn afresh at every step?
 ///
-/// The mechanism under test takes one logical step on fixed data with q = 1 (every record in the
-/// batch) and a deterministic stand-in model (ReplayModel without loss noise), `replays` times with
-/// different seeds: the clipped sum is then the same in every replay and the releases differ by the
-/// noise alone. The pooled sample variance of the release's coordinates around their mean, times
-/// (q N / C)^2, estimates sigma^2 with d (R - 1) degrees of freedom (d coordinates, R replays); the
-/// check fails when sigma_hat / sigma falls outside the chi-square band of two-sided probability
-/// `false_alarm` (Wilson-Hilferty), or the ledger records another event than the Gaussian step it was
-/// configured with. The data are split into several physical chunks, so noise added per chunk
-/// (sqrt(#chunks) too much) shows. Catches: half or double noise, noise per chunk, noise on the wrong
-/// scale (divided by sqrt(K), by the number of parameters, ...), noise that does not come from the
-/// seeded stream (the same in every replay). Cannot see: a divisor that equals the stated one at
-/// q = 1 (the realised batch size is then N), noise of the right variance that is not Gaussian or
-/// not independent between coordinates, or that depends on the data (the record-replay check sees that).
+/// The mechanism under test takes two logical steps on fixed data with q = 1 (every record in the
+/// batch), plain SGD with a small learning rate (1e-3) and a deterministic stand-in model (ReplayModel
+/// without loss noise: conv, group-norm and linear tensors), `replays` times with different seeds. Each
+/// step's update over the learning rate is its noised gradient; at the first step the clipped sum is the
+/// same in every replay, so the releases differ by the noise alone. The sample variance of the release's
+/// coordinates around their mean, times (q N / C)^2, estimates sigma^2 with d (R - 1) degrees of freedom
+/// (d coordinates, R replays). The check fails when sigma_hat / sigma falls outside the chi-square band
+/// of two-sided probability `false_alarm` (Wilson-Hilferty)
+///   - pooled over every coordinate of the first step (low, high below),
+///   - for each parameter tensor on its own (noise missing or scaled on a few tensors hides in the pooled
+///     figure; the worst tensor is named),
+///   - for the second step's update, and for the difference of the two steps' updates over sqrt(2) (both
+///     steps' noise, independent: noise reused from the first step leaves the difference nearly noiseless),
+/// the per-tensor and second-step bands each at false_alarm / (tensors + 2), so a correct mechanism fails
+/// with probability at most 2 false_alarm; or when the ledger records another event than the two
+/// Gaussian steps it was configured with. The data are split into several physical chunks, so noise
+/// added per chunk (sqrt(#chunks) too much) shows. Catches: half or double noise, noise per chunk, noise
+/// on the wrong scale (divided by sqrt(K), by the number of parameters, ...), noise that does not come
+/// from the seeded stream (the same in every replay), no noise on some tensors, the first step's noise
+/// reused. Cannot see: a divisor that equals the stated one at q = 1 (the realised batch size is then N),
+/// noise of the right variance that is not Gaussian or that is correlated between coordinates within a
+/// step (a noiseless subspace across tensors), noise that depends on the data (the record-replay check
+/// sees that), or statistics a mechanism releases beside its update.
 
 #include <privdiff/check/mechanism_under_test.hpp>
 #include <privdiff/sdk_api.hpp>
@@ -40,6 +51,10 @@ struct NoiseCheck {
   double measured_std = 0;     ///< pooled over coordinates and replays
   double low = 0, high = 0;    ///< the band measured / configured must fall in
   std::int64_t degrees_of_freedom = 0;
+  std::string worst_tensor;    ///< the parameter tensor whose measured / stated std is furthest from 1
+  double worst_tensor_ratio = 1;
+  double second_step_std = 0;      ///< the second step's noise std, pooled
+  double step_difference_std = 0;  ///< the std of the two steps' difference over sqrt(2) (independent: stated)
   std::string ledger;          ///< what the ledger recorded in one replay
   std::vector<std::string> violations;
   bool passed() const { return violations.empty(); }
