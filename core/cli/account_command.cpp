@@ -13,6 +13,7 @@
 #include "sweep/sweep_account.hpp"
 #include "recipe/suggest.hpp"
 #include "util/atomic_file.hpp"
+#include "run/run_guarantee.hpp"
 #include "run/run_ledger.hpp"
 
 #include <privdiff/components/accountant.hpp>
@@ -173,6 +174,12 @@ void run_account(const GlobalOptions& global, AccountArgs& args) {
     const std::filesystem::path dir(args.run_dir);
     RunLedger spent;
     try {
+      // The run's own records only: its recipe (its delta) is the one checkpoint.pt was trained under, and
+      // ledger.json and checkpoint.pt's ledger agree in every event (the release gate's checks).
+      std::error_code ec;
+      if (std::filesystem::is_regular_file(dir / "checkpoint.pt", ec) && std::filesystem::is_regular_file(dir / "recipe.toml", ec)) {
+        check_checkpoint_of_run(dir / "checkpoint.pt", dir / "recipe.toml");
+      }
       spent = read_run_ledger(dir);
     } catch (const std::runtime_error& e) {
       throw UsageError(e.what());

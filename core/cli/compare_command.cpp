@@ -5,6 +5,7 @@
 #include "cli/commands.hpp"
 #include "compare/comparison_report.hpp"
 #include "recipe/suggest.hpp"
+#include "run/run_guarantee.hpp"
 #include "selection/sweep_report.hpp"
 #include "util/atomic_file.hpp"
 
@@ -118,6 +119,23 @@ void add_loss_curves(const RunRecord& r, const std::string& label, int color,
   }
 }
 
+// A finished run's record, with its epsilon by the release gate from its ledger (agreed with checkpoint.pt's
+// copy, under the recipe the checkpoint was trained under), never privacy.json's. A missing, unfinished or
+// inconsistent run is bad input (exit 2).
+RunRecord run_record(const std::string& dir, const GlobalOptions& global, ComponentRegistry& registry) {
+  try {
+    RunRecord r = load_run_record(dir);
+    const Recipe recipe = load_recipe((fs::path(dir) / "recipe.toml").string(), {}, global, registry);
+    const RunGuarantee guarantee = run_guarantee(dir, fs::path(dir) / "checkpoint.pt", recipe, registry);
+    use_guarantee(r, guarantee.statement, guarantee.ledger);
+    return r;
+  } catch (const RecipeError&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    throw UsageError(std::string("compare: ") + e.what());
+  }
+}
+
 }  // namespace
 
 CLI::App* add_compare_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
@@ -167,14 +185,10 @@ CLI::App* add_compare_command(CLI::App& app, const GlobalOptions& global, int& e
       exit_code = exit_ok;
       return;
     }
+    ComponentRegistry registry;
+    load_plugins_of_runs(registry, global, args->runs);
     std::vector<RunRecord> runs;
-    for (const auto& dir : run_dirs) {
-      try {
-        runs.push_back(load_run_record(dir));
-      } catch (const std::runtime_error& e) {  // a missing or unfinished run: bad input (exit 2)
-        throw UsageError(std::string("compare: ") + e.what());
-      }
-    }
+    for (const auto& dir : run_dirs) runs.push_back(run_record(dir, global, registry));
     const std::vector<std::string> labels = unique_labels(runs);
     const fs::path out(args->out);
     prepare_report_directory(out, args->force);
@@ -191,8 +205,6 @@ CLI::App* add_compare_command(CLI::App& app, const GlobalOptions& global, int& e
     write_file_atomically(out / "compare.md", markdown);
     write_file_atomically(out / "compare.csv", to_csv(report.table));
 
-    ComponentRegistry registry;
-    load_plugins_of_runs(registry, global, args->runs);
     const std::vector<PlotSeries> epsilon_series = epsilon_curves(runs, labels, registry, args->points);
     std::vector<std::pair<std::string, std::vector<PlotSeries>>> loss_plots;  // by stage
     for (std::size_t i = 0; i < runs.size(); ++i) {

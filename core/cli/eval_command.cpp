@@ -7,8 +7,8 @@
 #include "evaluate/evaluation.hpp"
 #include "recipe/core_schemas.hpp"
 #include "recipe/recipe_validator.hpp"
-#include "run/evaluation_data_use.hpp"
 #include "run/run_ledger.hpp"
+#include "run/sample_origin.hpp"
 #include "util/atomic_file.hpp"
 #include "util/cpu_threads.hpp"
 #include "sample/sample_set.hpp"
@@ -33,13 +33,6 @@ struct EvalArguments {
   std::int64_t epochs = 0, max_samples = 0, threads = 0, seed = 0;
   bool json = false, real_given = false, allow_private = false, allow_near_duplicates = false;
 };
-
-/// The run a samples file belongs to: RUN/samples/PREFIX-images-idx3-ubyte.gz -> RUN.
-fs::path run_of(const fs::path& images) {
-  const fs::path dir = fs::absolute(images).parent_path();
-  if (dir.filename() == "samples" && fs::is_regular_file(dir.parent_path() / "recipe.toml")) return dir.parent_path();
-  return {};
-}
 
 std::string quoted(const std::string& text) { return sdk::to_toml(sdk::ConfigValue{text}); }
 
@@ -85,16 +78,10 @@ EvaluationChoice checked_choice(const EvalArguments& args, const ComponentRegist
   }
 }
 
-// A run directory whose privacy the scores may concern (--run may also name a new directory).
-bool is_run_directory(const fs::path& dir) {
-  std::error_code ec;
-  return fs::is_regular_file(dir / "ledger.json", ec) || fs::is_regular_file(dir / "checkpoint.pt", ec);
-}
-
 void record_in_run(const fs::path& run, const nlohmann::json& result, const std::string& caveat, std::ostream& log) {
   fs::create_directories(run);  // --run may name a new directory
   // The caveat first: a kill between the writes never leaves the scores without it.
-  if (!caveat.empty()) add_run_caveat(run, caveat);
+  if (!caveat.empty() && has_run_records(run)) add_run_caveat(run, caveat);
   write_file_atomically(run / "eval.json", result.dump(2) + "\n");
   std::ofstream(run / "metrics.jsonl", std::ios::app) << nlohmann::json{{"eval", result}}.dump() << "\n";
   log << "recorded in " << (run / "eval.json").string() << " and metrics.jsonl\n";
@@ -173,16 +160,19 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions& global, int& exit
     }
     use_cpu_threads(args->threads);
     std::ostream& log = args->json ? std::cerr : std::cout;
-    const fs::path run = args->run.empty() ? run_of(images) : fs::path(args->run);
-    std::optional<PrivateRecordsGuard> guard;
-    if (!run.empty() && is_run_directory(run)) {
-      try {
-        guard.emplace(run, args->allow_private, record_key(), earlier_run_data(registry), &log,
-                      args->allow_near_duplicates);
-      } catch (const std::runtime_error& e) {
-        throw UsageError(std::string("eval: ") + e.what());
-      }
-      plan.check_split = [&guard](const std::string& split, const sdk::Dataset& data) { guard->check(split, data); };
+    // The images' runs (by place, and by the stamp a copy keeps): scored under their rules as with --run.
+    const SampleOrigin origin = sample_origin({images, labels}, fs::path(args->run));
+    for (const auto& how : origin.how) log << how << ": scored under that run's rules\n";
+    const fs::path run = !args->run.empty() ? fs::path(args->run) : origin.runs.empty() ? fs::path() : origin.runs[0];
+    std::optional<EvaluatedRunsGuard> guards;
+    try {
+      guards.emplace(run, origin, args->allow_private, args->allow_near_duplicates, record_key(),
+                     earlier_run_data(registry), log);
+    } catch (const std::runtime_error& e) {
+      throw UsageError(std::string("eval: ") + e.what());
+    }
+    if (!guards->empty()) {
+      plan.check_split = [&guards](const std::string& split, const sdk::Dataset& data) { guards->check(split, data); };
     }
     // Unreadable or mismatched inputs, unknown real data and data an evaluator cannot score are bad
     // input (exit code 2); labels are checked against the real data's classes inside.
@@ -200,7 +190,7 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions& global, int& exit
     }
     result["samples"] = images.string();
     result["labels"] = labels.string();
-    const std::string caveat = guard ? guard->caveat("eval.json") : std::string();
+    const std::string caveat = guards->caveat("eval.json");
     if (!caveat.empty()) result["caveats"].push_back(caveat);
     if (!run.empty()) record_in_run(run, result, caveat, log);
     for (const auto& caveat : result["caveats"]) log << "caveat: " << caveat.get<std::string>() << "\n";

@@ -93,6 +93,9 @@ CLI::App* add_plugins_command(CLI::App& app, const GlobalOptions& global, int& e
         found = true;
       }
     }
+    for (ComponentKind kind : sdk::all_component_kinds) {
+      if (std::string why = registry.ambiguity(kind, *id); !found && !why.empty()) throw UsageError(why);
+    }
     if (!found) {
       std::vector<std::string> all;
       for (ComponentKind kind : sdk::all_component_kinds) {

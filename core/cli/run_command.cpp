@@ -125,6 +125,7 @@ CLI::App* add_run_command(CLI::App& app, const GlobalOptions& global, int& exit_
     options.resume = resume;
     options.stop_after_steps = args->stop_after;
     options.provenance = run_provenance(recipe, registry, global.command_line);
+    options.libraries = recipe_component_libraries(recipe, registry);
     options.stop_requested = [] { return stop_signal.load(); };
     std::signal(SIGINT, request_stop);
     std::signal(SIGTERM, request_stop);

@@ -9,6 +9,7 @@
 #include "util/cpu_threads.hpp"
 #include "recipe/suggest.hpp"
 #include "run/run_checkpoint.hpp"
+#include "run/run_guarantee.hpp"
 #include "run/run_ledger.hpp"
 #include "sample/sample_set.hpp"
 #include "util/content_hash.hpp"
@@ -23,6 +24,7 @@
 #include <limits>
 #if defined(__GLIBC__)
 #include <malloc.h>
+#include <optional>
 #endif
 
 namespace privdiff::core::cli {
@@ -84,6 +86,17 @@ fs::path load_recipe_weights(const Recipe& recipe, const fs::path& recipe_file, 
     throw UsageError(std::string("sample: ") + e.what());
   }
   return *file;
+}
+
+// A run's checkpoint into the model: the run's own (trained under its recipe.toml: the run's guarantee covers
+// no other run's weights), and of this model. Refusals are bad input (exit 2).
+void load_run_weights(const fs::path& checkpoint, const fs::path& recipe_file, sdk::Model& model) {
+  try {
+    check_checkpoint_of_run(checkpoint, recipe_file);
+    load_model_weights(checkpoint, model);
+  } catch (const std::runtime_error& e) {  // damaged, of another model, or of another run
+    throw UsageError(std::string("sample: ") + e.what());
+  }
 }
 
 }  // namespace
@@ -156,11 +169,7 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
     if (source.from_recipe) {
       checkpoint = load_recipe_weights(recipe, recipe_file, *model);
     } else {
-      try {
-        load_model_weights(checkpoint, *model);
-      } catch (const std::runtime_error& e) {  // damaged, or of another model: bad input (exit 2)
-        throw UsageError(std::string("sample: ") + e.what());
-      }
+      load_run_weights(checkpoint, recipe_file, *model);
     }
     model->module().to(device);
     // The privacy this model cost is the run's ledger; say so when the run directory's two records
@@ -195,7 +204,11 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
               << ") on " << device.str() << "\n";
     const auto start = std::chrono::steady_clock::now();
     const SampleSet set = generate_samples(*model, *sampler, options, std::cout);
-    const fs::path images = write_sample_set(prefix, set, options.balanced, options.num_classes);
+    // A run's samples carry its identity, so that `privdiff eval` of a copy applies the run's checks.
+    std::optional<SampleStamp> stamp;
+    if (!source.from_recipe) stamp = stamp_of_run(run_dir);
+    const fs::path images =
+        write_sample_set(prefix, set, options.balanced, options.num_classes, stamp ? &*stamp : nullptr);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::cout << "wrote " << images.string();
     if (set.labels.defined()) std::cout << ", " << labels_file_beside(images).string();

@@ -9,6 +9,7 @@
 #include "run/composed_run.hpp"
 #include "release/run_export.hpp"
 #include "run/run_checkpoint.hpp"
+#include "run/run_guarantee.hpp"
 #include "util/shape_text.hpp"
 #include "weights/model_export.hpp"
 #include "weights/weights_import.hpp"
@@ -175,6 +176,14 @@ void export_run(const std::string& source, const std::string& format, const fs::
   ComponentRegistry registry;
   const Recipe recipe = load_recipe(files.recipe.string(), {}, global, registry);
   if (!recipe.model) throw UsageError("weights export: " + files.recipe.string() + " has no [model]");
+  // The guarantee, by the release gate from the run's ledger; first: a checkpoint of another run is
+  // refused as that, not as weights of another shape.
+  RunGuarantee guarantee;
+  try {
+    guarantee = run_guarantee(files.run_dir, files.checkpoint, recipe, registry);
+  } catch (const std::runtime_error& err) {
+    throw UsageError(std::string("weights export: ") + err.what());
+  }
   std::string diffusers_config;
   if (format == "diffusers") {
     if (recipe.model->id != "diffusers_unet") {
@@ -194,7 +203,7 @@ void export_run(const std::string& source, const std::string& format, const fs::
   }
   ModelExport e;
   try {
-    e = release::export_run(files.run_dir, *model);
+    e = release::export_run(files.run_dir, *model, recipe, guarantee.statement, guarantee.ledger);
   } catch (const std::runtime_error& err) {
     throw UsageError(std::string("weights export: ") + err.what());
   }

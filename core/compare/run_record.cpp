@@ -67,21 +67,20 @@ nlohmann::json evaluation_in_current_form(nlohmann::json eval) {
   return eval;
 }
 
+void use_guarantee(RunRecord& r, const release::PrivacyStatement& statement, const sdk::PrivacyLedger& ledger) {
+  r.ledger = ledger;
+  r.steps = ledger.steps();
+  r.privacy = release::run_privacy_json(statement, ledger);
+}
+
 RunRecord load_run_record(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw std::runtime_error(dir.string() + ": not a directory");
   RunRecord r;
   r.dir = dir;
   r.summary = read_json(dir / "summary.json", true);
-  r.privacy = read_json(dir / "privacy.json", true);
   r.eval = evaluation_in_current_form(read_json(dir / "eval.json", false));
   r.name = r.summary.value("name", dir.filename().string());
-  try {
-    r.ledger = sdk::privacy_ledger_from_json(read_file(dir / "ledger.json"));
-  } catch (const std::exception& e) {
-    throw std::runtime_error((dir / "ledger.json").string() + ": " + e.what());
-  }
-  r.steps = r.ledger.steps();
   // One loss curve per stage; each stage's steps start at 1.
   for (const auto& stage : r.summary.value("stages", nlohmann::json::array())) {
     RunRecord::StageLoss loss{stage.value("name", std::string()), {}, {}};

@@ -10,8 +10,9 @@
 namespace privdiff::core {
 
 struct LoadedPlugin {
-  std::filesystem::path path;  ///< absolute
+  std::filesystem::path path;  ///< absolute (for components built into the host: the host's name)
   bool loaded = false;
+  bool built_in = false;       ///< compiled into the host (ComponentRegistry::add_builtin): no library file
   std::string refusal;         ///< why it was refused; empty when loaded
   // From the descriptor (empty when there was no readable descriptor).
   std::string plugin_id;

@@ -1,5 +1,6 @@
 #pragma once
-// Where the host looks for plugins, in order (first found wins for a duplicated id):
+// Where the host looks for plugins, in order (an id two libraries register is ambiguous unless the
+// recipe's [plugins] use chooses one: component_registry.hpp):
 //   1. directories given on the command line (--plugin-path) and in $PRIVDIFF_PLUGIN_PATH
 //      (':'-separated),
 //   2. the recipe's [plugins] search list (relative to the recipe file),

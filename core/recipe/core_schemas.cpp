@@ -7,7 +7,9 @@ using sdk::Schema;
 
 const Schema& run_schema() {
   static const Schema schema = Schema{}
-      .add(Key::string("name").optional().doc("run name; default: the recipe file's name without .toml"))
+      .add(Key::string("name").optional()
+               .doc("run name (runs/NAME: 1 to 64 letters, digits, _, . or -, no ..); default: the recipe file's "
+                    "name without .toml"))
       .add(Key::integer("seed").at_least(0).defaults(0)
                .doc("seed of model initialisation, the loss's draws and sampling; the privacy noise and batches "
                     "follow it only where a stage sets secure_noise = false"))
@@ -56,9 +58,13 @@ const Schema& privacy_schema() {
 }
 
 const Schema& plugins_schema() {
-  static const Schema schema = Schema{}.add(
-      Key::string_list("search").defaults(sdk::ConfigValue{std::vector<std::string>{}})
-          .doc("extra plugin directories, relative to the recipe file"));
+  static const Schema schema = Schema{}
+      .add(Key::string_list("search").defaults(sdk::ConfigValue{std::vector<std::string>{}})
+               .doc("extra plugin directories, relative to the recipe file"))
+      .add(Key::string_list("use").defaults(sdk::ConfigValue{std::vector<std::string>{}})
+               .doc("plugin libraries (.so files, relative to the recipe file) loaded and used for every component id "
+                    "they register, where another library registers the same id; without it such an id is refused "
+                    "as ambiguous (docs/writing-a-plugin.md#two-libraries-with-one-id)"));
   return schema;
 }
 

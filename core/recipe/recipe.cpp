@@ -43,12 +43,16 @@ std::string Recipe::to_toml() const {
   for (const auto& d : datasets) {
     out << "\n[" << d.path << "]\ndataset = " << sdk::to_toml(sdk::ConfigValue{d.dataset.id}) << "\n";
     if (d.classes) out << "classes = " << sdk::to_toml(sdk::ConfigValue{*d.classes}) << "\n";
+    if (d.near_duplicates != "refuse") out << "near_duplicates = " << sdk::to_toml(sdk::ConfigValue{d.near_duplicates}) << "\n";
     write_values(out, d.dataset.config);
   }
-  if (!plugin_search.empty()) {
-    std::vector<std::string> dirs;
+  if (!plugin_search.empty() || !plugin_use.empty()) {
+    std::vector<std::string> dirs, libraries;
     for (const auto& p : plugin_search) dirs.push_back(p.string());
-    out << "\n[plugins]\nsearch = " << sdk::to_toml(sdk::ConfigValue{dirs}) << "\n";
+    for (const auto& p : plugin_use) libraries.push_back(p.string());
+    out << "\n[plugins]\n";
+    if (!dirs.empty()) out << "search = " << sdk::to_toml(sdk::ConfigValue{dirs}) << "\n";
+    if (!libraries.empty()) out << "use = " << sdk::to_toml(sdk::ConfigValue{libraries}) << "\n";
   }
   if (model) {
     out << "\n[model]\ntype = " << sdk::to_toml(sdk::ConfigValue{model->id}) << "\n";

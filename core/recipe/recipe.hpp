@@ -25,6 +25,9 @@ struct DataSection {
   std::string path;   ///< "data" or "data.NAME", for messages
   ComponentSection dataset;  ///< the dataset plugin (`dataset` key; "idx" when only `path` is given)
   std::optional<std::vector<std::int64_t>> classes;  ///< keep only these labels (host key)
+  /// near_duplicates = "caveat" (host key): public data holding near-duplicates of private records are
+  /// the user's statement of independent pictures, and the run carries a caveat; "refuse" (default): refused.
+  std::string near_duplicates = "refuse";
 };
 
 struct StageSection {
@@ -52,6 +55,7 @@ struct Recipe {
   sdk::Config privacy;  ///< [privacy]
   std::vector<DataSection> datasets;  ///< [data] or [data.NAME] sections, in file order
   std::vector<std::filesystem::path> plugin_search;  ///< [plugins] search, absolute
+  std::vector<std::filesystem::path> plugin_use;     ///< [plugins] use: chosen libraries, absolute
   std::optional<ComponentSection> model;
   std::optional<ComponentSection> adapter;  ///< [adapter]: grafted onto the model when it is built
   std::vector<StageSection> stages;

@@ -1,12 +1,14 @@
 #include "recipe/recipe_validator.hpp"
 
 #include "recipe/core_schemas.hpp"
+#include "recipe/safe_name.hpp"
 #include "recipe/suggest.hpp"
 
 #include <privdiff/config/value.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 namespace privdiff::core {
@@ -123,6 +125,7 @@ class Validator {
     };
 
     auto run_values = table_values(section("run"), "run", run_schema(), {});
+    if (run_values.count("name")) check_name(section("run"), "name", "run.name", "[run] name (runs/NAME)");
     if (!run_values.count("name")) run_values["name"] = fs::path(doc_.file()).stem().string();
     recipe.run = sdk::Config("run", run_values);
     check_init_from(section("run"), recipe.run);
@@ -131,6 +134,9 @@ class Validator {
     sdk::Config plugins("plugins", table_values(section("plugins"), "plugins", plugins_schema(), {}));
     for (const auto& dir : plugins.get_string_list("search")) {
       recipe.plugin_search.push_back(doc_.base_directory() / dir);
+    }
+    for (const auto& library : plugins.get_string_list("use")) {
+      recipe.plugin_use.push_back(doc_.base_directory() / library);
     }
 
     if (auto* model = root.get_as<toml::table>("model")) {
@@ -172,6 +178,49 @@ class Validator {
   void remember(const toml::node& node, const std::string& path) {
     Diagnostic where = doc_.diagnostic_at(node, path, "");
     if (where.location != doc_.file()) locations_[path] = std::move(where);
+  }
+
+  static std::string render_name(const std::string& name) { return sdk::to_toml(ConfigValue{name}); }
+
+  // A string value of `table` that becomes a file or directory name (recipe/safe_name.hpp).
+  void check_name(const toml::table& table, const char* key, const std::string& path, const std::string& what) {
+    const toml::node* node = table.get(key);
+    if (!node) return;
+    std::string name;
+    if (node->is_string()) name = node->as_string()->get();
+    else if (auto raw = doc_.override_text(path)) name = *raw;  // --set run.name=123
+    else return;  // not a string: reported as such
+    if (is_safe_name(name)) return;
+    error(*node, path, "expected " + std::string(safe_name_rule) + " for " + what + ", got " + render_name(name));
+  }
+
+  // `privdiff eval` takes the images it scores and picks the real data's split itself: the [[eval]]
+  // keys that sample or pick a split, and real.split / real.public, would be ignored, so are refused.
+  void check_eval_command_keys(const toml::table& root) {
+    static const std::map<std::string, std::string> instead = {
+        {"samples", "the images are given (SAMPLES); --max-samples N scores fewer of them"},
+        {"labels", "the labels are given (--labels FILE, or the file beside SAMPLES)"},
+        {"batch_size", "privdiff eval samples nothing"},
+        {"seed", "use --seed N"},
+        {"reference", "use --reference test or --reference train"},
+        {"held_out_near_duplicates", "use --allow-near-duplicates"}};
+    for (auto&& [k, node] : root) {
+      const auto it = instead.find(std::string(k.str()));
+      if (it != instead.end()) error(k, it->first, "privdiff eval does not use this [[eval]] key: " + it->second);
+    }
+    const toml::table* real = root.get_as<toml::table>("real");
+    if (!real) return;
+    if (const toml::node* split = real->get("split")) {
+      error(*split, "real.split", "privdiff eval does not use it: it reads the real data's test split, and its "
+                                  "train split only with --reference train (which puts a caveat on the result)");
+    }
+    if (const toml::node* stated = real->get("near_duplicates")) {
+      error(*stated, "real.near_duplicates", "privdiff eval does not use it: use --allow-near-duplicates");
+    }
+    if (const toml::node* mark = real->get("public")) {
+      error(*mark, "real.public", "privdiff eval does not use it: whether the real data hold a run's private "
+                                  "records is found from their content, not stated");
+    }
   }
 
   void check_evals(const toml::table& root, Recipe& recipe) {
@@ -253,6 +302,7 @@ class Validator {
     std::vector<std::string> host_keys = option_tables(root);
     sdk::Config settings("", table_values(root, "", eval_schema(), host_keys));
     choice.evaluators = evaluators(root, "", settings);
+    check_eval_command_keys(root);
     if (!scratch.datasets.empty()) choice.real = std::move(scratch.datasets.front());
     if (!diagnostics_.empty()) {
       sort_by_position(diagnostics_);
@@ -382,6 +432,7 @@ class Validator {
   }
 
   std::string unknown_component(ComponentKind kind, const std::string& id) const {
+    if (std::string ambiguous = registry_.ambiguity(kind, id); !ambiguous.empty()) return ambiguous;
     const auto available = registry_.ids(kind);
     std::string message = "unknown " + sdk::to_string(kind) + " '" + id + "'" + did_you_mean(id, available) +
                           "; available " + sdk::plural(kind) + ": " + join(available);
@@ -438,6 +489,7 @@ class Validator {
       if (const toml::node* n = table.get("name")) {
         if (auto* s = n->as_string()) {
           name = s->get();
+          check_name(table, "name", child_path(path, "name"), "a stage's name (its release: released-NAME)");
         } else {
           error(*n, child_path(path, "name"), "expected string, got " + render(*n));
         }
@@ -470,7 +522,14 @@ class Validator {
       data_section(*data, "data", "data", recipe);
       return;
     }
-    for (auto&& [k, node] : *data) data_section(*node.as_table(), "data." + std::string(k.str()), std::string(k.str()), recipe);
+    for (auto&& [k, node] : *data) {
+      const std::string name(k.str());
+      if (!is_safe_name(name)) {
+        error(k, child_path("data", name), "expected " + std::string(safe_name_rule) +
+                                               " for a dataset's name ([data.NAME]), got " + render_name(name));
+      }
+      data_section(*node.as_table(), "data." + name, name, recipe);
+    }
   }
 
   void data_section(const toml::table& table, const std::string& path, const std::string& name, Recipe& recipe) {
@@ -481,9 +540,9 @@ class Validator {
                 join(registry_.ids(ComponentKind::dataset)) + "; or give `path` to a directory of IDX files)");
       return;
     }
-    auto dataset = component(table, path, "dataset", ComponentKind::dataset, {"classes"}, "idx");
+    auto dataset = component(table, path, "dataset", ComponentKind::dataset, {"classes", "near_duplicates"}, "idx");
     if (!dataset) return;
-    DataSection section{name, path, std::move(*dataset), std::nullopt};
+    DataSection section{name, path, std::move(*dataset), std::nullopt, "refuse"};
     if (const toml::node* classes = table.get("classes")) {
       static const Schema schema = Schema{}.add(Key::integer_list("classes").at_least(0).doc("labels to keep"));
       const auto value = convert(*classes, schema.keys().front());
@@ -492,6 +551,17 @@ class Validator {
       } else {
         section.classes = std::get<std::vector<std::int64_t>>(*value);
         remember(*classes, child_path(path, "classes"));
+      }
+    }
+    if (const toml::node* stated = table.get("near_duplicates")) {
+      const auto* text = stated->as_string();
+      if (!text || (text->get() != "refuse" && text->get() != "caveat")) {
+        error(*stated, child_path(path, "near_duplicates"),
+              "expected \"refuse\" or \"caveat\" (public data holding near-duplicates of private records: refused, "
+              "or used with a caveat on the run), got " + render(*stated));
+      } else {
+        section.near_duplicates = text->get();
+        remember(*stated, child_path(path, "near_duplicates"));
       }
     }
     recipe.datasets.push_back(std::move(section));
@@ -593,6 +663,16 @@ std::vector<fs::path> recipe_plugin_directories(const RecipeDocument& document) 
     if (auto* s = entry.as_string()) dirs.push_back(document.base_directory() / s->get());
   }
   return dirs;
+}
+
+std::vector<fs::path> recipe_plugin_libraries(const RecipeDocument& document) {
+  std::vector<fs::path> libraries;
+  const toml::array* use = document.root()["plugins"]["use"].as_array();
+  if (!use) return libraries;
+  for (const auto& entry : *use) {
+    if (auto* s = entry.as_string()) libraries.push_back(document.base_directory() / s->get());
+  }
+  return libraries;
 }
 
 EvaluationChoice validate_evaluation(const RecipeDocument& document, const ComponentRegistry& registry) {

@@ -15,6 +15,9 @@ namespace privdiff::core {
 /// The recipe's [plugins] search directories (absolute), read leniently: they must be loaded
 /// before the rest can be validated. Malformed entries are reported by validate_recipe.
 std::vector<std::filesystem::path> recipe_plugin_directories(const RecipeDocument& document);
+/// The recipe's [plugins] use libraries (absolute), read the same way: loaded and chosen (see
+/// ComponentRegistry::choose_library) before the rest is validated.
+std::vector<std::filesystem::path> recipe_plugin_libraries(const RecipeDocument& document);
 
 /// Checks the whole recipe and converts it to typed configs. Throws RecipeError listing every
 /// problem (type mismatch, out of range, unknown key with suggestion, missing required key,

@@ -1,9 +1,8 @@
 #include "release/run_export.hpp"
 
-#include "release/privacy_statement.hpp"
+#include "recipe/reproducible_noise.hpp"
 #include "util/json_file.hpp"
 
-#include <privdiff/io/atomic_file.hpp>
 #include <privdiff/privacy/event_json.hpp>
 
 #include <algorithm>
@@ -16,48 +15,77 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The ledger the run wrote against the statement made from it: no step it does not cover, every caveat.
-void check_against_ledger(const fs::path& ledger_file, nlohmann::json& p) {
-  const sdk::PrivacyLedger ledger = sdk::privacy_ledger_from_json(sdk::read_file(ledger_file));
-  const std::int64_t covered = p.value("ledger_steps", std::int64_t{0});
-  if (p["private"].get<bool>() && ledger.steps() > covered) {
-    throw ReleaseRefused(ledger_file.string() + " holds " + std::to_string(ledger.steps()) + " steps, but the "
-                         "statement in summary.json covers " + std::to_string(covered) + ": the run went on after its "
-                         "statement was made; finish it (privdiff run RECIPE --resume " + ledger_file.parent_path().string() +
+// A run that went on after it finished (its summary.json's statement) has weights its summary does not
+// describe: finish it first.
+void check_finished(const fs::path& run_dir, const nlohmann::json& summary, const sdk::PrivacyLedger& ledger) {
+  const std::int64_t covered = summary.value("ledger_steps", std::int64_t{0});
+  if (!ledger.entries().empty() && ledger.steps() > covered) {
+    throw ReleaseRefused((run_dir / "ledger.json").string() + " holds " + std::to_string(ledger.steps()) + " steps, "
+                         "but the statement in summary.json covers " + std::to_string(covered) + ": the run went on "
+                         "after its statement was made; finish it (privdiff run RECIPE --resume " + run_dir.string() +
                          ") before exporting");
   }
-  auto& caveats = p["caveats"];
-  if (!caveats.is_array()) caveats = nlohmann::json::array();
-  for (const auto& caveat : ledger.caveats()) {
-    if (std::find(caveats.begin(), caveats.end(), caveat) == caveats.end()) caveats.push_back(caveat);
-  }
-  p["ledger"] = read_json_file(ledger_file);
 }
 
 }  // namespace
 
-nlohmann::json run_export_statement(const fs::path& run_dir) {
+std::string public_seed_caveat() {
+  return "reproducible noise from seed 0 (secure_noise = false with no seed set: privdiff's public default): anyone "
+         "can reproduce this run's noise and batches, so its guarantee does not hold";
+}
+
+bool draws_noise_from_public_seed(const Recipe& recipe) {
+  for (const auto& stage : recipe.stages) {
+    if (!draws_reproducible_noise(stage)) continue;
+    const sdk::Config& config = stage.mechanism.config;
+    const std::int64_t seed = config.has("seed") ? config.get_int("seed") : recipe.run.get_int("seed");
+    if (seed == 0) return true;
+  }
+  return false;
+}
+
+nlohmann::json run_export_statement(const fs::path& run_dir, const PrivacyStatement& statement,
+                                    const sdk::PrivacyLedger& ledger) {
   const fs::path summary_file = run_dir / "summary.json";
   if (!fs::is_regular_file(summary_file)) {
     throw std::runtime_error(summary_file.string() + " is missing: the run has not finished, so its privacy "
                              "guarantee is not final (finish it with privdiff run RECIPE --resume " + run_dir.string() + ")");
   }
   const nlohmann::json summary = read_json_file(summary_file);
+  check_finished(run_dir, summary, ledger);
+  const bool spent = !ledger.entries().empty();
+  if (spent && statement.accountant.empty()) {
+    throw ReleaseRefused((run_dir / "ledger.json").string() + " spent privacy, but the run's accountant gives no "
+                         "epsilon for it" + (statement.results.empty() ? " (its recipe sets no [privacy] delta)" : ": " +
+                         statement.results.dump()) + "; a private model is not exported without its guarantee");
+  }
   nlohmann::json p;
-  const auto& results = summary.value("privacy", nlohmann::json::array());
-  p["private"] = !results.empty();
-  p["accountant"] = summary.value("calibration_accountant", "");
+  p["private"] = spent;
+  p["accountant"] = statement.accountant;
   p["epsilon"] = nlohmann::json::object();
-  for (const auto& r : results) p["epsilon"][r.value("accountant", "?")] = r.value("epsilon", 0.0);
-  for (const char* key : {"delta", "target_epsilon", "ledger_steps", "data", "data_use", "caveats"}) {
+  for (const auto& r : statement.results) {
+    if (r.contains("epsilon")) p["epsilon"][r.value("accountant", "?")] = r["epsilon"];
+  }
+  if (statement.delta > 0) p["delta"] = statement.delta;
+  p["ledger_steps"] = ledger.steps();
+  for (const char* key : {"target_epsilon", "data", "data_use"}) {
     if (summary.contains(key)) p[key] = summary[key];
   }
-  if (fs::is_regular_file(run_dir / "ledger.json")) check_against_ledger(run_dir / "ledger.json", p);
+  nlohmann::json caveats = statement.caveats;
+  for (const auto& caveat : summary.value("caveats", nlohmann::json::array())) {
+    if (std::find(caveats.begin(), caveats.end(), caveat) == caveats.end()) caveats.push_back(caveat);
+  }
+  p["caveats"] = caveats;
+  p["ledger"] = nlohmann::json::parse(sdk::to_json(ledger));
   return p;
 }
 
-ModelExport export_run(const fs::path& run_dir, sdk::Model& model) {
-  const nlohmann::json privacy = run_export_statement(run_dir);
+ModelExport export_run(const fs::path& run_dir, sdk::Model& model, const Recipe& recipe,
+                       const PrivacyStatement& statement, const sdk::PrivacyLedger& ledger) {
+  nlohmann::json privacy = run_export_statement(run_dir, statement, ledger);
+  if (privacy["private"].get<bool>() && draws_noise_from_public_seed(recipe)) {
+    privacy["caveats"].push_back(public_seed_caveat());
+  }
   ModelExport e = export_run_model(run_dir, model, privacy);
   const bool is_private = privacy["private"].get<bool>();
   const std::string accountant = privacy["accountant"].get<std::string>();

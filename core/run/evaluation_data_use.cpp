@@ -4,8 +4,6 @@
 #include "run/run_ledger.hpp"
 #include "util/atomic_file.hpp"
 
-#include <algorithm>
-#include <map>
 #include <stdexcept>
 
 namespace privdiff::core {
@@ -64,45 +62,10 @@ PrivateRecordsGuard::PrivateRecordsGuard(fs::path run_dir, bool allowed, const R
 }
 
 const std::vector<ProtectedData>& PrivateRecordsGuard::protected_data() {
-  // The data of this run and of every run its private sets came from, opened from their recipes and
-  // matched to the sets by hash (a dataset that no longer holds a set's records is not its images).
-  if (protected_) return *protected_;
-  const auto place = [](const fs::path& run) {  // one name per directory, however it was written
-    std::error_code ec;
-    const fs::path canonical = fs::weakly_canonical(run, ec);
-    return ec ? run : canonical;
-  };
-  std::vector<fs::path> runs{place(run_dir_)};
-  for (const auto& set : *private_sets_) {
-    if (std::find(runs.begin(), runs.end(), place(set.origin)) == runs.end()) runs.push_back(place(set.origin));
-  }
-  std::vector<DatasetIdentity> identities;
-  std::map<std::string, std::string> unopened;  // run directory -> why
-  for (const auto& run : runs) {
-    try {
-      if (!open_run_data_) throw std::runtime_error("not opened by this command");
-      for (auto& data : open_run_data_(run)) {
-        identities.push_back(dataset_identity(*data));
-        opened_.push_back(std::move(data));
-      }
-    } catch (const std::exception& e) {
-      unopened[run.string()] = e.what();
-    }
-  }
-  protected_.emplace();
-  for (const auto& set : *private_sets_) {
-    ProtectedData data{"the data run " + set.origin + " trained on privately (" + set.description + ")", set, nullptr, ""};
-    for (std::size_t i = 0; i < identities.size() && !data.images; ++i) {
-      if (overlap(identities[i], set, key_).records > 0) data.images = opened_[i].get();
-    }
-    if (!data.images) {
-      const auto why = unopened.find(place(set.origin).string());
-      data.unopened = why != unopened.end() ? "its data cannot be opened: " + why->second
-                                             : "its recipe's data no longer hold these records";
-    }
-    protected_->push_back(std::move(data));
-  }
-  return *protected_;
+  // The data of every run the private sets came from (this run's and its ancestry's), opened from their
+  // recipes and matched to the sets by hash (data/protected_data.hpp).
+  if (!protected_) protected_ = open_protected_data(*private_sets_, key_, open_run_data_);
+  return protected_->data;
 }
 
 void PrivateRecordsGuard::check(const std::string& split, const sdk::Dataset& data) {

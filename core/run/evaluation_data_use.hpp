@@ -13,6 +13,7 @@
 // scored with a caveat that says so.
 
 #include "data/disjointness.hpp"
+#include "data/protected_data.hpp"
 #include "data/record_key.hpp"
 #include "data/record_set.hpp"
 
@@ -62,8 +63,7 @@ class PrivateRecordsGuard {
   bool near_duplicates_stated_;
   std::optional<std::vector<RecordSet>> private_sets_;  // nullopt: unknown (counts as overlapping)
   std::string unknown_why_;
-  std::optional<std::vector<ProtectedData>> protected_;
-  std::vector<std::unique_ptr<sdk::Dataset>> opened_;
+  std::optional<OpenedProtectedData> protected_;
   std::vector<std::string> private_splits_;
   std::vector<std::string> hashes_only_;  // splits compared by hash alone, with what was not compared
   std::vector<std::string> stated_;       // splits with near-duplicates, stated independent

@@ -131,6 +131,43 @@ InitSource read_init_source(const fs::path& path) {
   return source;
 }
 
+namespace {
+
+// The first event of `e` that spends infinite epsilon (a Gaussian of noise multiplier 0 that is applied), or null.
+const sdk::PrivacyEvent* noiseless_gaussian(const sdk::PrivacyEvent& e) {
+  switch (e.kind()) {
+    case sdk::PrivacyEvent::Kind::gaussian:
+      return e.noise_multiplier() == 0 ? &e : nullptr;
+    case sdk::PrivacyEvent::Kind::poisson_sampled:
+      return e.sampling_rate() > 0 ? noiseless_gaussian(e.inner()) : nullptr;
+    case sdk::PrivacyEvent::Kind::self_composed:
+      return e.count() > 0 ? noiseless_gaussian(e.inner()) : nullptr;
+    case sdk::PrivacyEvent::Kind::composed:
+      for (const auto& child : e.children()) {
+        if (const auto* found = noiseless_gaussian(child)) return found;
+      }
+      return nullptr;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+void refuse_infinite_ledger(const InitSource& source, bool would_carry) {
+  if (!would_carry) return;
+  const auto& entries = source.ledger.entries();
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (!noiseless_gaussian(entries[i])) continue;
+    throw std::runtime_error("run.init_from: the ledger carried from " + source.checkpoint.string() + " has a Gaussian "
+                             "event with noise multiplier 0 (its entry " + std::to_string(i + 1) + ", " +
+                             entries[i].to_string() + "): epsilon is infinite, so no run that carries it has a "
+                             "guarantee; start from other weights, or, if this run's private data share no one with "
+                             "the data they were trained on, state it ([run] init_from_disjoint = true) and the ledger "
+                             "is not carried");
+  }
+}
+
 InitSource read_recorded_init(const fs::path& file) {
   InitSource source;
   try {

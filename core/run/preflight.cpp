@@ -86,6 +86,106 @@ void RunOrchestrator::check_public_use(const RunSession& s, const std::string& n
   }
 }
 
+namespace {
+
+// The private record sets of the run's init_from ancestry: the source's (its data-records.bin) when the
+// run starts; when it resumes, those the run recorded when it started (its own data-records.bin, less
+// its own sets).
+std::vector<RecordSet> ancestry_private_sets(const RunSession& s) {
+  std::vector<RecordSet> sets;
+  if (!s.init) return sets;
+  if (s.init->records) {
+    sets = *s.init->records;
+  } else if (std::error_code ec; s.options.resume && fs::is_regular_file(s.run_dir / record_sets_file, ec)) {
+    try {
+      sets = record_sets_from_bytes(read_file(s.run_dir / record_sets_file));
+    } catch (const std::exception& e) {
+      throw std::runtime_error("cannot resume " + s.run_dir.string() + ": " + (s.run_dir / record_sets_file).string() +
+                               ": " + e.what());
+    }
+    const std::string mine = fs::absolute(s.run_dir).string();
+    sets.erase(std::remove_if(sets.begin(), sets.end(), [&](const RecordSet& set) { return set.origin == mine; }),
+               sets.end());
+  }
+  sets.erase(std::remove_if(sets.begin(), sets.end(), [](const RecordSet& set) { return !set.is_private; }), sets.end());
+  return sets;
+}
+
+// Public data a built-in plugin renders from installed fonts rather than reads from image files: it cannot
+// hold a near-copy of a private record, and the near-duplicate search of its 10^4-10^5 records against the
+// private ones (~7 ms a record) would add minutes to every validate. Hashes still compare it.
+bool made_here(const DataSection& section) { return section.dataset.id == "glyphs"; }
+
+}  // namespace
+
+const std::vector<ProtectedData>& RunOrchestrator::protected_data(RunSession& s) const {
+  if (s.protected_data) return s.protected_data->data;
+  OpenedProtectedData ancestry = open_protected_data(ancestry_private_sets(s), record_key(), open_run_data_);
+  OpenedProtectedData& all = s.protected_data.emplace();
+  if (!s.private_data.empty()) {
+    const sdk::Dataset& mine = *s.datasets.at(s.private_data);
+    all.data.push_back({"the data the run trains on privately (" + mine.name() + ")",
+                        public_record_set(s.identities.at(s.private_data), ""), &mine, ""});
+  }
+  for (auto& entry : ancestry.data) all.data.push_back(std::move(entry));
+  all.opened = std::move(ancestry.opened);
+  return all.data;
+}
+
+void RunOrchestrator::check_public_near_copies(RunSession& s) const {
+  // Exact copies were refused by check_data_use (this run's private data) and decide_init_from (the
+  // ancestry's). A record shifted by a pixel, mirrored or re-exposed hashes differently, yet trained on
+  // or read without noise it is as exposed as the original: the data-identity service looks for those
+  // too, against every private set whose records it can compare (sets under another record key are
+  // decide_init_from's to rule on, with init_from_disjoint).
+  std::vector<std::pair<std::string, std::string>> uses;  // (what uses it, dataset name), each name once
+  auto add = [&](const std::string& use, const std::string& name) {
+    for (const auto& [_, seen] : uses) {
+      if (seen == name) return;
+    }
+    uses.emplace_back(use, name);
+  };
+  for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {
+    const std::string stage = "stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "'";
+    if (const auto extra = components_.mechanisms[i]->public_data_name()) {
+      add(stage + ": public_data = '" + *extra + "'", recipe_.dataset(*extra).name);
+    }
+    if (!components_.mechanisms[i]->is_private() && !s.is_released(recipe_.stages[i].data)) {
+      add(stage + " (mechanism '" + recipe_.stages[i].mechanism.id + "', not private)", recipe_.stages[i].data);
+    }
+  }
+  if (uses.empty()) return;
+  std::vector<ProtectedData> comparable;
+  for (const auto& data : protected_data(s)) {
+    if (!data.records.is_private || data.records.key_id == record_key().id) comparable.push_back(data);
+  }
+  if (comparable.empty()) return;
+  for (const auto& [use, name] : uses) {
+    const DataSection& section = recipe_.dataset(name);
+    if (made_here(section)) {
+      s.log << use << ": '" << name << "' is rendered here by " << section.dataset.id << " (no image file is read), "
+            << "so it holds no private record: compared by hash only\n";
+      continue;
+    }
+    const Disjointness found = check_disjointness(*s.datasets.at(name), comparable, record_key(), &s.log);
+    if (found.disjoint()) continue;
+    if (found.shared == 0 && section.near_duplicates == "caveat") {
+      s.data_caveats.push_back("public data '" + name + "' (" + use + ") " + found.summary() + " ([" + section.path +
+                               "] near_duplicates = \"caveat\": stated to be independent pictures); where they "
+                               "are copies, they were used without noise and the guarantee does not cover them");
+      s.log << "warning: " << use << ": the public data '" << name << "' " << found.summary()
+            << "; used anyway, with a caveat (near_duplicates = \"caveat\")\n";
+      continue;
+    }
+    throw std::runtime_error(use + " uses '" + name + "' as public data, but it " + found.finding() + ": data "
+                             "beside the private records must share no one with them; use other public data" +
+                             (found.shared == 0 ? ", or set [" + section.path + "] near_duplicates = \"caveat\" if "
+                                                  "they are independent pictures (the run then carries a caveat; see "
+                                                  "docs/privacy.md#data-identity)"
+                                                : std::string()));
+  }
+}
+
 void RunOrchestrator::check_parameter_selections(RunSession& s) {
   // Each stage's parameter selection must select something; counted for the log and summary.json.
   s.stage_trainable.clear();
@@ -244,10 +344,9 @@ void RunOrchestrator::check_test_split_is_held_out(RunSession& s, const DataSect
     throw std::runtime_error("eval[" + std::to_string(e) + "]: the held-out test split of '" + data.name +
                              "' cannot be opened: " + ex.what());
   }
-  const sdk::Dataset& mine = *s.datasets.at(s.private_data);
-  const ProtectedData trained{"the data the run trains on privately (" + mine.name() + ")",
-                              public_record_set(s.identities.at(s.private_data), ""), &mine, ""};
-  const Disjointness found = check_disjointness(*opened, {trained}, RecordKey{}, &s.log);  // plain digests
+  // Against the run's private data and its ancestry's (a test split holding the records an init_from
+  // source trained on is as private as one holding this run's).
+  const Disjointness found = check_disjointness(*opened, protected_data(s), record_key(), &s.log);
   if (found.disjoint()) return;
   const std::string entry = "eval[" + std::to_string(e) + "]";
   const bool stated = recipe_.evals[e].settings.get_string("held_out_near_duplicates") == "caveat";
@@ -307,9 +406,12 @@ void RunOrchestrator::preflight(RunSession& s) {
       }
     }
   }
+  if (recipe_.run.has("init_from") && !s.options.resume) {  // an infinite epsilon is said before the data are opened
+    refuse_infinite_ledger(read_init_source(recipe_.run.get_string("init_from")),
+                           !recipe_.run.get_bool("init_from_disjoint") || !any_private(components_));
+  }
   open_datasets(s);
   check_data_use(s);
-  check_eval_reference(s);
   for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {  // e.g. a batch larger than the data
     try {
       components_.mechanisms[i]->planned_events_with(1.0, s.stage_size(i));
@@ -319,6 +421,9 @@ void RunOrchestrator::preflight(RunSession& s) {
   }
   check_parameter_selections(s);
   prepare_init_from(s);
+  // After init_from: both compare with the ancestry's private data too.
+  check_public_near_copies(s);
+  check_eval_reference(s);
   plan_privacy(s);
   // Each stage's noise multiplier as set (configured, or calibrated by plan_privacy): kept as the
   // mechanism holds it, never worked back out of its planned events.

@@ -1,5 +1,6 @@
 // Pre-flight, the data: open every dataset the stages train on (and what earlier stages release),
 // fingerprint them by content, and refuse data the model cannot take.
+#include "recipe/safe_name.hpp"
 #include "run/run_session.hpp"
 
 #include "sample/sample_set.hpp"
@@ -116,6 +117,9 @@ void RunOrchestrator::check_data_fits_model(const std::string& name, const sdk::
 }
 
 fs::path RunOrchestrator::released_directory(const RunSession& s, const std::string& name) const {
+  // The validator refuses such names with their place; this keeps any other way in from writing a
+  // release outside the run directory.
+  if (!is_safe_name(name)) throw std::runtime_error("stage name '" + name + "' is not " + safe_name_rule);
   return s.run_dir / ("released-" + name);
 }
 

@@ -6,9 +6,27 @@
 #include "util/usage_error.hpp"
 
 #include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 
 namespace privdiff::core {
+
+namespace {
+
+// Each library whose component id another library also registers, on stderr: once a process (the
+// sweep loads its recipe many times).
+void say_duplicates(const ComponentRegistry& registry) {
+  static std::mutex said_mutex;
+  static std::set<std::string> said;
+  std::lock_guard<std::mutex> lock(said_mutex);
+  for (const auto& line : registry.duplicate_notices()) {
+    if (said.insert(line).second) std::cerr << line << "\n";
+  }
+}
+
+}  // namespace
 
 void load_plugins(ComponentRegistry& registry, const std::vector<std::string>& plugin_paths, const RecipeDocument* recipe) {
   for (const auto& dir : plugin_paths) {
@@ -23,6 +41,15 @@ void load_plugins(ComponentRegistry& registry, const std::vector<std::string>& p
     for (const auto& dir : recipe_plugin_directories(*recipe)) registry.add_directory(dir);
   }
   registry.add_directory(default_plugin_directory());
+  if (recipe) {
+    for (const auto& library : recipe_plugin_libraries(*recipe)) {
+      const LoadedPlugin& chosen = registry.choose_library(library);
+      if (!chosen.loaded) {
+        throw UsageError(recipe->file() + ": [plugins] use: " + chosen.path.string() + ": " + chosen.refusal);
+      }
+    }
+  }
+  say_duplicates(registry);
 }
 
 Recipe load_recipe(const std::string& file, const std::vector<std::string>& overrides, const std::vector<std::string>& plugin_paths, ComponentRegistry& registry) {

@@ -86,6 +86,7 @@ void save_checkpoint(const fs::path& path, const CheckpointPosition& position, s
   archive.write("noise_multipliers", c10::IValue(position.noise_multipliers));
   archive.write("stage_seconds", c10::IValue(position.stage_seconds));
   archive.write("data_fingerprint", c10::IValue(position.data_fingerprint));
+  archive.write("component_libraries", c10::IValue(position.component_libraries));
   archive.write("global_generator", at::detail::getDefaultCPUGenerator().get_state());
   torch::serialize::OutputArchive model_archive(archive.compilation_unit());
   model.module().save(model_archive);
@@ -218,6 +219,7 @@ LoadedCheckpoint load_checkpoint(const fs::path& path, sdk::Model& model) {
   p.noise_multipliers = read_value<std::vector<double>>(archive, "noise_multipliers", path);
   reading(path, [&] {
     if (c10::IValue v; archive.try_read("data_fingerprint", v)) p.data_fingerprint = v.toStringRef();
+    if (c10::IValue v; archive.try_read("component_libraries", v)) p.component_libraries = v.toStringRef();
     if (c10::IValue v; archive.try_read("cpu_seconds", v)) p.cpu_seconds = v.toDouble();
     if (c10::IValue v; archive.try_read("stage_seconds", v)) p.stage_seconds = v.toDoubleVector();
   });
@@ -243,6 +245,13 @@ LoadedCheckpoint load_checkpoint(const fs::path& path, sdk::Model& model) {
 std::string read_checkpoint_ledger(const fs::path& path) {
   torch::serialize::InputArchive archive = open_checkpoint_archive(path, c10::Device(c10::kCPU));
   return read_value<std::string>(archive, "ledger", path);
+}
+
+std::string read_checkpoint_recipe_sha(const fs::path& path) {
+  torch::serialize::InputArchive archive = open_checkpoint_archive(path, c10::Device(c10::kCPU));
+  c10::IValue value;
+  if (!reading(path, [&] { return archive.try_read("recipe_sha", value); })) return "";
+  return reading(path, [&] { return value.toStringRef(); });
 }
 
 void load_model_weights(const fs::path& path, sdk::Model& model) {

@@ -36,6 +36,9 @@ struct CheckpointPosition {
   /// What the stages train on (name, N, content hash): a run is only resumed on the same data —
   /// its ledger is about those records. Empty in checkpoints written before it existed.
   std::string data_fingerprint;
+  /// The library (path, SHA-256) of every component the run uses, as JSON (loader/component_library.hpp):
+  /// a run is only resumed with the code it ran. Empty in checkpoints written before it existed.
+  std::string component_libraries;
 };
 
 /// Writes the checkpoint atomically. `mechanism_state` (may be empty) adds the state of a stage
@@ -65,6 +68,11 @@ LoadedCheckpoint load_checkpoint(const std::filesystem::path& path, sdk::Model& 
 /// The ledger JSON stored in a checkpoint, without loading the model. Throws std::runtime_error
 /// naming the file when it is missing or unreadable.
 std::string read_checkpoint_ledger(const std::filesystem::path& path);
+
+/// The hash of the recipe.toml the checkpoint was trained under (CheckpointPosition::recipe_sha), without
+/// loading the model; empty when it records none. Throws std::runtime_error naming the file when it is
+/// missing or unreadable.
+std::string read_checkpoint_recipe_sha(const std::filesystem::path& path);
 
 /// Initialises `model` from a checkpoint's weights for [run] init_from: every parameter and buffer
 /// must be there with the same shape, except an adapter's (the recipe's [adapter]) where the source

@@ -21,17 +21,41 @@ namespace {
 
 // Every rank must run rank 0's run: the same resolved recipe (a rank started with other --set
 // values would train another σ or schedule) and the same data (a node reading other files would
-// train on records rank 0's ledger is not about). Checked on a hash of both, before anything is
-// written; a rank that differs refuses the run on every rank.
+// train on records rank 0's ledger is not about), with the same plugins' code (a node with another
+// mechanism library would add other noise). Checked on a hash of them, before anything is written; a
+// rank that differs refuses the run on every rank.
 void same_run_as_rank0(sdk::Collective& ranks, const std::string& recipe_and_data) {
   std::uint64_t h = 0;
   std::istringstream(content_hash(recipe_and_data)) >> std::hex >> h;
   at::Tensor rank0 = at::full({1}, static_cast<std::int64_t>(h), at::kLong);
   ranks.broadcast(rank0, 0);
   const bool differs = static_cast<std::uint64_t>(rank0.item<std::int64_t>()) != h;
-  agree_to_start(ranks, differs ? "its recipe (with --set) or its data differ from rank 0's: every rank must run "
-                                  "the same recipe on the same data"
+  agree_to_start(ranks, differs ? "its recipe (with --set) or its data differ from rank 0's, or its plugins' code "
+                                  "does: every rank must run the same recipe on the same data with the same libraries"
                                 : "");
+}
+
+// A resumed run runs the code it was started with: its noise was calibrated, and its ledger written,
+// by those libraries. A checkpoint of an older privdiff has no record: resumed with a warning.
+void check_same_code(RunSession& s, const CheckpointPosition& position, const std::string& refused) {
+  if (s.options.libraries.empty()) return;  // an embedding host that records none
+  if (position.component_libraries.empty()) {
+    s.log << "warning: " << s.checkpoint_path().string() << " does not record its components' libraries (written by "
+          << "an older privdiff): the resumed run cannot be checked to run the code it was started with\n";
+    return;
+  }
+  std::vector<ComponentLibrary> recorded;
+  try {
+    recorded = component_libraries_from_json(nlohmann::json::parse(position.component_libraries));
+  } catch (const std::exception& e) {
+    throw RunRefused(refused + s.checkpoint_path().string() + ": its record of the components' libraries is damaged (" +
+                     e.what() + ")");
+  }
+  const std::string difference = library_difference(recorded, s.options.libraries);
+  if (!difference.empty()) {
+    throw RunRefused(refused + difference + "; a resumed run must run the code it was started with (restore that "
+                               "library, or start a new run)");
+  }
 }
 
 }  // namespace
@@ -48,7 +72,11 @@ void RunOrchestrator::open_run_directory(RunSession& s) {
     s.data_fingerprint += prefix + id.fingerprint(key);
     s.data_digest += prefix + std::to_string(id.ordered_digest);
   }
-  if (s.options.collective) same_run_as_rank0(*s.options.collective, s.recipe_sha + "|" + s.data_digest);
+  if (s.options.collective) {
+    std::string code;  // each component's library by content (paths differ between machines)
+    for (const auto& c : s.options.libraries) code += "|" + c.kind + ":" + c.id + "=" + (c.sha256.empty() ? c.library : c.sha256);
+    same_run_as_rank0(*s.options.collective, s.recipe_sha + "|" + s.data_digest + code);
+  }
   if (!s.options.resume && !s.writes()) {
     // Another rank of a multi-process run: rank 0 writes the directory; this one only trains.
   } else if (!s.options.resume) {
@@ -89,6 +117,7 @@ void RunOrchestrator::open_run_directory(RunSession& s) {
                                position.data_fingerprint + "; now: " + s.data_fingerprint +
                                "); its ledger accounts for those records only");
     }
+    check_same_code(s, position, refused);
     // Data released by stages that finished before the checkpoint: from the run directory.
     for (const auto& [name, stage] : s.released) {
       if (static_cast<std::int64_t>(stage) < position.stage) {

@@ -2,6 +2,7 @@
 
 #include "util/atomic_file.hpp"
 #include "recipe/recipe_document.hpp"
+#include "release/ledger_agreement.hpp"
 #include "release/privacy_statement.hpp"
 #include "run/run_checkpoint.hpp"
 
@@ -9,7 +10,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
 #include <optional>
 #include <stdexcept>
 
@@ -18,18 +18,19 @@ namespace privdiff::core {
 namespace fs = std::filesystem;
 
 RunLedger read_run_ledger(const fs::path& run_dir) {
-  std::optional<sdk::PrivacyLedger> from_json, from_checkpoint;
+  std::optional<release::LedgerCopy> from_json, from_checkpoint;
   std::error_code ec;
   if (fs::is_regular_file(run_dir / "ledger.json", ec)) {
     try {
-      from_json = sdk::privacy_ledger_from_json(read_file(run_dir / "ledger.json"));
+      from_json = release::LedgerCopy{run_dir / "ledger.json", sdk::privacy_ledger_from_json(read_file(run_dir / "ledger.json"))};
     } catch (const std::invalid_argument& e) {
       throw std::runtime_error((run_dir / "ledger.json").string() + ": " + e.what());
     }
   }
   if (fs::is_regular_file(run_dir / "checkpoint.pt", ec)) {
     try {
-      from_checkpoint = sdk::privacy_ledger_from_json(read_checkpoint_ledger(run_dir / "checkpoint.pt"));
+      from_checkpoint = release::LedgerCopy{run_dir / "checkpoint.pt",
+                                            sdk::privacy_ledger_from_json(read_checkpoint_ledger(run_dir / "checkpoint.pt"))};
     } catch (const std::invalid_argument& e) {
       throw std::runtime_error((run_dir / "checkpoint.pt").string() + ": its ledger: " + e.what());
     }
@@ -37,23 +38,14 @@ RunLedger read_run_ledger(const fs::path& run_dir) {
   if (!from_json && !from_checkpoint) {
     throw std::runtime_error(run_dir.string() + ": not a run directory (no ledger.json, no checkpoint.pt)");
   }
+  // Both are prefixes of one history: the longer one, once the release gate has checked that the
+  // shorter one's events are its first (a record edited, or copied from another run, is refused).
+  release::AgreedLedger agreed = release::agreed_ledger(from_json, from_checkpoint);
   RunLedger out;
-  out.json_steps = from_json ? from_json->steps() : -1;
-  out.checkpoint_steps = from_checkpoint ? from_checkpoint->steps() : -1;
-  const bool checkpoint_ahead = out.checkpoint_steps > out.json_steps;
-  out.ledger = checkpoint_ahead ? *from_checkpoint : *from_json;
-  const auto& other = checkpoint_ahead ? from_json : from_checkpoint;
-  if (other) {
-    for (const auto& caveat : other->caveats()) out.ledger.add_caveat(caveat);
-  }
-  if (checkpoint_ahead && from_json) {
-    out.note = "checkpoint.pt records " + std::to_string(out.checkpoint_steps - out.json_steps) +
-               " step(s) more than ledger.json (the run stopped between the two writes); using the checkpoint's "
-               "ledger";
-  } else if (from_checkpoint && out.json_steps > out.checkpoint_steps) {
-    out.note = "ledger.json records " + std::to_string(out.json_steps - out.checkpoint_steps) +
-               " step(s) beyond checkpoint.pt (spent after it by a run that then stopped); they stay spent";
-  }
+  out.ledger = std::move(agreed.ledger);
+  out.json_steps = agreed.json_steps;
+  out.checkpoint_steps = agreed.checkpoint_steps;
+  out.note = std::move(agreed.note);
   return out;
 }
 

@@ -2,7 +2,8 @@
 // The privacy a run directory has spent, read so that it never under-reports: ledger.json and the
 // ledger inside checkpoint.pt are both prefixes of one history, and a crash between their writes
 // (or after a checkpoint, before the run failed) can leave either one ahead. The longer one holds
-// everything the shorter does, so it is the run's ledger.
+// everything the shorter does, so it is the run's ledger — once the release gate has checked that the
+// shorter one's events are the longer one's first (release/ledger_agreement.hpp).
 
 #include <privdiff/privacy/ledger.hpp>
 
@@ -21,7 +22,8 @@ struct RunLedger {
 };
 
 /// Reads RUN_DIR/ledger.json and RUN_DIR/checkpoint.pt's ledger (either may be missing, not both).
-/// Throws std::runtime_error naming the file when one is unreadable.
+/// Throws std::runtime_error naming the file when one is unreadable, release::ReleaseRefused (one line
+/// naming both files) when they disagree in any event (release::agreed_ledger).
 RunLedger read_run_ledger(const std::filesystem::path& run_dir);
 
 /// The run's own target delta ([privacy] delta of its resolved recipe.toml); nullopt when it sets none.

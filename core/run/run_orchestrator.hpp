@@ -17,6 +17,7 @@
 //                  before training
 
 #include "data/disjointness.hpp"
+#include "loader/component_library.hpp"
 #include "recipe/recipe.hpp"
 #include "run/composed_run.hpp"
 #include "run/init_from.hpp"
@@ -63,6 +64,10 @@ struct RunOptions {
   std::function<bool()> stop_requested;
   /// What made the run (see run_provenance), recorded in summary.json; null = not recorded.
   nlohmann::json provenance;
+  /// The library of every component the run uses (recipe_component_libraries): recorded in its
+  /// checkpoints; a resume with another library for any of them is refused. Empty = not recorded (an
+  /// embedding host without plugins) and not checked.
+  std::vector<ComponentLibrary> libraries;
   /// The ranks of a multi-process run (null: one process). Every rank trains; rank 0 alone writes
   /// the run directory, logs and samples.
   sdk::Collective* collective = nullptr;
@@ -157,6 +162,13 @@ class RunOrchestrator {
   enum class PublicUse { train, read };  ///< a non-private stage trains on the data; a mechanism reads it
   void check_public_use(const RunSession& s, const std::string& name, const std::string& use, PublicUse how,
                         std::size_t first_private) const;
+  /// Public data (a non-private stage's, or a mechanism's public_data) against near-duplicates of the
+  /// private records of the run and its ancestry: refused, or a caveat where the data section states
+  /// near_duplicates = "caveat" (check_data_use has compared the exact hashes).
+  void check_public_near_copies(RunSession& s) const;
+  /// The private data of the run (its images) and of its init_from ancestry (record sets, with their
+  /// images where those runs can be opened): what every other data the run uses must not share.
+  const std::vector<ProtectedData>& protected_data(RunSession& s) const;
   void check_parameter_selections(RunSession& s);
   void prepare_init_from(RunSession& s);
   /// [run] init_from_disjoint against the source's data: throws naming a near-duplicate pair; returns

@@ -55,8 +55,9 @@ void RunOrchestrator::run_evals(RunSession& s) {
     sampling.seed = static_cast<std::uint64_t>(entry.get_int("seed"));
     s.log << "eval[" << e << "]: sampling " << sampling.count << " images\n";
     const SampleSet set = generate_samples(*components_.model, *components_.sampler, sampling, s.log);
+    const SampleStamp stamp = stamp_of_run(s.run_dir);
     const fs::path images = write_sample_set(s.run_dir / "samples" / ("eval" + std::to_string(e)), set,
-                                             sampling.balanced, sampling.num_classes);
+                                             sampling.balanced, sampling.num_classes, &stamp);
     EvaluationPlan plan;
     plan.real = *eval_data();  // a dataset with splits (checked in pre-flight)
     plan.seed = sampling.seed;

@@ -5,6 +5,7 @@
 // run_directory.cpp, stage_runner.cpp, run_reports.cpp).
 
 #include "data/dataset_identity.hpp"
+#include "data/protected_data.hpp"
 #include "data/record_set.hpp"
 #include "util/atomic_file.hpp"
 #include "util/cpu_share.hpp"
@@ -77,6 +78,9 @@ struct RunSession {
   std::string carry_reason;
   std::vector<std::string> init_caveats;  // what [run] init_from_disjoint waived
   std::vector<std::string> data_caveats;  // what pre-flight's data checks let through on the user's word
+  // The private data of the run and its init_from ancestry, for the data-identity checks of every
+  // other data the run uses (RunOrchestrator::protected_data): opened once, when first needed.
+  std::optional<OpenedProtectedData> protected_data;
   std::vector<RecordSet> record_sets;     // what the run trained on by content, with the ancestry's
   std::string recipe_sha;
   std::optional<LoadedCheckpoint> resumed;

@@ -36,6 +36,7 @@ void RunOrchestrator::write_checkpoint(RunSession& s, std::int64_t stage, std::i
   p.ledger_json = sdk::to_json(s.summary.ledger);
   p.noise_multipliers = noise_multipliers_;
   p.data_fingerprint = s.data_fingerprint;
+  if (!s.options.libraries.empty()) p.component_libraries = to_json(s.options.libraries).dump();
   // The ledger first: a crash between the two writes leaves ledger.json ahead of the checkpoint
   // (over-reporting, which resume keeps), never behind it.
   s.write_ledger();
@@ -104,7 +105,8 @@ void RunOrchestrator::run_stage(RunSession& s, std::size_t i) {
       test_kill_point("release");
       SampleSet set{sdk::pixels_to_bytes(images.to(at::kCPU)), labels.to(at::kCPU).to(at::kLong)};
       const fs::path prefix = released_directory(s, name) / "train";
-      write_sample_set(prefix, set, true, classes);  // one class per row, as samples.png
+      const SampleStamp stamp = stamp_of_run(s.run_dir);  // a copy of the release is still the run's
+      write_sample_set(prefix, set, true, classes, &stamp);  // one class per row, as samples.png
       // Complete: a resume reuses it instead of querying the private data again (reuse_release).
       write_file_atomically(released_directory(s, name) / release_marker,
                             nlohmann::json{{"stage", name}, {"images", images.size(0)},

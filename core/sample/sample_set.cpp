@@ -138,7 +138,8 @@ sdk::IdxArray to_idx(const at::Tensor& bytes, std::vector<std::int64_t> shape) {
 
 }  // namespace
 
-fs::path write_sample_set(const fs::path& prefix, const SampleSet& set, bool class_rows, std::int64_t num_classes) {
+fs::path write_sample_set(const fs::path& prefix, const SampleSet& set, bool class_rows, std::int64_t num_classes,
+                          const SampleStamp* stamp) {
   if (!prefix.parent_path().empty()) fs::create_directories(prefix.parent_path());
   const fs::path images_file = prefix.string() + "-images-idx3-ubyte.gz";
   std::vector<std::int64_t> shape = set.images.sizes().vec();
@@ -146,6 +147,10 @@ fs::path write_sample_set(const fs::path& prefix, const SampleSet& set, bool cla
   sdk::write_idx(images_file, to_idx(set.images, shape));
   if (set.labels.defined()) {
     sdk::write_idx(labels_file_beside(images_file), to_idx(set.labels.to(at::kByte), {set.labels.size(0)}));
+  }
+  if (stamp) {
+    stamp_gzip_file(images_file, *stamp);
+    if (set.labels.defined()) stamp_gzip_file(labels_file_beside(images_file), *stamp);
   }
   // A preview grid, one class per row as samples.png: up to 10 images of each of the first 10 classes
   // (a class with fewer, e.g. a release of 5 per class, has a shorter row, padded with black).

@@ -3,6 +3,8 @@
 // scores, stored as an IDX image/label pair like the MNIST family (so a real test set is scored by
 // exactly the same code).
 
+#include "sample/sample_stamp.hpp"
+
 #include <privdiff/components/model.hpp>
 #include <privdiff/components/sampler.hpp>
 #include <privdiff/config/config.hpp>
@@ -50,9 +52,11 @@ SampleSet generate_samples(sdk::Model& model, sdk::Sampler& sampler, const Sampl
 /// Writes PREFIX-images-idx3-ubyte.gz and PREFIX-labels-idx1-ubyte.gz (single-channel images: IDX
 /// [N, H, W]; otherwise [N, C, H, W]) and PREFIX-grid.png (up to 10 x 10 images; with `class_rows`
 /// — balanced labels, a release — one class per row, as the run's samples.png; otherwise the first
-/// images in rows of 10). Returns the images file.
+/// images in rows of 10). `stamp` (may be null): the run the set belongs to, recorded in both files'
+/// gzip headers (sample/sample_stamp.hpp), so that `privdiff eval` of a copy knows it. Returns the
+/// images file.
 std::filesystem::path write_sample_set(const std::filesystem::path& prefix, const SampleSet& set, bool class_rows,
-                                       std::int64_t num_classes);
+                                       std::int64_t num_classes, const SampleStamp* stamp = nullptr);
 
 /// The labels file of an IDX image file, by the MNIST naming convention
 /// ("…-images-idx3-ubyte[.gz]" -> "…-labels-idx1-ubyte[.gz]"); empty when the name does not follow it.

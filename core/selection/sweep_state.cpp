@@ -49,7 +49,7 @@ json to_json(const SweepState& s) {
   }
   return {{"format", "privdiff-sweep-1"},
           {"note", "private: K and the candidates' scores are not covered by the selection theorem; do not publish"},
-          {"recipe", s.recipe.string()}, {"recipe_sha256", s.recipe_sha256}, {"overrides", s.overrides}, {"space", s.space}, {"score", s.score},
+          {"recipe", s.recipe.string()}, {"recipe_sha256", s.recipe_sha256}, {"libraries", to_json(s.libraries)}, {"overrides", s.overrides}, {"space", s.space}, {"score", s.score},
           {"maximize", s.maximize}, {"seed", s.seed ? json(*s.seed) : json(nullptr)},
           {"count", {{"kind", kind_name(s.count.kind)}, {"eta", s.count.eta}, {"gamma", s.count.gamma}, {"mu", s.count.mu},
                      {"K", s.count.count}}},
@@ -65,6 +65,7 @@ SweepState sweep_state_from_json(const json& j, const fs::path& file) {
     SweepState s;
     s.recipe = j.at("recipe").get<std::string>();
     s.recipe_sha256 = j.value("recipe_sha256", "");
+    if (j.contains("libraries")) s.libraries = component_libraries_from_json(j.at("libraries"));
     s.overrides = j.at("overrides").get<std::vector<std::string>>();
     s.space = j.at("space").get<std::vector<std::string>>();
     s.score = j.at("score");

@@ -5,6 +5,8 @@
 // Resuming reads it back: nothing is drawn again. It holds K and every candidate's score, which the
 // selection theorem does not let the sweep publish: it stays with the person who ran it.
 
+#include "loader/component_library.hpp"
+
 #include <privdiff/privacy/private_selection.hpp>
 
 #include <nlohmann/json.hpp>
@@ -35,6 +37,10 @@ struct SweepState {
   /// SHA-256 of the recipe file's text when the sweep was planned: every candidate must run from the
   /// recipe the budget and the noise were calibrated for (empty in a state of an older privdiff).
   std::string recipe_sha256;
+  /// The library (path, SHA-256) of every component the recipe uses, when the sweep was planned: the
+  /// candidates' noise was calibrated with that code, and a resume with other code is refused (empty in a
+  /// state of an older privdiff).
+  std::vector<ComponentLibrary> libraries;
   std::vector<std::string> overrides;           ///< the user's --set, applied to every candidate
   std::vector<std::string> space;               ///< the --param specs
   std::string score;                            ///< the [[eval]] metric that selects

@@ -1,6 +1,7 @@
 #include "sweep/sweep_planning.hpp"
 
 #include "run/recipe_loading.hpp"
+#include "run/provenance.hpp"
 #include "data/open_dataset.hpp"
 #include "run/run_orchestrator.hpp"
 #include "recipe/suggest.hpp"
@@ -32,6 +33,7 @@ struct Spending {
   double epsilon_target = 0, delta = 0;
   std::vector<std::string> evaluators;  ///< of the recipe's [[eval]] entries
   std::vector<ComponentSection> evaluator_sections;  ///< their configurations (for the score's metric names)
+  std::vector<ComponentLibrary> libraries;  ///< the code that computed the spending (recipe_component_libraries)
 };
 
 // `warnings` (may be null) gets the pre-flight's warnings (delta not below 1/N, ...).
@@ -63,6 +65,7 @@ std::unique_ptr<Spending> spending_of(const SweepState& s, const std::vector<std
       }
     }
   }
+  out->libraries = recipe_component_libraries(recipe, out->registry);
   ComposedRun components = compose_for_command(recipe, out->registry, s.recipe.string());
   for (std::size_t i = 0; i < components.mechanisms.size(); ++i) {
     if (components.mechanisms[i]->needs_calibration()) out->stage = i;
@@ -195,6 +198,7 @@ void plan_budget(SweepState& state, const std::vector<std::string>& plugin_paths
                      "), e.g. dpdm_classifiers.accuracy.cnn");
   }
   check_score_metric(state.score, *reference);
+  state.libraries = reference->libraries;  // the code the budget and every candidate's noise are calibrated with
   state.target_epsilon = reference->epsilon_target;
   state.delta = reference->delta;
   state.noise_key = "stage." + std::to_string(reference->stage) + ".noise_multiplier";
@@ -233,6 +237,21 @@ void plan_sweep(SweepState& state, const std::vector<std::string>& plugin_paths,
                                              state.delta, conversion).epsilon;
     state.candidates.push_back(std::move(c));
   }
+}
+
+void check_code_unchanged(const SweepState& state, const std::vector<std::string>& plugin_paths, std::ostream& log) {
+  if (state.libraries.empty()) {
+    log << "warning: the sweep was planned by an older privdiff that did not record its components' libraries: "
+           "the remaining candidates cannot be checked to run the code it was planned with\n";
+    return;
+  }
+  ComponentRegistry registry;
+  const Recipe recipe = load_recipe(state.recipe.string(), state.overrides, plugin_paths, registry);
+  const std::string difference = library_difference(state.libraries, recipe_component_libraries(recipe, registry));
+  if (difference.empty()) return;
+  throw UsageError("sweep --resume: " + difference + "; the sweep's budget and its candidates' noise were calibrated "
+                   "with the code it was planned with (restore that library, or start a new sweep: what the finished "
+                   "candidates spent stays spent; keep this directory private)");
 }
 
 }  // namespace privdiff::core

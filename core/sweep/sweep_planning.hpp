@@ -18,4 +18,9 @@ void plan_budget(SweepState& state, const std::vector<std::string>& plugin_paths
 /// plan_budget, then K (drawn once) and the candidates with their noise.
 void plan_sweep(SweepState& state, const std::vector<std::string>& plugin_paths, std::ostream& log);
 
+/// A resumed sweep runs the code it was planned with: throws UsageError when the plugins found now give
+/// any component of the recipe another library (path and SHA-256) than state.libraries records. A state
+/// of an older privdiff (no record) is resumed with a warning on `log`.
+void check_code_unchanged(const SweepState& state, const std::vector<std::string>& plugin_paths, std::ostream& log);
+
 }  // namespace privdiff::core

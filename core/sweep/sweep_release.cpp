@@ -5,6 +5,7 @@
 #include "release/sweep_statement.hpp"
 #include "run/composed_run.hpp"
 #include "run/run_checkpoint.hpp"
+#include "run/run_guarantee.hpp"
 #include "run/run_ledger.hpp"
 #include "weights/model_export.hpp"
 
@@ -47,7 +48,8 @@ void export_selected(const SweepState& s, const release::PrivacyStatement& state
   const Recipe recipe = load_recipe(files.recipe.string(), {}, plugin_paths, registry);
   auto model = create_model(recipe, registry);
   load_model_weights(files.checkpoint, *model);
-  ModelExport e = release::export_run(files.run_dir, *model);
+  const RunGuarantee guarantee = run_guarantee(files.run_dir, files.checkpoint, recipe, registry);
+  ModelExport e = release::export_run(files.run_dir, *model, recipe, guarantee.statement, guarantee.ledger);
   release::apply_to_export(e, s, statement);
   e.model_card = without_candidate_path(e.model_card, run_dir);
   write_model_export(e, out);

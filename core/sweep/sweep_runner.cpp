@@ -205,7 +205,7 @@ SweepState new_sweep(const SweepRequest& given, const std::vector<std::string>& 
   return s;
 }
 
-SweepState resumed_sweep(const fs::path& dir) {
+SweepState resumed_sweep(const fs::path& dir, const std::vector<std::string>& plugin_paths, std::ostream& log) {
   SweepState s;
   try {
     s = read_sweep_state(dir);
@@ -218,6 +218,7 @@ SweepState resumed_sweep(const fs::path& dir) {
     } catch (const std::runtime_error& e) {
       throw UsageError(std::string("sweep --resume: ") + e.what());
     }
+    check_code_unchanged(s, plugin_paths, log);
   }
   return s;
 }
@@ -236,7 +237,7 @@ void check_recipe_sweep(const std::string& recipe, const std::vector<std::string
 SweepResult run_sweep(const SweepRequest& request, const std::vector<std::string>& plugin_paths, std::ostream& log) {
   SweepResult r;
   r.dir = request.resume;
-  r.state = request.resume.empty() ? new_sweep(request, plugin_paths, r.dir, log) : resumed_sweep(r.dir);
+  r.state = request.resume.empty() ? new_sweep(request, plugin_paths, r.dir, log) : resumed_sweep(r.dir, plugin_paths, log);
   SweepState& s = r.state;
   for (std::size_t i = 0; i < s.candidates.size() && !s.released; ++i) {
     if (s.candidates[i].done) continue;

@@ -110,11 +110,23 @@ std::string without_seeds(const std::string& recipe_text) {
   std::istringstream in(recipe_text);
   std::string out, line;
   while (std::getline(in, line)) {
-    out += std::regex_match(line, seed_line) ? "# seed withheld: this run's noise is a function of it (secure_noise = false)"
-                                             : line;
+    if (!std::regex_match(line, seed_line)) {
+      out += line;
+    } else if (is_public_default_seed(line)) {
+      // Withholding it would hide nothing: whoever reads the recipe without it assumes the default.
+      out += line + "  # not withheld: 0 is privdiff's public default, so noise drawn from it (secure_noise = false) "
+                    "is reproducible by anyone";
+    } else {
+      out += "# seed withheld: this run's noise is a function of it (secure_noise = false)";
+    }
     out += "\n";
   }
   return out;
+}
+
+bool is_public_default_seed(const std::string& line) {
+  static const std::regex zero_seed(R"(^\s*seed\s*=\s*0\s*(#.*)?$)");
+  return std::regex_match(line, zero_seed);
 }
 
 ModelExport export_run_model(const fs::path& run_dir, sdk::Model& model, const nlohmann::json& privacy) {
@@ -133,10 +145,17 @@ ModelExport export_run_model(const fs::path& run_dir, sdk::Model& model, const n
   e.metadata = {{"format", "pt"}, {export_keys::model, model_type}, {export_keys::version, PRIVDIFF_SDK_VERSION}};
   e.model_card = card_for(summary, privacy, model_type, e.tensors.size(), values);
   const std::string recipe = sdk::read_file(run_dir / "recipe.toml");
-  e.recipe = drew_reproducible_noise(privacy) ? without_seeds(recipe) : recipe;
-  if (e.recipe != recipe) {
+  const bool reproducible = drew_reproducible_noise(privacy);
+  e.recipe = reproducible ? without_seeds(recipe) : recipe;
+  if (e.recipe.find("# seed withheld") != std::string::npos) {
     e.model_card += "\nThe run drew reproducible noise (`secure_noise = false`), whose guarantee holds only while its "
                     "seed stays secret: `privdiff-recipe.toml` and the metadata's recipe withhold its seeds.\n";
+  }
+  if (reproducible && e.recipe.find("# not withheld: 0 is privdiff's public default") != std::string::npos) {
+    e.model_card += "\nThe run drew reproducible noise (`secure_noise = false`), and its recipe's seed 0 is privdiff's "
+                    "public default, so it is not withheld: noise drawn from it is reproducible by anyone (a stage "
+                    "without a seed of its own draws from `[run] seed`), and then the guarantee does not hold (see "
+                    "the caveats).\n";
   }
   return e;
 }

@@ -32,15 +32,20 @@ struct ModelExport {
   std::map<std::string, std::string> metadata;
   std::string model_card;  ///< README.md: what the model is, its guarantee, how to load it
   /// The run's recipe.toml as it may be published: without its seeds when the run drew reproducible
-  /// noise (secure_noise = false), whose guarantee holds only while the seed stays secret.
+  /// noise (secure_noise = false), whose guarantee holds only while the seed stays secret (seed 0, the
+  /// public default, stays: it is no secret).
   std::string recipe;
 };
 
 /// A number as the export writes it into its metadata and card (6 significant digits).
 std::string export_number(double value);
 
-/// `recipe_text` without its `seed = ...` lines, each replaced by a comment saying it was withheld.
+/// `recipe_text` without its `seed = ...` lines, each replaced by a comment saying it was withheld;
+/// except `seed = 0`, privdiff's public default, which hides nothing and stays with a comment saying so.
 std::string without_seeds(const std::string& recipe_text);
+
+/// Whether a recipe line is `seed = 0` (the public default of [run] seed).
+bool is_public_default_seed(const std::string& line);
 
 /// The export of `model`, trained by the finished run in `run_dir` (its recipe.toml and summary.json):
 /// tensors, the model card written around `privacy` (the release gate's statement,

@@ -43,6 +43,35 @@ TEST(SampleSet, WritesAnIdxPairThatReadsBack) {
   fs::remove_all(dir);
 }
 
+TEST(SampleSet, CarriesItsRunsStampInBothFilesAndStillReadsBack) {
+  // A copy of a run's samples is still the run's (privdiff eval): the run travels in the gzip headers.
+  const fs::path dir = temp_dir("stamp");
+  SampleSet set;
+  set.images = at::randint(0, 256, {20, 1, 28, 28}, at::kLong).to(at::kByte);
+  set.labels = at::arange(20, at::kLong).floor_divide(2);
+  const SampleStamp stamp{"/runs/a \"quoted\" run", "0123456789abcdef"};
+  const fs::path images = write_sample_set(dir / "s", set, true, 10, &stamp);
+  for (const fs::path& file : {images, labels_file_beside(images)}) {
+    const auto back = read_sample_stamp(file);
+    ASSERT_TRUE(back) << file;
+    EXPECT_EQ(back->run, stamp.run);
+    EXPECT_EQ(back->recipe_hash, stamp.recipe_hash);
+  }
+  const sdk::LabelledImages back = read_labelled_images(images, labels_file_beside(images), 10);
+  EXPECT_TRUE(back.labels.equal(set.labels));
+  EXPECT_TRUE(((back.images + 1) * 127.5).round().to(at::kByte).equal(set.images));
+  // Stamped again (a header that already has a comment): replaced, not added.
+  stamp_gzip_file(images, SampleStamp{"/runs/b", ""});
+  EXPECT_EQ(read_sample_stamp(images)->run, fs::path("/runs/b"));
+  EXPECT_TRUE(read_labelled_images(images, labels_file_beside(images), 10).labels.equal(set.labels));
+  // Unstamped sets, and files that are not gzip, have none.
+  write_sample_set(dir / "plain", set, true, 10);
+  EXPECT_FALSE(read_sample_stamp(dir / "plain-images-idx3-ubyte.gz"));
+  EXPECT_FALSE(read_sample_stamp(dir / "s-grid.png"));
+  EXPECT_THROW(stamp_gzip_file(dir / "s-grid.png", stamp), std::runtime_error);
+  fs::remove_all(dir);
+}
+
 TEST(SampleSet, TheGridHasOneClassPerRowAsSamplesPngAlsoForAReleasesFewImagesPerClass) {
   // DP-FETA's central images come query by query (classes 0..9, then 0..9 again): 5 queries of 10
   // classes. Each image is one grey level, its class's, so the grid's pixels say where each went.

@@ -2,14 +2,18 @@
 #include "loader/plugin_loader.hpp"
 #include "recipe/recipe_document.hpp"
 #include "recipe/recipe_validator.hpp"
+#include "run/recipe_loading.hpp"
 #include "test_support.hpp"
+#include "util/usage_error.hpp"
 
 #include <privdiff/plugin/descriptor.hpp>
 #include <privdiff/plugin/fingerprint.hpp>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <unistd.h>
 
 using namespace privdiff;
 using namespace privdiff::core;
@@ -84,18 +88,86 @@ TEST(PluginLoader, RefusesAFileThatIsNotALibrary) {
   EXPECT_EQ(load_plugin("/nonexistent/libx.so").refusal, "not a file");
 }
 
-TEST(ComponentRegistry, RefusesADuplicateComponentIdWholePlugin) {
+// No library shadows another's id (issue 67): the id two libraries register is ambiguous — every use
+// is refused naming both — until one of them is chosen ([plugins] use); the rest of each stays usable.
+TEST(ComponentRegistry, AnIdTwoLibrariesRegisterIsAmbiguousUntilOneIsChosen) {
   ComponentRegistry registry;
   registry.add_directory(fixture_plugin_dir("good"));
   const LoadedPlugin& dup = registry.add_library(fixture_plugin("duplicate_id"));
-  EXPECT_FALSE(dup.loaded);
-  EXPECT_EQ(dup.refusal, "duplicate component id: accountant 'fixture_accountant' is already provided by " +
-                             std::filesystem::canonical(fixture_plugin("good")).string());
-  // The first provider keeps working.
+  const std::string good = std::filesystem::canonical(fixture_plugin("good")).string();
+  const std::string other = std::filesystem::canonical(fixture_plugin("duplicate_id")).string();
+  EXPECT_TRUE(dup.loaded) << dup.refusal;
+  EXPECT_FALSE(registry.find(sdk::ComponentKind::accountant, "fixture_accountant"));
+  EXPECT_TRUE(registry.find(sdk::ComponentKind::model, "fixture_model"));  // the rest of each library works
+  EXPECT_EQ(registry.ids(sdk::ComponentKind::accountant), std::vector<std::string>{"fixture_approximate_accountant"});
+  const std::string ambiguity = "accountant 'fixture_accountant' is provided by 2 libraries, " + good + " and " + other +
+                                ": name the one to use in the recipe's [plugins] use = [\"PATH/TO/LIBRARY.so\"] "
+                                "(docs/writing-a-plugin.md#two-libraries-with-one-id), or remove the other from the "
+                                "plugin path";
+  EXPECT_EQ(registry.ambiguity(sdk::ComponentKind::accountant, "fixture_accountant"), ambiguity);
+  EXPECT_EQ(registry.duplicate_notices(), std::vector<std::string>{"warning: " + ambiguity});
+  try {
+    registry.create(sdk::ComponentKind::accountant, "fixture_accountant", sdk::Config{});
+    FAIL() << "built an ambiguous component";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), ambiguity);
+  }
+  const auto doc = RecipeDocument::parse("[privacy]\naccountant = \"fixture_accountant\"\n", "r.toml");
+  try {
+    validate_recipe(doc, registry);
+    FAIL() << "a recipe used an ambiguous id";
+  } catch (const RecipeError& e) {
+    ASSERT_EQ(e.diagnostics().size(), 1u);
+    EXPECT_EQ(e.diagnostics()[0].to_string(), "r.toml:2:14: privacy.accountant: " + ambiguity);
+  }
+
+  // Chosen, the library is used for its ids; the other's is said to be unused.
+  EXPECT_EQ(&registry.choose_library(fixture_plugin("duplicate_id")), &dup);
   auto found = registry.find(sdk::ComponentKind::accountant, "fixture_accountant");
   ASSERT_TRUE(found);
-  EXPECT_EQ(found->plugin->plugin_id, "fixture_components");
+  EXPECT_EQ(found->plugin, &dup);
+  EXPECT_EQ(registry.ambiguity(sdk::ComponentKind::accountant, "fixture_accountant"), "");
+  EXPECT_EQ(registry.duplicate_notices(),
+            std::vector<std::string>{"plugins: accountant 'fixture_accountant' of " + good +
+                                     " is not used: the recipe's [plugins] use names " + other});
   EXPECT_EQ(registry.plugins().size(), 2u);
+}
+
+// Two copies of one library (the same bytes) are the same code: the first found is used, and the other
+// is said to be unused. One byte more and they are two libraries: the ids become ambiguous.
+TEST(ComponentRegistry, ACopyOfALibraryIsUsedOnceAndAChangedCopyIsAnother) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("privdiff-copies-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(fixture_plugin("good"), dir / "libsame.so", fs::copy_options::overwrite_existing);
+  fs::copy_file(fixture_plugin("good"), dir / "libchanged.so", fs::copy_options::overwrite_existing);
+  std::ofstream(dir / "libchanged.so", std::ios::app | std::ios::binary) << '\0';
+  const std::string good = fs::canonical(fixture_plugin("good")).string();
+  {
+    ComponentRegistry registry;
+    registry.add_library(fixture_plugin("good"));
+    registry.add_library(dir / "libsame.so");
+    auto found = registry.find(sdk::ComponentKind::sampler, "fixture_sampler");
+    ASSERT_TRUE(found);
+    EXPECT_EQ(found->plugin->path.string(), good);
+    const auto notices = registry.duplicate_notices();
+    EXPECT_EQ(notices.size(), 6u);  // one line for each of its components
+    EXPECT_NE(std::find(notices.begin(), notices.end(),
+                        "plugins: sampler 'fixture_sampler' of " + (dir / "libsame.so").string() + " is not used: " +
+                            good + " (the same bytes) was found first"),
+              notices.end())
+        << notices.front();
+    EXPECT_EQ(registry.library_sha256(*found->plugin), registry.library_sha256(*registry.plugins()[1]));
+  }
+  {
+    ComponentRegistry registry;
+    registry.add_library(fixture_plugin("good"));
+    registry.add_library(dir / "libchanged.so");
+    EXPECT_FALSE(registry.find(sdk::ComponentKind::sampler, "fixture_sampler"));
+    EXPECT_NE(registry.ambiguity(sdk::ComponentKind::sampler, "fixture_sampler").find(dir.string() + "/libchanged.so"),
+              std::string::npos);
+  }
+  fs::remove_all(dir);
 }
 
 TEST(ComponentRegistry, LoadsEachLibraryOnceAndIgnoresMissingDirectories) {
@@ -166,9 +238,46 @@ TEST(ComponentRegistry, BuiltinComponentsAreFoundAndFollowTheDuplicateRule) {
   EXPECT_TRUE(first.loaded);
   ASSERT_TRUE(registry.find(sdk::ComponentKind::accountant, "b"));
   EXPECT_EQ(registry.find(sdk::ComponentKind::accountant, "b")->plugin->path, "host");
+  EXPECT_EQ(registry.library_sha256(first), "");  // no file
   const LoadedPlugin& clash = registry.add_builtin("other", {entry("c"), entry("a")});
-  EXPECT_FALSE(clash.loaded);
-  EXPECT_EQ(clash.refusal, "duplicate component id: accountant 'a' is already provided by host");
-  EXPECT_FALSE(registry.find(sdk::ComponentKind::accountant, "c"));  // refused whole
-  EXPECT_EQ(registry.ids(sdk::ComponentKind::accountant), (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(clash.loaded);
+  EXPECT_TRUE(registry.find(sdk::ComponentKind::accountant, "c"));
+  EXPECT_FALSE(registry.find(sdk::ComponentKind::accountant, "a"));  // ambiguous: neither shadows the other
+  EXPECT_EQ(registry.ambiguity(sdk::ComponentKind::accountant, "a").rfind("accountant 'a' is provided by 2 libraries, "
+                                                                        "host and other: ", 0), 0u);
+  EXPECT_EQ(registry.ids(sdk::ComponentKind::accountant), (std::vector<std::string>{"b", "c"}));
+}
+
+// A recipe's [plugins] use loads and chooses its libraries; each library not used for an id is said on
+// stderr, once.
+TEST(ComponentRegistry, ARecipesPluginsUseChoosesTheLibraryAndSaysWhichIsNot) {
+  const auto dir = std::filesystem::temp_directory_path() / ("privdiff-use-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "r.toml") << "[plugins]\nsearch = [\"" << fixture_plugin_dir("good").string() << "\"]\nuse = [\""
+                                << fixture_plugin("duplicate_id").string() << "\"]\n[privacy]\naccountant = "
+                                << "\"fixture_accountant\"\n";
+  ComponentRegistry registry;
+  ::testing::internal::CaptureStderr();
+  const Recipe recipe = load_recipe((dir / "r.toml").string(), {}, {}, registry);
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  const std::string other = std::filesystem::canonical(fixture_plugin("duplicate_id")).string();
+  EXPECT_EQ(registry.find(sdk::ComponentKind::accountant, "fixture_accountant")->plugin->path.string(), other);
+  EXPECT_NE(said.find("plugins: accountant 'fixture_accountant' of " +
+                      std::filesystem::canonical(fixture_plugin("good")).string() +
+                      " is not used: the recipe's [plugins] use names " + other + "\n"),
+            std::string::npos)
+      << said;
+  ASSERT_EQ(recipe.plugin_use.size(), 1u);
+  EXPECT_NE(recipe.to_toml().find("use = [\"" + fixture_plugin("duplicate_id").string() + "\"]"), std::string::npos);
+  // A library that cannot be used is refused by name.
+  std::ofstream(dir / "bad.toml") << "[plugins]\nuse = [\"libnothing.so\"]\n";
+  ComponentRegistry other_registry;
+  try {
+    load_recipe((dir / "bad.toml").string(), {}, {}, other_registry);
+    FAIL() << "a missing [plugins] use library was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), (dir / "bad.toml").string() + ": [plugins] use: " + (dir / "libnothing.so").string() +
+                                         ": not a file");
+  }
+  std::filesystem::remove_all(dir);
 }

@@ -175,3 +175,59 @@ batch_size = 10
   EXPECT_EQ(r.diagnostic("stage[0].batch_size", "x").to_string(), "--set 'stage.0.batch_size=12': stage[0].batch_size: x");
   EXPECT_EQ(r.diagnostic("sampler.steps", "x").to_string(), "r.toml: sampler.steps: x");  // no [sampler]
 }
+
+TEST(RecipeValidator, NamesThatBecomeFilesAreOneSafeName) {
+  // A stage's name is its release's directory (released-NAME): "../../../escape3" wrote a DP release
+  // outside the run directory, and "../../other-run/released-central" over another run's release.
+  const std::string model = "[model]\ntype = \"fixture_model\"\n[data]\ndataset = \"fixture_data\"\n";
+  const std::string stage = "[[stage]]\nmechanism = \"fixture_mechanism\"\nbatch_size = 10\n";
+  const std::string rule = "expected a name of 1 to 64 ASCII letters, digits, '_', '.' or '-' that starts with a "
+                           "letter or digit and holds no '..' (it names files and directories)";
+  EXPECT_EQ(validation_errors(model + stage + "name = \"../../../escape3\"\n"),
+            "r.toml:8:8: stage[0].name: " + rule + " for a stage's name (its release: released-NAME), got "
+            "\"../../../escape3\"");
+  EXPECT_EQ(validation_errors(model + stage, {"stage.0.name=\"../../other-run/released-central\""}),
+            "--set 'stage.0.name=\"../../other-run/released-central\"': stage[0].name: " + rule +
+                " for a stage's name (its release: released-NAME), got \"../../other-run/released-central\"");
+  for (const std::string& bad : std::vector<std::string>{"/tmp/x", "a/b", ".hidden", "..", "a..b", "", "sp ace",
+                                                         std::string(65, 'a')}) {
+    const std::string errors = validation_errors(model + stage + "name = \"" + bad + "\"\n");
+    EXPECT_NE(errors.find("stage[0].name: " + rule), std::string::npos) << bad << ": " << errors;
+  }
+  // [run] name is runs/NAME's; a [data.NAME] section names data a stage trains on.
+  EXPECT_EQ(validation_errors("[run]\nname = \"../elsewhere\"\n"),
+            "r.toml:2:8: run.name: " + rule + " for [run] name (runs/NAME), got \"../elsewhere\"");
+  EXPECT_EQ(validation_errors("[data.\"../x\"]\ndataset = \"fixture_data\"\n"),
+            "r.toml:1:7: data.../x: " + rule + " for a dataset's name ([data.NAME]), got \"../x\"");
+  for (const std::string& good :
+       std::vector<std::string>{"train", "dpdm-fmnist-eps0.2", "Stage_2", "9lives", std::string(64, 'a')}) {
+    EXPECT_EQ(validation_errors(model + stage + "name = \"" + good + "\"\n[run]\nname = \"" + good + "\"\n"), "(valid)")
+        << good;
+  }
+}
+
+TEST(RecipeValidator, EvalCommandRefusesKeysItWouldIgnore) {
+  // privdiff eval fixes the real data's split itself (--reference): real.split=train was accepted and
+  // ignored, as were the [[eval]] keys that sample (samples, seed, ...).
+  auto errors = [](const std::vector<std::string>& overrides) -> std::string {
+    auto doc = RecipeDocument::parse("evaluators = []\n[real]\ndataset = \"fixture_data\"\n", "privdiff eval");
+    if (auto problems = doc.apply_overrides(overrides); !problems.empty()) return RecipeError(problems).what();
+    try {
+      validate_evaluation(doc, fixture_registry());
+    } catch (const RecipeError& e) {
+      return e.what();
+    }
+    return "(valid)";
+  };
+  EXPECT_NE(errors({"real.split=train"}).find("--set 'real.split=train': real.split: privdiff eval does not use it: "
+                                              "it reads the real data's test split, and its train split only with "
+                                              "--reference train"),
+            std::string::npos) << errors({"real.split=train"});
+  EXPECT_NE(errors({"real.public=true"}).find("--set 'real.public=true': real.public: privdiff eval does not use it"),
+            std::string::npos) << errors({"real.public=true"});
+  EXPECT_EQ(errors({"reference=\"training\""}), "--set 'reference=\"training\"': reference: privdiff eval does not "
+                                                "use this [[eval]] key: use --reference test or --reference train");
+  EXPECT_EQ(errors({"samples=50"}), "--set 'samples=50': samples: privdiff eval does not use this [[eval]] key: the "
+                                    "images are given (SAMPLES); --max-samples N scores fewer of them");
+  EXPECT_EQ(errors({"epochs=2"}), "(valid)");  // used: every evaluator's epochs
+}

@@ -1,8 +1,10 @@
 // The release gate (core/release/): a published guarantee comes from the ledgers the runs wrote, re-checked
 // against the plan, with every caveat; each test is one of the privacy audit's findings (issue 50) as a probe.
+#include "release/ledger_agreement.hpp"
 #include "release/privacy_statement.hpp"
 #include "release/run_export.hpp"
 #include "release/sweep_statement.hpp"
+#include "util/content_hash.hpp"
 
 #include <privdiff/privacy/event_json.hpp>
 #include <privdiff/privacy/rdp.hpp>
@@ -164,42 +166,116 @@ TEST(ReleaseGate, AnApproximateAccountantsGuaranteeNeedsTheOptInAndCarriesACavea
 }  // namespace
 }  // namespace privdiff::core::release
 
-// An export's statement (issue 50): the one summary.json holds, checked against the ledger the run wrote.
+// An export's statement (issue 50; issue 67, finding 4): every privacy figure is the gate's statement of the
+// run's ledger, never summary.json's (a summary that says 0.01 does not make the export say it).
 namespace privdiff::core::release {
 
-TEST(ReleaseGate, AnExportsStatementIsCheckedAgainstTheRunsLedger) {
+TEST(ReleaseGate, AnExportsEpsilonIsTheLedgersNotTheSummarys) {
   const auto dir = std::filesystem::temp_directory_path() / ("privdiff-export-gate-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   sdk::PrivacyLedger ledger;
   ledger.record(sdk::PrivacyEvent::poisson_sampled(0.01, sdk::PrivacyEvent::gaussian(1.0)), 2);
   ledger.add_caveat("secure_noise = false: reproducible noise");
-  const auto write = [&](const sdk::PrivacyLedger& l) { std::ofstream(dir / "ledger.json") << sdk::to_json(l); };
-  write(ledger);
-  const nlohmann::json summary = {{"privacy", {{{"accountant", "rdp"}, {"epsilon", 1.5}}}},
-                                  {"calibration_accountant", "rdp"}, {"delta", 1e-5}, {"ledger_steps", 2},
-                                  {"caveats", nlohmann::json::array()}};
+  const nlohmann::json summary = {{"privacy", {{{"accountant", "rdp"}, {"epsilon", 0.01}}}},
+                                  {"calibration_accountant", "rdp"}, {"delta", 0.5}, {"ledger_steps", 2},
+                                  {"data", "tiny"}, {"caveats", {"a caveat only summary.json has"}}};
   std::ofstream(dir / "summary.json") << summary.dump();
+  PrivacyStatement st;
+  st.is_private = true;
+  st.epsilon = 9.989;
+  st.delta = 1e-5;
+  st.accountant = "rdp";
+  st.results = {{{"accountant", "rdp"}, {"epsilon", 9.989}}, {{"accountant", "prv"}, {"epsilon", 9.5}}};
+  st.caveats = ledger.caveats();
 
-  nlohmann::json p = run_export_statement(dir);
+  nlohmann::json p = run_export_statement(dir, st, ledger);
   EXPECT_TRUE(p["private"].get<bool>());
-  EXPECT_EQ(p["epsilon"]["rdp"].get<double>(), 1.5);
-  ASSERT_EQ(p["caveats"].size(), 1u);  // the ledger's caveat, which the summary lacked, joins
+  EXPECT_EQ(p["accountant"], "rdp");
+  EXPECT_EQ(p["epsilon"]["rdp"].get<double>(), 9.989);
+  EXPECT_EQ(p["epsilon"]["prv"].get<double>(), 9.5);
+  EXPECT_EQ(p["delta"].get<double>(), 1e-5);
+  EXPECT_EQ(p["ledger_steps"].get<std::int64_t>(), 2);
+  EXPECT_EQ(p["data"], "tiny");
+  ASSERT_EQ(p["caveats"].size(), 2u);  // the statement's, and summary.json's joined (never fewer)
   EXPECT_EQ(p["caveats"][0], "secure_noise = false: reproducible noise");
-  EXPECT_TRUE(p.contains("ledger"));
+  EXPECT_EQ(sdk::privacy_ledger_from_json(p["ledger"].dump()).entries(), ledger.entries());
+
+  // A ledger that spent privacy with no epsilon for it (no accountant could evaluate it) is not exported.
+  PrivacyStatement none;
+  EXPECT_THROW(run_export_statement(dir, none, ledger), ReleaseRefused);
 
   // The run went on after its statement: the export is refused, saying so.
   ledger.record(sdk::PrivacyEvent::poisson_sampled(0.01, sdk::PrivacyEvent::gaussian(1.0)), 1);
-  write(ledger);
   try {
-    run_export_statement(dir);
-    ADD_FAILURE() << "a ledger with steps the statement does not cover was exported";
+    run_export_statement(dir, st, ledger);
+    ADD_FAILURE() << "a ledger with steps the run's summary does not cover was exported";
   } catch (const ReleaseRefused& e) {
     EXPECT_NE(std::string(e.what()).find("holds 3 steps, but the statement in summary.json covers 2"), std::string::npos)
         << e.what();
   }
   std::filesystem::remove(dir / "summary.json");
-  EXPECT_THROW(run_export_statement(dir), std::runtime_error);  // not finished
+  EXPECT_THROW(run_export_statement(dir, st, ledger), std::runtime_error);  // not finished
   std::filesystem::remove_all(dir);
+}
+
+// Issue 67, finding 4: ledger.json and checkpoint.pt's ledger are one history; they may differ only by
+// steps one of them has not recorded yet. Any other difference (sigma, q, count, kind) is refused.
+LedgerCopy copy_of(const char* file, const std::vector<PrivacyEvent>& entries) {
+  LedgerCopy c{std::string("/runs/r/") + file, {}};
+  for (const auto& e : entries) c.ledger.record(e);
+  return c;
+}
+
+TEST(ReleaseGate, TheRunsTwoLedgersMustAgreeInEveryEvent) {
+  const PrivacyEvent step = PrivacyEvent::poisson_sampled(0.01, PrivacyEvent::gaussian(1.1));
+  const PrivacyEvent release = PrivacyEvent::gaussian(5.0);
+  const auto agreed = [&](const std::vector<PrivacyEvent>& json, const std::vector<PrivacyEvent>& checkpoint) {
+    return agreed_ledger(copy_of("ledger.json", json), copy_of("checkpoint.pt", checkpoint));
+  };
+  // The same events; one ahead of the other (in a run of steps, or by whole entries): the longer is the ledger.
+  EXPECT_EQ(agreed({release, step, step}, {release, step, step}).note, "");
+  const AgreedLedger ahead = agreed({release, step, step, step}, {release, step});
+  EXPECT_EQ(ahead.ledger.steps(), 4);
+  EXPECT_NE(ahead.note.find("ledger.json records 2 step(s) beyond checkpoint.pt"), std::string::npos) << ahead.note;
+  EXPECT_EQ(agreed({release}, {release, step, step}).ledger.steps(), 3);
+  EXPECT_EQ(agreed({}, {release}).ledger.steps(), 1);
+  EXPECT_EQ(agreed_ledger(std::nullopt, copy_of("checkpoint.pt", {step})).ledger.steps(), 1);
+
+  const PrivacyEvent sigma_100x = PrivacyEvent::poisson_sampled(0.01, PrivacyEvent::gaussian(110));
+  const PrivacyEvent other_q = PrivacyEvent::poisson_sampled(0.02, PrivacyEvent::gaussian(1.1));
+  const std::vector<std::pair<std::vector<PrivacyEvent>, std::vector<PrivacyEvent>>> disagreeing = {
+      {{sigma_100x, sigma_100x}, {step, step}},            // every sigma x100 (the audit's probe)
+      {{other_q, other_q}, {step, step}},                  // q
+      {{step, release}, {step, step, release}},            // a count, before the last entry
+      {{release, step}, {step, step}},                     // a kind
+      {{step, step, release}, {step, step, step, release}},
+      {{step, release, step}, {step, release}}};           // (that one agrees: checkpoint.pt is behind)
+  for (std::size_t i = 0; i + 1 < disagreeing.size(); ++i) {
+    try {
+      agreed(disagreeing[i].first, disagreeing[i].second);
+      ADD_FAILURE() << "case " << i << ": disagreeing ledgers were reconciled";
+    } catch (const ReleaseRefused& e) {
+      const std::string why = e.what();
+      EXPECT_EQ(why.rfind("/runs/r/ledger.json and /runs/r/checkpoint.pt disagree about what the run spent: entry ", 0), 0u)
+          << why;
+      EXPECT_EQ(why.find('\n'), std::string::npos) << why;
+    }
+  }
+  EXPECT_EQ(agreed(disagreeing.back().first, disagreeing.back().second).ledger.steps(), 3);
+}
+
+// Issue 67, finding 8: a checkpoint is published only beside the recipe it was trained under.
+TEST(ReleaseGate, ACheckpointIsTheRunsOnlyUnderTheRecipeItRecorded) {
+  const std::string recipe = "[run]\nseed = 1\n";
+  EXPECT_NO_THROW(check_checkpoint_recipe("/r/checkpoint.pt", content_hash(recipe), "/r/recipe.toml", recipe));
+  EXPECT_NO_THROW(check_checkpoint_recipe("/r/checkpoint.pt", "", "/r/recipe.toml", recipe));  // none recorded
+  try {
+    check_checkpoint_recipe("/r/checkpoint.pt", content_hash(recipe), "/r/recipe.toml", recipe + "# edited\n");
+    ADD_FAILURE() << "an edited recipe was accepted";
+  } catch (const ReleaseRefused& e) {
+    EXPECT_NE(std::string(e.what()).find("/r/checkpoint.pt was trained under a recipe with hash " + content_hash(recipe) +
+                                         ", but /r/recipe.toml has hash"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace privdiff::core::release

@@ -60,6 +60,7 @@ TEST_F(RunCheckpointTest, WhatIsSavedComesBack) {
   position.ledger_json = R"({"events":[]})";
   position.noise_multipliers = {0.5};
   position.data_fingerprint = "data:10:ff";
+  position.component_libraries = R"([{"kind":"mechanism","id":"dpsgd","library":"/p/libdpsgd.so","sha256":"ab"}])";
   position.stage_seconds = {12.5, std::nan("")};  // a finished stage, and one not started
   save_checkpoint(dir / "checkpoint.pt", position, saved, {});
   TinyCheckpointModel loaded;
@@ -68,6 +69,7 @@ TEST_F(RunCheckpointTest, WhatIsSavedComesBack) {
   EXPECT_EQ(checkpoint.position.step, 5);
   EXPECT_EQ(checkpoint.position.ledger_json, position.ledger_json);
   EXPECT_EQ(checkpoint.position.data_fingerprint, "data:10:ff");
+  EXPECT_EQ(checkpoint.position.component_libraries, position.component_libraries);
   ASSERT_EQ(checkpoint.position.stage_seconds.size(), 2u);
   EXPECT_EQ(checkpoint.position.stage_seconds[0], 12.5);
   EXPECT_TRUE(std::isnan(checkpoint.position.stage_seconds[1]));
@@ -79,7 +81,9 @@ TEST_F(RunCheckpointTest, AnOlderCheckpointWithoutStageTimesLoadsWithNone) {
   // privdiff 0.11 and before kept no per-stage time: a resumed stage then reports no examples/s.
   const fs::path path = write_raw("old.pt", global_generator_state(), c10::IValue(std::int64_t{0}));
   TinyCheckpointModel loaded;
-  EXPECT_TRUE(load_checkpoint(path, loaded).position.stage_seconds.empty());
+  const LoadedCheckpoint old = load_checkpoint(path, loaded);
+  EXPECT_TRUE(old.position.stage_seconds.empty());
+  EXPECT_TRUE(old.position.component_libraries.empty());  // nor the components' libraries: resumed with a warning
 }
 
 TEST_F(RunCheckpointTest, AFileThatIsNotAnArchiveIsRefusedByName) {

@@ -356,6 +356,51 @@ TEST_F(RunOrchestratorTest, ResumingOnDifferentDataIsRefused) {
   EXPECT_EQ(sdk::privacy_ledger_from_json(read_file(dir_ / "ledger.json")).steps(), 3);  // untouched
 }
 
+// A run is resumed only with the code it ran (issue 67): another library for any component — here the
+// mechanism's, as a plugin shadowing it would give — is refused naming both; the same code resumes. A
+// checkpoint that records none (an older privdiff) resumes with a warning.
+TEST_F(RunOrchestratorTest, ResumingWithAnotherLibraryForAComponentIsRefused) {
+  const ComponentLibrary started{"mechanism", "fixture_mechanism", "/plugins/libmine.so", std::string(64, '1')};
+  const ComponentLibrary accountant{"accountant", "fixture_accountant", "/plugins/libfix.so", std::string(64, '2')};
+  RunOptions stop;
+  stop.stop_after_steps = 3;
+  stop.libraries = {started, accountant};
+  EXPECT_THROW(run(private_stage + "noise_multiplier = 5.0\n", stop), RunStopped);
+  RunOptions resume;
+  resume.resume = true;
+  resume.libraries = {ComponentLibrary{"mechanism", "fixture_mechanism", "/elsewhere/libhalf.so", std::string(64, '3')},
+                      accountant};
+  RunOrchestrator again(recipe_, compose(recipe_, fixture_registry()), tiny_data());
+  try {
+    again.run(dir_, log_, resume);
+    FAIL() << "resumed with another mechanism library";
+  } catch (const RunRefused& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot resume " + dir_.string() + ": mechanism 'fixture_mechanism' ran from "
+                                     "/plugins/libmine.so (sha256 " + std::string(64, '1') + ") and would now run from "
+                                     "/elsewhere/libhalf.so (sha256 " + std::string(64, '3') + "); a resumed run must "
+                                     "run the code it was started with (restore that library, or start a new run)");
+  }
+  EXPECT_EQ(sdk::privacy_ledger_from_json(read_file(dir_ / "ledger.json")).steps(), 3);  // untouched
+  resume.libraries = {accountant, started};
+  resume.stop_after_steps = 2;
+  RunOrchestrator same(recipe_, compose(recipe_, fixture_registry()), tiny_data());
+  EXPECT_THROW(same.run(dir_, log_, resume), RunStopped);
+  EXPECT_EQ(log_.str().find("does not record its components' libraries"), std::string::npos);
+
+  fs::remove_all(dir_);  // a checkpoint without the record
+  RunOptions unrecorded;
+  unrecorded.stop_after_steps = 3;
+  EXPECT_THROW(run(private_stage + "noise_multiplier = 5.0\n", unrecorded), RunStopped);
+  RunOrchestrator older(recipe_, compose(recipe_, fixture_registry()), tiny_data());
+  resume.stop_after_steps = 0;
+  EXPECT_EQ(older.run(dir_, log_, resume).ledger.steps(), 20);
+  EXPECT_NE(log_.str().find("warning: " + (dir_ / "checkpoint.pt").string() + " does not record its components' "
+                            "libraries (written by an older privdiff): the resumed run cannot be checked to run the "
+                            "code it was started with"),
+            std::string::npos)
+      << log_.str();
+}
+
 // Several datasets in one recipe: each stage trains on the one it names; the ledger and q concern
 // the private one only, and a public stage spends nothing.
 const std::string two_datasets = R"(

@@ -108,4 +108,28 @@ grep -q "nowhere: not a directory" <<<"$out" || fail "no missing-run message: $o
 mkdir "$tmp/empty"
 out=$("$privdiff" compare "$tmp/empty" 2>&1) && fail "compared an empty directory"
 grep -q "not a finished privdiff run (no summary.json)" <<<"$out" || fail "no unfinished-run message: $out"
+# Issue 67, finding 4: compare's epsilon is the release gate's, from the run's ledger: not what privacy.json
+# or summary.json say (edited to 0.01), and a ledger.json that disagrees with checkpoint.pt's copy is refused.
+cp -r "$tmp/k1" "$tmp/k1-lying"
+python3 - "$tmp/k1-lying" <<'PY'
+import json, sys
+for name, key in (("summary.json", "privacy"), ("privacy.json", "results")):
+    s = json.load(open(f"{sys.argv[1]}/{name}"))
+    for r in s[key]:
+        r["epsilon"] = 0.01
+    json.dump(s, open(f"{sys.argv[1]}/{name}", "w"))
+PY
+out=$("$privdiff" compare "$tmp/k1" "$tmp/k1-lying" --out "$tmp/report3" 2>&1) || fail "compare of an edited privacy.json: $out"
+python3 - "$tmp/report3/compare.csv" <<'PY' || fail "compare took epsilon from privacy.json: $(cat "$tmp/report3/compare.csv")"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert len(rows) == 2 and all(float(r["epsilon_rdp"]) > 0.1 for r in rows), rows
+assert rows[0]["epsilon_rdp"] == rows[1]["epsilon_rdp"] and rows[0]["epsilon_prv"] == rows[1]["epsilon_prv"], rows
+PY
+cp -r "$tmp/k1" "$tmp/k1-sigma"
+sed -i 's/"noise_multiplier": *\([0-9.e+-]*\)/"noise_multiplier": 1\1/' "$tmp/k1-sigma/ledger.json"
+out=$("$privdiff" compare "$tmp/k1-sigma" --out "$tmp/report4" 2>&1); code=$?
+[ $code -eq 2 ] || fail "compare of a run whose ledgers disagree: exit $code: $out"
+grep -qF "$tmp/k1-sigma/ledger.json and $tmp/k1-sigma/checkpoint.pt disagree about what the run spent" <<<"$out" \
+  || fail "no disagreement message: $out"
 echo "1 passed, 0 failed"

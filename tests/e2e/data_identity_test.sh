@@ -146,7 +146,7 @@ caveats = json.load(open(sys.argv[1] + "/privacy.json"))["caveats"]
 # ... and what it did not look for (issue 50).
 assert len(caveats) == 1, caveats
 for words in ("no shared record or near-duplicate found: compared by hash with 20 records and for near-duplicates (",
-              "with 20 records; not looked for: larger crops"):
+              "with 20 records; not looked for: rotations beyond 10 degrees, vertical flips"):
     assert words in caveats[0], caveats
 PY
 # ... and refused, naming a pair, where a record is a near-copy of one the source trained on: one grey
@@ -299,5 +299,68 @@ for f in ("eval.json", "privacy.json", "ledger.json"):
     assert len(mine) == 1 and "holds near-duplicates of records of the data run" in mine[0], (f, caveats)
     assert "record 2" not in mine[0] and "10 records" not in mine[0], mine  # nothing about which records
 PY
+passed=$((passed + 1))
+
+# 5. Public data that are near-copies of the private records (issue 67): the private records shifted by a
+# pixel (or shifted and rotated), marked public, pretrain before DP-SGD on them: refused by validate and
+# run, naming a pair, like the exact copies of section 3; with near_duplicates = "caveat" (the user's
+# statement that they are other pictures) the run carries a caveat saying so.
+for data in shifted rotated; do
+  both "$tmp/near-$data.toml" "path = \"$tmp/$data\""
+  for command in validate run; do
+    out=$("$privdiff" $command "$tmp/near-$data.toml" $([ $command = run ] && echo --out "$tmp/near-$data") 2>&1); code=$?
+    [ $code = 2 ] || fail "$command of near-copies as public data ($data): exit $code, not 2: $out"
+    grep -q "stage\[0\] 'warm' (mechanism 'nonprivate', not private) uses 'public' as public data, but it holds [0-9]* records that are near-duplicates of records of the data the run trains on privately (.*) (e.g. its record [0-9]* and their record [0-9]*: .*near_duplicates = \"caveat\"" \
+      <<<"$out" || fail "$command, near-copies as public data ($data): $out"
+    grep -q "step 1/" <<<"$out" && fail "$command trained before refusing: $out"
+  done
+  [ ! -e "$tmp/near-$data" ] || fail "a refused run left a directory"
+done
+sed -i 's|^public = true$|public = true\nnear_duplicates = "caveat"|' "$tmp/near-shifted.toml"
+out=$("$privdiff" run "$tmp/near-shifted.toml" --out "$tmp/near-stated" 2>&1) || fail "near_duplicates = caveat: $out"
+grep -q "warning: stage\[0\] 'warm' .*: the public data 'public' holds near-duplicates of records of the data the run trains on privately" \
+  <<<"$out" || fail "no warning for the stated near-duplicates: $out"
+python3 - "$tmp/near-stated" <<'PY' || fail "near_duplicates = caveat: the caveat"
+import json, sys
+caveats = json.load(open(sys.argv[1] + "/privacy.json"))["caveats"]
+mine = [c for c in caveats if c.startswith("public data 'public' (stage[0] 'warm'")]
+assert len(mine) == 1 and 'near_duplicates = "caveat": stated to be independent pictures' in mine[0], caveats
+assert "20 records" not in mine[0] and "record 1" not in mine[0], mine  # nothing about which records
+PY
+grep -q '^near_duplicates = "caveat"$' "$tmp/near-stated/recipe.toml" || fail "the resolved recipe lost near_duplicates"
+# ... and along the ancestry: near-copies of what the init_from source trained on privately.
+both "$tmp/near-down.toml" "path = \"$tmp/shifted\""
+sed -i -e 's|^\[data.private\]|[run]\ninit_from = "'"$tmp/source"'"\n[data.private]|' -e "s|^path = \"$fm\"|path = \"$tmp/disjoint\"|" "$tmp/near-down.toml"
+out=$("$privdiff" validate "$tmp/near-down.toml" 2>&1) && fail "validate accepted near-copies of the source's private data as public"
+grep -q "uses 'public' as public data, but it holds [0-9]* records that are near-duplicates of records of the data run .*source trained on privately" \
+  <<<"$out" || fail "near-down: $out"
+# A bad value is refused at its key.
+both "$tmp/near-bad.toml" "path = \"$tmp/disjoint\"
+near_duplicates = \"allow\""
+out=$("$privdiff" validate "$tmp/near-bad.toml" 2>&1); code=$?
+[ $code = 2 ] || fail "near_duplicates = allow: exit $code: $out"
+grep -q "near-bad.toml:[0-9]*:[0-9]*: data.public.near_duplicates: expected \"refuse\" or \"caveat\"" <<<"$out" || fail "near-bad: $out"
+passed=$((passed + 1))
+
+# 6. [[eval]]'s held-out split against the ancestry (issue 67): run B starts from the source (its ledger
+# carried) and trains on other records, but its test split is the source's 20 private training records
+# byte for byte: refused by validate and run, as privdiff eval refuses it.
+python3 - "$fm" "$tmp" <<'PY'
+import os, shutil, sys
+fm, tmp = sys.argv[1:3]
+os.makedirs(f"{tmp}/ancestry-test", exist_ok=True)
+for kind in ("images-idx3", "labels-idx1"):
+    shutil.copy(f"{tmp}/disjoint/train-{kind}-ubyte.gz", f"{tmp}/ancestry-test/train-{kind}-ubyte.gz")
+    shutil.copy(f"{fm}/train-{kind}-ubyte.gz", f"{tmp}/ancestry-test/t10k-{kind}-ubyte.gz")
+PY
+private_run "$tmp/anc.toml" "path = \"$tmp/ancestry-test\"" "init_from = \"$tmp/source\""
+printf '[[eval]]\nsamples = 20\nepochs = 1\n[eval.dpdm_classifiers]\nclassifiers = ["logreg"]\n' >> "$tmp/anc.toml"
+for command in validate run; do
+  out=$("$privdiff" $command "$tmp/anc.toml" $([ $command = run ] && echo --out "$tmp/anc") 2>&1); code=$?
+  [ $code = 2 ] || fail "$command of a test split holding the source's private records: exit $code, not 2: $out"
+  grep -q 'eval\[0\].reference: "held_out" scores against the test split of .data., but it holds 20 records of the data run .*source trained on privately' \
+    <<<"$out" || fail "$command: no ancestry refusal: $out"
+done
+[ ! -e "$tmp/anc" ] || fail "a refused run left a directory"
 passed=$((passed + 1))
 echo "$passed passed, 0 failed"

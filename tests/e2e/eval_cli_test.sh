@@ -139,6 +139,40 @@ out=$("$privdiff" eval "$sample" --run "$tmp/run-test" --real-path "$tiny" --cla
 [ $code = 2 ] || fail "eval of a run trained on the test split against it: exit $code: $out"
 grep -q "the test split of tiny-fashion-mnist (test) holds [0-9]* records of" <<<"$out" || fail "no test-split refusal: $out"
 [ ! -e "$tmp/run-test/eval.json" ] || fail "a refused eval wrote eval.json"
+# A run's images are its own wherever they are (issue 67): a copy of its samples elsewhere (known by the
+# run's stamp in the files' gzip headers) and images in the run directory outside samples/ (a stage's
+# release, released-NAME/; re-encoded here, so without the stamp) are scored under its rules, no --run.
+mkdir -p "$tmp/copy" "$tmp/run/released-x"
+cp "$tmp/run/samples/ddim-30-images-idx3-ubyte.gz" "$tmp/run/samples/ddim-30-labels-idx1-ubyte.gz" "$tmp/copy/"
+python3 - "$tmp/run/samples/ddim-30" "$tmp/run/released-x/train" <<'PY'
+import gzip, sys
+for kind in ("images-idx3", "labels-idx1"):
+    data = gzip.open(f"{sys.argv[1]}-{kind}-ubyte.gz").read()
+    with gzip.open(f"{sys.argv[2]}-{kind}-ubyte.gz", "wb") as f:
+        f.write(data)
+PY
+for set in "$tmp/copy/ddim-30-images-idx3-ubyte.gz" "$tmp/run/released-x/train-images-idx3-ubyte.gz"; do
+  out=$("$privdiff" eval "$set" --real-path "$tiny" --reference train --evaluator feature_cnn 2>&1); code=$?
+  [ $code = 2 ] || fail "eval of $set (the run's) against its private training split: exit $code, not 2: $out"
+  grep -q "the train split of tiny-fashion-mnist (train) holds [0-9]* records of the data run .* trained on privately" \
+    <<<"$out" || fail "no private-reference refusal for $set: $out"
+  grep -Eq "^$set (carries the stamp of|lies in) run( directory)? $tmp/run: scored under that run's rules" <<<"$out" \
+    || fail "the run of $set is not named: $out"
+done
+# The run moved: its stamp names a directory that is no run; --run naming it where it is now (the same
+# recipe.toml) resolves it, and --allow-private-data scores with a caveat saying nothing was compared.
+mv "$tmp/run" "$tmp/run-moved"
+out=$("$privdiff" eval "$tmp/copy/ddim-30-images-idx3-ubyte.gz" --real-path "$tiny" 2>&1); code=$?
+[ $code = 2 ] && grep -q "carries the stamp of run $tmp/run, which is not a privdiff run directory here: .*give --run DIR" \
+  <<<"$out" || fail "a copy of a moved run's samples: exit $code: $out"
+out=$("$privdiff" eval "$tmp/copy/ddim-30-images-idx3-ubyte.gz" --run "$tmp/run-moved" --real-path "$tiny" \
+      --reference train --evaluator feature_cnn 2>&1); code=$?
+[ $code = 2 ] && grep -q "holds [0-9]* records of the data run .* trained on privately" <<<"$out" \
+  || fail "--run naming the moved run: exit $code: $out"
+json=$("$privdiff" eval "$tmp/copy/ddim-30-images-idx3-ubyte.gz" --real-path "$tiny" --evaluator dpdm_classifiers \
+       --classifiers logreg --epochs 1 --allow-private-data --json 2>"$tmp/log") || fail "allowed: $(cat "$tmp/log")"
+grep -q "not compared with its private data" <<<"$json" || fail "no caveat for an unresolved stamp: $json"
+mv "$tmp/run-moved" "$tmp/run"
 
 # 2. Corrupt and mislabelled files.
 python3 "$(dirname "$0")/../../scripts/make_noise_idx.py" "$tmp/noise" 1000 || fail "cannot write the noise set"
@@ -166,6 +200,10 @@ grep -q "unknown evaluator 'incepton' (did you mean 'inception'?)" <<<"$out" || 
 out=$("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --set dpdm_classifiers.epoch=3 2>&1); code=$?
 [ $code -eq 2 ] || fail "--set dpdm_classifiers.epoch: exit $code (want 2): $out"
 grep -q "dpdm_classifiers.epoch: unknown key 'epoch' (did you mean 'epochs'?)" <<<"$out" || fail "no --set message: $out"
+# A key privdiff eval would ignore is refused, naming it (the split is --reference's).
+out=$("$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --set real.split=train 2>&1); code=$?
+[ $code -eq 2 ] && grep -q "^--set 'real.split=train': real.split: privdiff eval does not use it" <<<"$out" \
+  || fail "--set real.split=train: exit $code (want 2): $out"
 out=$(env -u PRIVDIFF_INCEPTION_WEIGHTS "$privdiff" eval "$tmp/noise-images-idx3-ubyte.gz" --evaluator inception 2>&1); code=$?
 [ $code -eq 2 ] || fail "inception without weights: exit $code (want 2): $out"
 grep -q "inception.weights: the inception evaluator needs pytorch-fid's Inception weights" <<<"$out" || fail "no weights message: $out"

@@ -74,6 +74,12 @@ awk '$1 == "rdp" { exit !($2 <= 8.0 && $2 > 7.0) }' <<<"$out" || fail "account's
 out=$("$privdiff" eval "$tmp/run/released-evolve/train-images-idx3-ubyte.gz" --run "$tmp/run" \
   --evaluator dpdm_classifiers --classifiers logreg --epochs 1 2>&1) || fail "eval of the release: $out"
 [ -s "$tmp/run/eval.json" ] || fail "eval recorded nothing in the run"
+# Without --run the release is still the run's (issue 67): real data holding its private records are refused.
+code=0
+out=$("$privdiff" eval "$tmp/run/released-evolve/train-images-idx3-ubyte.gz" --real-path "$fixtures/data/tiny-fashion-mnist" \
+  --reference train --classifiers logreg --epochs 1 2>&1) || code=$?
+[ "$code" = 2 ] && grep -q "the train split of tiny-fashion-mnist (train) holds [0-9]* records of the data run" <<<"$out" \
+  || fail "eval of the release against the private data without --run: exit $code: $out"
 echo "PE run: released 30 synthetic images; $(grep -m1 '^rdp' <<<"$("$privdiff" account "$tmp/run")")"
 
 # check-mechanism replays the stage (its own code, the recipe's model and public data, stand-in records):

@@ -88,4 +88,74 @@ out=$("$privdiff" weights inspect "$fixtures/weights/diffusers/unet2d_classes" 2
 grep -A1 "reference.safetensors:" <<<"$out" | grep -q "architecture: not recognised" || fail "a test file beside the model was described as the model: $out"
 # An AutoencoderKL: import says what inspect says, that it runs as a latent UNet's autoencoder.
 expect_refusal "which privdiff runs only as a latent UNet's autoencoder" weights import "$fixtures/weights/diffusers/autoencoder_kl_small"
+# Issue 67, finding 4: the guarantee is the ledger's. A summary.json that says epsilon 0.01 changes nothing
+# in the export; a ledger.json whose every sigma is x100 disagrees with checkpoint.pt's copy, and export,
+# account and compare refuse it naming both files.
+eps=$(python3 -c "import json,sys; print([r['epsilon'] for r in json.load(open(sys.argv[1]))['privacy'] if r['accountant'] == 'rdp'][0])" "$tmp/run/summary.json")
+cp -r "$tmp/run" "$tmp/lying"
+python3 - "$tmp/lying" <<'PY'
+import json, sys
+for name in ("summary.json", "privacy.json"):
+    s = json.load(open(f"{sys.argv[1]}/{name}"))
+    for r in s["privacy" if name == "summary.json" else "results"]:
+        r["epsilon"] = 0.01
+    if name == "privacy.json":
+        s["epsilon"] = 0.01
+    json.dump(s, open(f"{sys.argv[1]}/{name}", "w"))
+PY
+out=$("$privdiff" weights export "$tmp/lying" -o "$tmp/lying-export" 2>&1) || fail "export of a run whose summary lies: $out"
+python3 - "$tmp/lying-export" "$eps" <<'PY' || fail "the export took epsilon from summary.json: $out"
+import json, struct, sys
+raw = open(sys.argv[1] + "/model.safetensors", "rb").read()
+meta = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])["__metadata__"]
+eps = float(sys.argv[2])
+assert abs(float(meta["privdiff.epsilon"]) - eps) <= 1e-5 * eps, (meta["privdiff.epsilon"], eps)
+assert abs(json.loads(meta["privdiff.privacy"])["epsilon"]["rdp"] - eps) <= 1e-9 * eps
+card = open(sys.argv[1] + "/README.md").read()
+assert "(ε, δ) = (0.01," not in card and "(ε, δ) = (%s," % meta["privdiff.epsilon"] in card, card
+PY
+cp -r "$tmp/run" "$tmp/edited-ledger"
+python3 - "$tmp/edited-ledger/ledger.json" <<'PY'
+import json, sys
+def scale(e):
+    if e.get("type") == "gaussian":
+        e["noise_multiplier"] *= 100
+    for k in ("event",):
+        if k in e: scale(e[k])
+    for c in e.get("events", []): scale(c)
+l = json.load(open(sys.argv[1]))
+for e in l["entries"]: scale(e)
+json.dump(l, open(sys.argv[1], "w"))
+PY
+disagree="$tmp/edited-ledger/ledger.json and $tmp/edited-ledger/checkpoint.pt disagree about what the run spent: entry 1 is"
+expect_refusal "$disagree" weights export "$tmp/edited-ledger" -o "$tmp/edited-export"
+[ -e "$tmp/edited-export/model.safetensors" ] && fail "a run whose two ledgers disagree was exported"
+expect_refusal "$disagree" account "$tmp/edited-ledger"
+[ "$(grep -c . <<<"$out")" = 1 ] || fail "the refusal is not one line: $out"
+# Finding 8: the export's recipe is the one the run was trained under (checkpoint.pt records its hash), and
+# its weights are the run's own: an edited recipe.toml, or a checkpoint.pt of another run of the same
+# architecture, is refused by export and sample.
+cp -r "$tmp/run" "$tmp/edited-recipe"
+sed -i 's/^epsilon = .*/epsilon = 0.5/' "$tmp/edited-recipe/recipe.toml"
+expect_refusal "has hash" weights export "$tmp/edited-recipe" -o "$tmp/edited-recipe-export"
+grep -qF "the recipe was edited after the run wrote it, or the checkpoint comes from another run" <<<"$out" || fail "no reason: $out"
+[ -e "$tmp/edited-recipe-export/model.safetensors" ] && fail "an edited recipe was exported as the run's"
+{ printf '[run]\nseed = 2\n'; tiny_dp_recipe "$fixtures" 8.0 'steps = 2'; } > "$tmp/other.toml"
+out=$("$privdiff" run "$tmp/other.toml" --out "$tmp/other" 2>&1) || fail "second run failed: $out"
+cp -r "$tmp/run" "$tmp/foreign" && cp "$tmp/other/checkpoint.pt" "$tmp/foreign/checkpoint.pt"
+expect_refusal "$tmp/foreign/checkpoint.pt was trained under a recipe with hash" weights export "$tmp/foreign" -o "$tmp/foreign-export"
+expect_refusal "$tmp/foreign/checkpoint.pt was trained under a recipe with hash" sample "$tmp/foreign" --count 2 --out "$tmp/foreign-s"
+[ -e "$tmp/foreign-s-grid.png" ] && fail "another run's checkpoint was sampled"
+out=$("$privdiff" sample "$tmp/run" --count 2 --out "$tmp/own-s" 2>&1) || fail "sampling the run's own checkpoint: $out"
+# Finding 8: secure_noise = false with no seed set draws the noise from the public default 0. The export
+# says so: the seed is not withheld (there is nothing to withhold), and the guarantee carries a caveat.
+tiny_dp_recipe "$fixtures" 8.0 'steps = 2' > "$tmp/seed0.toml"
+out=$("$privdiff" run "$tmp/seed0.toml" --out "$tmp/seed0" 2>&1) || fail "run without a seed failed: $out"
+out=$("$privdiff" weights export "$tmp/seed0" -o "$tmp/seed0-export" 2>&1) || fail "export without a seed: $out"
+grep -q "seed withheld" "$tmp/seed0-export/privdiff-recipe.toml" && fail "the export says it withheld the public default seed"
+grep -q "^seed = 0  # not withheld: 0 is privdiff's public default" "$tmp/seed0-export/privdiff-recipe.toml" \
+  || fail "the export does not say its seed is the public default: $(cat "$tmp/seed0-export/privdiff-recipe.toml")"
+grep -q "withhold its seeds" "$tmp/seed0-export/README.md" && fail "the card says the public seed is withheld"
+grep -q "seed 0 is privdiff's public default" "$tmp/seed0-export/README.md" || fail "the card does not say the seed is public"
+grep -q "anyone can reproduce this run's noise and batches" "$tmp/seed0-export/README.md" || fail "no public-seed caveat"
 echo "weights: all checks passed"

@@ -57,6 +57,33 @@ out=$("$privdiff" run "$tmp/finetune.toml" --out "$tmp/same-data" --set "run.ini
 [ "$code" = 2 ] && grep -q "was trained on exactly this run's private data" <<<"$out" \
   || fail "a statement of disjointness for the same data: exit $code: $out"
 [ -e "$tmp/same-data/checkpoint.pt" ] && fail "the refused run trained"
+# Issue 67, finding 8: weights whose ledger is one Gaussian of noise multiplier 0 have infinite epsilon.
+# Carried (no statement of disjointness), that is said at once, not blamed on disjointness; stated disjoint,
+# the ledger is not carried and the run is valid.
+python3 - "$tmp/export/model.safetensors" "$tmp/sigma0.safetensors" <<'PY' || fail "could not write the sigma-0 weights"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n]); meta = header["__metadata__"]
+p = json.loads(meta["privdiff.privacy"])
+p["private"] = True
+p["ledger"] = {"format": "privdiff-ledger", "version": 1, "caveats": [],
+               "entries": [{"type": "gaussian", "noise_multiplier": 0.0}]}
+meta["privdiff.privacy"] = json.dumps(p)
+text = json.dumps(header, separators=(",", ":")).encode(); text += b" " * (-len(text) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+PY
+for command in validate run; do
+  out=$("$privdiff" $command "$tmp/finetune.toml" $([ $command = run ] && echo "--out $tmp/sigma0-run") \
+    --set "run.init_from=\"$tmp/sigma0.safetensors\"" 2>&1); code=$?
+  [ "$code" = 2 ] || fail "$command from a sigma-0 ledger: exit $code, not 2: $out"
+  grep -qF "run.init_from: the ledger carried from $tmp/sigma0.safetensors has a Gaussian event with noise multiplier 0 (its entry 1, Gaussian(0)): epsilon is infinite" <<<"$out" \
+    || fail "$command: the infinite epsilon is not named: $out"
+  grep -q "cannot be compared" <<<"$out" && fail "$command: blamed on disjointness: $out"
+done
+[ -e "$tmp/sigma0-run/checkpoint.pt" ] && fail "a run carrying an infinite epsilon trained"
+out=$("$privdiff" validate "$tmp/finetune.toml" --set "run.init_from=\"$tmp/sigma0.safetensors\"" \
+  --set run.init_from_disjoint=true 2>&1) || fail "stated disjoint, the sigma-0 ledger is not carried: $out"
 # Weights of another configuration are refused, naming the first mismatch with both shapes.
 out=$("$privdiff" run "$tmp/finetune.toml" --out "$tmp/wide" --set "run.init_from=\"$tmp/outside.safetensors\"" \
   --set run.init_from_disjoint=true --set model.channels=16 2>&1); code=$?
