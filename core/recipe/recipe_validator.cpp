@@ -655,25 +655,22 @@ class Validator {
 
 }  // namespace
 
-std::vector<fs::path> recipe_plugin_directories(const RecipeDocument& document) {
-  std::vector<fs::path> dirs;
-  const toml::array* search = document.root()["plugins"]["search"].as_array();
-  if (!search) return dirs;
-  for (const auto& entry : *search) {
-    if (auto* s = entry.as_string()) dirs.push_back(document.base_directory() / s->get());
+namespace {
+// [plugins] KEY: a list of paths, each relative to the recipe file.
+std::vector<fs::path> plugin_paths(const RecipeDocument& document, const char* key) {
+  std::vector<fs::path> paths;
+  const toml::array* list = document.root()["plugins"][key].as_array();
+  if (!list) return paths;
+  for (const auto& entry : *list) {
+    if (auto* s = entry.as_string()) paths.push_back(document.base_directory() / s->get());
   }
-  return dirs;
+  return paths;
 }
+}  // namespace
 
-std::vector<fs::path> recipe_plugin_libraries(const RecipeDocument& document) {
-  std::vector<fs::path> libraries;
-  const toml::array* use = document.root()["plugins"]["use"].as_array();
-  if (!use) return libraries;
-  for (const auto& entry : *use) {
-    if (auto* s = entry.as_string()) libraries.push_back(document.base_directory() / s->get());
-  }
-  return libraries;
-}
+std::vector<fs::path> recipe_plugin_directories(const RecipeDocument& document) { return plugin_paths(document, "search"); }
+
+std::vector<fs::path> recipe_plugin_libraries(const RecipeDocument& document) { return plugin_paths(document, "use"); }
 
 EvaluationChoice validate_evaluation(const RecipeDocument& document, const ComponentRegistry& registry) {
   return Validator(document, registry, {}).evaluation_choice();

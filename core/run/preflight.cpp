@@ -233,7 +233,7 @@ void RunOrchestrator::prepare_init_from(RunSession& s) {
     s.carry_reason = s.init->reason;
     return;
   }
-  s.init = read_init_source(recipe_.run.get_string("init_from"));
+  if (!s.init) s.init = read_init_source(recipe_.run.get_string("init_from"));  // read once (preflight may have)
   const InitSource& src = *s.init;
   const InitDecision decision = decide_init_from(src, run_data(s), recipe_.run.get_bool("init_from_disjoint"),
                                                  record_key(), [&] { return check_disjoint_statement(s, src); });
@@ -407,8 +407,8 @@ void RunOrchestrator::preflight(RunSession& s) {
     }
   }
   if (recipe_.run.has("init_from") && !s.options.resume) {  // an infinite epsilon is said before the data are opened
-    refuse_infinite_ledger(read_init_source(recipe_.run.get_string("init_from")),
-                           !recipe_.run.get_bool("init_from_disjoint") || !any_private(components_));
+    s.init = read_init_source(recipe_.run.get_string("init_from"));  // prepare_init_from takes it from here
+    refuse_infinite_ledger(*s.init, !recipe_.run.get_bool("init_from_disjoint") || !any_private(components_));
   }
   open_datasets(s);
   check_data_use(s);
