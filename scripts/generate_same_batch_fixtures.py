@@ -34,6 +34,9 @@ ROWS = [
     (0.01, (1.0, 2.0), 1000, 1e-5),
     (0.05, (0.8, 5.0, 10.0), 400, 1e-6),
     (0.2, (2.0, 4.0), 50, 1e-5),
+    # the adaptive_clipping example's defaults (examples/out_of_tree_plugin; docs/writing-a-mechanism.md):
+    # sigma 1.1, the count's sigma_b 10, B 64 of Fashion-MNIST's 60,000 for 10 epochs
+    (64 / 60000, (1.1, 10.0), 9375, 1e-5),
 ]
 
 

@@ -75,4 +75,20 @@ out=$("$privdiff" check-mechanism "$work/autoclip.toml" --canaries 1000 2>&1) ||
 grep -q "mechanism check passed" <<<"$out" || fail "check-mechanism: no verdict: $out"
 out=$("$privdiff" run "$work/autoclip.toml" --out "$work/autoclip-run" 2>&1) || fail "run automatic_clipping: $out"
 
+step "the adaptive-clipping example: two releases of one batch, a clip norm kept between steps"
+"$work/plugin-build/adaptive_clipping_test" > "$work/adaptive_clipping_test.log" 2>&1 ||
+  { cat "$work/adaptive_clipping_test.log"; fail "adaptive_clipping_test"; }
+sed 's/"automatic_clipping"/"adaptive_clipping"/' "$work/autoclip.toml" > "$work/adaptive.toml"
+out=$("$privdiff" check-mechanism "$work/adaptive.toml" --canaries 1000 2>&1) || fail "check-mechanism adaptive_clipping: $out"
+grep -q "mechanism check passed" <<<"$out" || fail "check-mechanism adaptive_clipping: no verdict: $out"
+grep -q "declared release 'unclipped count, step 1': noise std measured" <<<"$out" || fail "check-mechanism adaptive_clipping: the count unchecked: $out"
+out=$("$privdiff" run "$work/adaptive.toml" --out "$work/adaptive-run" 2>&1) || fail "run adaptive_clipping: $out"
+python3 - "$work/adaptive-run/ledger.json" <<'PY' || fail "adaptive_clipping's ledger: $(cat "$work/adaptive-run/ledger.json")"
+import json, sys
+step = json.load(open(sys.argv[1]))["entries"][0]["event"]  # SelfComposed(PoissonSampled(q, Composed([...])), 2)
+assert step["type"] == "poisson_sampled" and step["event"]["type"] == "composed", step
+assert [e["noise_multiplier"] for e in step["event"]["events"]][1:] == [10.0], step
+PY
+grep -q '"mechanism":{"clip_norm"' "$work/adaptive-run/metrics.jsonl" || fail "no clip norm in metrics.jsonl: $(head -3 "$work/adaptive-run/metrics.jsonl")"
+
 echo "1 passed, 0 failed"

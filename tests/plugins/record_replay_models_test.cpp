@@ -136,6 +136,7 @@ DpSgdAudit audit_of(const std::string& name, const ModelSpec& model, const engin
   a.batch_size = batch;
   a.max_grad_norm = options.max_grad_norm;
   a.x_alone_in_chunk = chunk;
+  a.next_steps = 0;  // these audits are of the models' engine paths; the next steps are record_replay_test's
   return a;
 }
 

@@ -32,7 +32,7 @@ MechanismFactory installed(const std::string& id, std::map<std::string, sdk::Con
 }
 
 std::map<std::string, sdk::ConfigValue> dp_sgd_values(const std::string& path, std::int64_t physical) {
-  return {{"batch_size", sdk::ConfigValue{batch}},          {"steps", sdk::ConfigValue{std::int64_t{2}}},
+  return {{"batch_size", sdk::ConfigValue{batch}},          {"steps", sdk::ConfigValue{std::int64_t{3}}},
           {"noise_multiplier", sdk::ConfigValue{0.5}},       {"max_grad_norm", sdk::ConfigValue{clip}},
           {"optimizer", sdk::ConfigValue{std::string("sgd")}}, {"momentum", sdk::ConfigValue{0.0}},
           {"lr", sdk::ConfigValue{1.0}},                      {"ema", sdk::ConfigValue{0.0}},

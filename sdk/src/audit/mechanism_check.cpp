@@ -1,6 +1,8 @@
 #include <privdiff/audit/mechanism_check.hpp>
 
 #include <cstdio>
+#include <exception>
+#include <string>
 #include <sstream>
 
 namespace privdiff::sdk::audit {
@@ -9,9 +11,22 @@ MechanismCheck check_mechanism(const check::MechanismUnderTest& make, MechanismC
   o.replay.max_grad_norm = o.max_grad_norm;
   o.noise.max_grad_norm = o.max_grad_norm;
   MechanismCheck out;
-  out.replay = check::check_by_record_replay(make, o.replay);
-  out.noise = check::check_noise_calibration(make, o.noise);
-  if (o.accountant) {
+  // A mechanism that throws where the engine refuses what it did (a second event for one batch, a
+  // declared release not made) fails that check with the reason.
+  bool stopped = false;
+  try {
+    out.replay = check::check_by_record_replay(make, o.replay);
+  } catch (const std::exception& e) {
+    out.replay.add(std::string("a run of the mechanism stopped with an error: ") + e.what());
+    stopped = true;
+  }
+  try {
+    out.noise = check::check_noise_calibration(make, o.noise);
+  } catch (const std::exception& e) {
+    out.noise.violations.push_back(std::string("a run of the mechanism stopped with an error: ") + e.what());
+    stopped = true;
+  }
+  if (o.accountant && !stopped) {  // its runs would stop alike
     check::MechanismSettings settings;  // "auto" sigma, secure noise, the whole batch in one chunk
     settings.steps = 4;
     out.canaries = audit_with_gradient_canaries(make, settings, o.max_grad_norm, *o.accountant, o.target_epsilon,
@@ -37,6 +52,9 @@ std::string MechanismCheck::describe() const {
                   canaries->bound.confidence * 100, canaries->reported_epsilon, canaries->noise_multiplier,
                   static_cast<long long>(canaries->steps), static_cast<long long>(canaries->dataset_size));
     s << line;
+    if (!noise.releases.empty()) {
+      s << "  (c) sees the gradient updates only: the declared releases are checked by (a) and (b)\n";
+    }
   } else {
     s << "(c) gradient canaries: not run (no accountant)\n";
   }

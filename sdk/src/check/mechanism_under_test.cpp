@@ -35,6 +35,7 @@ std::map<std::string, ConfigValue> values_for_check(std::map<std::string, Config
     v.erase("seed");
   }
   v["physical_batch_size"] = s.physical_batch_size;
+  if (s.max_grad_norm) v["max_grad_norm"] = *s.max_grad_norm;
   v["optimizer"] = std::string("sgd");
   v["lr"] = s.lr;
   v["momentum"] = 0.0;
@@ -71,6 +72,7 @@ engine::DpSgdOptions options_for_check(engine::DpSgdOptions o, const MechanismSe
   o.secure_noise = !s.seed.has_value();
   o.seed = s.seed;
   o.physical_batch_size = s.physical_batch_size;
+  if (s.max_grad_norm) o.max_grad_norm = *s.max_grad_norm;
   o.optimizer = "sgd";
   o.lr = s.lr;
   o.momentum = 0.0;

@@ -1,32 +1,48 @@
 #include <privdiff/check/replay_check.hpp>
 #include <privdiff/check/record_replay.hpp>
 
+#include <cstdio>
 #include <string>
 
 namespace privdiff::sdk::check {
 
+namespace {
+// The audit of logical step `step` (and the two after it), with chunks of `physical` (0: one) and clip norm C.
+DpSgdAudit audit_of(const MechanismUnderTest& make, const ReplayCheckOptions& o, std::int64_t step,
+                    std::int64_t physical, double clip, const std::string& label) {
+  DpSgdAudit a;
+  a.name = "step " + std::to_string(step) + ", " +
+           (physical > 0 ? "chunks of " + std::to_string(physical) : std::string("one chunk")) + label;
+  a.mechanism = [make, o, physical, step, clip](std::uint64_t seed) {
+    MechanismSettings s;
+    s.batch_size = o.batch_size;
+    s.steps = step + 2;  // step k and the two after it (the next-steps replay)
+    s.noise_multiplier = o.noise_multiplier;
+    s.seed = seed;
+    s.physical_batch_size = physical;
+    if (clip != o.max_grad_norm) s.max_grad_norm = clip;
+    return make(s);
+  };
+  a.batch_size = o.batch_size;
+  a.max_grad_norm = clip;
+  a.step = step;
+  return a;
+}
+}  // namespace
+
 Report check_by_record_replay(const MechanismUnderTest& make, const ReplayCheckOptions& o) {
   Report all;
   const at::Tensor images = random_images(o.records, o.data_seed);
+  auto audit = [&](const DpSgdAudit& a) {
+    all.merge(audit_dp_sgd(a, images, adversarial_neighbours(o.magnitude), typical_reference()));
+  };
   for (const std::int64_t physical : o.physical_batch_sizes) {
-    for (const std::int64_t step : o.steps) {
-      DpSgdAudit a;
-      a.name = "step " + std::to_string(step) + ", " +
-               (physical > 0 ? "chunks of " + std::to_string(physical) : std::string("one chunk"));
-      a.mechanism = [make, o, physical](std::uint64_t seed) {
-        MechanismSettings s;
-        s.batch_size = o.batch_size;
-        s.steps = 2;
-        s.noise_multiplier = o.noise_multiplier;
-        s.seed = seed;
-        s.physical_batch_size = physical;
-        return make(s);
-      };
-      a.batch_size = o.batch_size;
-      a.max_grad_norm = o.max_grad_norm;
-      a.step = step;
-      all.merge(audit_dp_sgd(a, images, adversarial_neighbours(o.magnitude), typical_reference()));
-    }
+    for (const std::int64_t step : o.steps) audit(audit_of(make, o, step, physical, o.max_grad_norm, ""));
+  }
+  if (o.large_clip_factor > 0) {
+    char label[64];
+    std::snprintf(label, sizeof label, ", C x %g", o.large_clip_factor);
+    audit(audit_of(make, o, 1, 0, o.max_grad_norm * o.large_clip_factor, label));
   }
   return all;
 }

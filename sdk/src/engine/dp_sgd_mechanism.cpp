@@ -14,6 +14,7 @@
 #include <privdiff/privacy/ledger.hpp>
 
 #include "chunk_trainer.hpp"
+#include "step_releases.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -73,7 +74,8 @@ Schema dp_sgd_schema(bool is_private, bool with_noise_multiplicity) {
   }
   if (with_noise_multiplicity) {
     s.add(Key::integer("noise_multiplicity").at_least(1).defaults(32)
-              .doc("K noised copies of each example, averaged before per-example clipping"));
+              .doc("K noised copies of each example, averaged before per-example clipping (default 32, DPDM's: "
+                   "each example costs K forward and backward passes; 1 for plain DP-SGD's cost)"));
   }
   s.add(Key::string("precision").one_of({"float32", "tf32", "bf16"}).defaults("float32")
             .doc("the forward and backward's precision (GPU): tf32 tensor-core products, or bf16 autocast; norms, "
@@ -318,8 +320,7 @@ void DpSgdMechanism::check_dataset_size(std::int64_t n) const {
 PrivacyEvent DpSgdMechanism::planned_events_with(double sigma, std::int64_t n) const {
   check_dataset_size(n);
   if (!options_.is_private) return PrivacyEvent::no_op();
-  return PrivacyEvent::self_composed(
-      PrivacyEvent::poisson_sampled(sampling_rate(options_.batch_size, n), PrivacyEvent::gaussian(sigma)), steps_for(n));
+  return PrivacyEvent::self_composed(step_event(sigma, sampling_rate(options_.batch_size, n)), steps_for(n));
 }
 
 PrivacyEvent DpSgdMechanism::planned_events(std::int64_t n) const {
@@ -344,13 +345,25 @@ ClipRule DpSgdMechanism::clip_rule() const {
 }
 
 ClippedSum DpSgdMechanism::clipped_chunk_sum(torch::nn::Module& module, const RowLoss& loss, std::int64_t examples) {
-  return clipped_sum_along(engine_plan_, module, loss, examples, options_.noise_multiplicity, options_.max_grad_norm,
+  return clipped_sum_along(engine_plan_, module, loss, examples, options_.noise_multiplicity, clip_norm_,
                            options_.clipping, planner_, clip_rule());
 }
 
 void DpSgdMechanism::noise_step_gradient(PrivateGradient& gradient, double expected_batch_size, GaussianNoise& noise) {
   gradient.finish_into_grads(*options_.noise_multiplier, expected_batch_size, noise);
 }
+
+namespace {
+// A second PoissonSampled event of the step's rate, recorded by a derived mechanism around the engine's
+// (in a hook, or a step_done it wrapped): another release of the step's batch, which two events
+// under-count. Refused; the events of the next step start here.
+void refuse_separately_sampled(PrivacyLedger& ledger, std::int64_t steps_done) {
+  if (const std::string what = ledger.separately_sampled(); !what.empty()) {
+    throw std::logic_error("step " + std::to_string(steps_done) + ": " + what);
+  }
+  ledger.begin_step();
+}
+}  // namespace
 
 void DpSgdMechanism::run(StageContext& context) {
   using detail::ChunkTrainer;
@@ -378,19 +391,34 @@ void DpSgdMechanism::run(StageContext& context) {
   if (ranks) broadcast_weights(*ranks, model.module());
   const std::unique_ptr<torch::optim::Optimizer> optimizer = make_optimizer(options_, params);
   std::vector<at::Tensor> ema = start_ema(params, options_.ema);
+  clip_norm_ = options_.max_grad_norm;
+  const std::vector<StepRelease> declared = options_.is_private ? step_releases() : std::vector<StepRelease>{};
+  check_step_releases(declared);
   const ResumableState resumable{*optimizer, ema, sampler, noise, secret};
-  if (context.resume) resumable.load(*context.resume);
+  if (context.resume) {
+    resumable.load(*context.resume);
+    load_own_state(*context.resume);
+  }
   const std::int64_t first_step = context.resume ? context.resume_step : 0;
-  const StateWriter save_state = [&resumable](torch::serialize::OutputArchive& state) { resumable.save(state); };
+  const StateWriter save_state = [this, &resumable](torch::serialize::OutputArchive& state) {
+    resumable.save(state);
+    save_own_state(state);
+  };
   const auto device = params.front().device();
   const double expected_batch = q * static_cast<double>(n);
+  // The step's per-example norms before clipping, for after_step_gradient (collected in the loop only:
+  // the engine's planning and timing chunks are no step's).
+  std::vector<at::Tensor> step_norms;
+  bool in_step = false;
   ChunkTrainer chunks(options_, data, model, loss_seed, expected_batch, device, ranks,
-                      [this](torch::nn::Module& module, const RowLoss& loss, std::int64_t examples) {
-                        return clipped_chunk_sum(module, loss, examples);
+                      [this, &step_norms, &in_step](torch::nn::Module& module, const RowLoss& loss,
+                                                    std::int64_t examples) {
+                        ClippedSum sum = clipped_chunk_sum(module, loss, examples);
+                        if (in_step && sum.norms.defined()) step_norms.push_back(sum.norms.detach().to(at::kDouble).cpu());
+                        return sum;
                       });
-  const PrivacyEvent step_event =
-      options_.is_private ? PrivacyEvent::poisson_sampled(q, PrivacyEvent::gaussian(*options_.noise_multiplier))
-                          : PrivacyEvent::no_op();
+  const PrivacyEvent one_step = options_.is_private ? step_event_of(*options_.noise_multiplier, q, declared)
+                                                    : PrivacyEvent::no_op();
 
   const bool measure = options_.is_private && secret && options_.engine_path == EnginePath::automatic;
   if (options_.is_private) {
@@ -415,25 +443,35 @@ void DpSgdMechanism::run(StageContext& context) {
     }
   }
 
+  context.ledger.begin_step();  // earlier stages' events are not this stage's steps
   for (std::int64_t step = first_step; step < total_steps; ++step) {
+    if (options_.is_private && step > first_step) refuse_separately_sampled(context.ledger, step);  // the last step's
     const at::Tensor batch = draw_batch(ranks, sampler);
     const std::int64_t b = batch.numel();
     optimizer->zero_grad();
-    PrivateGradient gradient(params, options_.max_grad_norm, options_.clipping, ranks);
+    const double step_clip = clip_norm_;
+    PrivateGradient gradient(params, step_clip, options_.clipping, ranks);
+    step_norms.clear();
+    in_step = true;
     double loss_sum = chunks.train(batch, step, gradient);
+    in_step = false;
     if (options_.is_private) {
       noise_step_gradient(gradient, expected_batch, noise);  // once per logical step, however many chunks
+      torch::NoGradGuard no_grad;
+      make_step_releases(context, noise, step + 1, step_norms.empty() ? at::zeros({0}, at::kDouble) : at::cat(step_norms),
+                         declared);
     } else if (ranks) {
       all_reduce_gradients(*ranks, params);
     }
     if (ranks) loss_sum = all_reduce_loss(*ranks, loss_sum, device);
     if (options_.is_private || b > 0) {  // a non-private empty batch has nothing to learn from
       optimizer->step();
-      if (options_.is_private) context.ledger.record(step_event);  // the noisy gradient has been released
+      if (options_.is_private) context.ledger.record(one_step);  // the noisy gradient has been released
       update_moving_average(ema, params, options_.ema);
     }
     if (context.step_done) {
-      StepReport report{step + 1, total_steps, b ? loss_sum / b : 0.0, b, {}};
+      StepReport report{step + 1, total_steps, b ? loss_sum / b : 0.0, b, {}, options_.is_private ? step_clip : 0.0,
+                        options_.is_private ? step_metrics() : std::map<std::string, double>{}};
       // On the stage's first step, when every layer has its plan; after a resume again only when the
       // plan was measured anew (a reproducible run's follows the shapes: its metrics stay those of
       // an uninterrupted run).
@@ -443,6 +481,7 @@ void DpSgdMechanism::run(StageContext& context) {
       context.step_done(report, save_state);
     }
   }
+  if (options_.is_private) refuse_separately_sampled(context.ledger, total_steps);
   load_ema(params, ema);
 }
 

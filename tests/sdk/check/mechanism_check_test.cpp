@@ -113,6 +113,7 @@ TEST(ClipRule, EveryEnginePathRunsTheRule) {
 
 TEST(NoiseCheck, PassesTheEngineAndFailsPlantedNoiseBugs) {
   check::NoiseCheckOptions o;
+  o.every_direction = false;  // FindsADirectionWithoutNoiseThatCrossesTensors'
   const check::NoiseCheck engine_check = check::check_noise_calibration(check::engine_under_test(base_options()), o);
   std::cout << "engine:\n" << engine_check.describe();
   EXPECT_TRUE(engine_check.passed()) << engine_check.describe();
@@ -136,6 +137,7 @@ TEST(NoiseCheck, PassesTheEngineAndFailsPlantedNoiseBugs) {
 // Two bugs an out-of-tree trial planted that one pooled figure of one step cannot see (issue 66).
 TEST(NoiseCheck, NamesATensorWithoutNoiseAndNoiseReusedAcrossSteps) {
   check::NoiseCheckOptions o;
+  o.every_direction = false;
   const check::NoiseCheck engine_check = check::check_noise_calibration(check::engine_under_test(base_options()), o);
   EXPECT_TRUE(engine_check.passed()) << engine_check.describe();
   EXPECT_NEAR(engine_check.worst_tensor_ratio, 1.0, 0.25) << engine_check.describe();
@@ -163,6 +165,25 @@ TEST(NoiseCheck, NamesATensorWithoutNoiseAndNoiseReusedAcrossSteps) {
   bool named = false;
   for (const auto& v : reused.violations) named = named || v.find("repeats the first's") != std::string::npos;
   EXPECT_TRUE(named) << reused.describe();
+}
+
+// GEP without noise on its subspace (issue 66): 4 noiseless directions that cross every tensor. Per
+// tensor and pooled the noise looks right; in every direction it does not.
+TEST(NoiseCheck, FindsADirectionWithoutNoiseThatCrossesTensors) {
+  check::NoiseCheckOptions o;
+  const check::NoiseCheck engine_check = check::check_noise_calibration(check::engine_under_test(base_options()), o);
+  std::cout << "engine:\n" << engine_check.describe();
+  EXPECT_TRUE(engine_check.passed()) << engine_check.describe();
+  EXPECT_EQ(engine_check.directions_checked, 357);
+  EXPECT_GT(engine_check.smallest_direction_ratio, 0.6) << engine_check.describe();  // ~1 at the edge
+  const check::NoiseCheck gep = check::check_noise_calibration(
+      check::engine_under_test<privdiff::testing::NoiselessSubspaceEngine>(base_options()), o);
+  std::cout << "a noiseless subspace:\n" << gep.describe();
+  EXPECT_FALSE(gep.passed());
+  EXPECT_GE(gep.ratio(), gep.low) << gep.describe();  // the pooled figure alone would pass it
+  EXPECT_LT(gep.smallest_direction_ratio, 1e-6) << gep.describe();
+  ASSERT_EQ(gep.violations.size(), 1u) << gep.describe();
+  EXPECT_NE(gep.violations.front().find("a direction of the parameter space gets almost no noise"), std::string::npos);
 }
 
 TEST(MechanismCheck, PassesTheEngineAndAutomaticClippingAndReportsTwiceC) {

@@ -44,12 +44,12 @@ struct Path {
   engine::Precision precision = engine::Precision::float32;
   at::ScalarType dtype = at::kDouble;
   double clip = ::clip;  // C
-  std::int64_t step = 1;  // k, the audited step (the stage takes max(2, k))
+  std::int64_t step = 1;  // k, the audited step (the stage takes k + 2: the next-steps replay)
 };
 
 DpSgdAudit audit_of(const Path& p) {
   engine::DpSgdOptions o = audit_options(batch, p.clip, sigma);
-  o.steps = std::max<std::int64_t>(2, p.step);
+  o.steps = p.step + 2;
   o.engine_path = p.path;
   o.physical_batch_size = p.physical;
   o.noise_multiplicity = p.k;
@@ -383,7 +383,7 @@ TEST(RecordReplay, CentralImagesReleasesOnNeighbouringDatasets) {
 TEST(RecordReplay, ReportsAPlantedSensitivityOf2C) {
   for (const std::int64_t step : {1, 3}) {  // the first step, and a later one
     engine::DpSgdOptions o = audit_options(batch, clip, sigma);
-    o.steps = 3;
+    o.steps = step + 2;
     DpSgdAudit a;
     a.name = "planted: clips at 2C, step " + std::to_string(step);
     a.mechanism = recording<ClipsAtTwiceC>(o);

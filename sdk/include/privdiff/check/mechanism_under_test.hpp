@@ -32,6 +32,7 @@ struct MechanismSettings {
   std::optional<std::uint64_t> seed;        ///< reproducible streams keyed by it; empty: secure noise
   std::int64_t physical_batch_size = 0;     ///< examples per chunk (0: the whole batch)
   double lr = 1.0;                          ///< plain SGD's learning rate (the noise check takes 1e-3)
+  std::optional<double> max_grad_norm;      ///< C; empty: the recipe's
 };
 
 /// Builds the mechanism under test for one run.

@@ -18,7 +18,14 @@
 /// sampled records, x alone (D's batch empty: D's release is pure noise), and x in the data but not
 /// in the batch (only the public N changed: the release must not move). For k > 1, x is in none of
 /// the batches before k: both runs reach step k from the same state, bit for bit (checked: the
-/// earlier releases are equal), so the k-th release differs by x's clipped contribution alone.
+/// earlier releases are equal), so the k-th release differs by x's clipped contribution alone. The
+/// bound is the clip norm step k reports (StepReport::sensitivity: C, or an adaptive C_k), and each
+/// of the step's declared releases (DpSgdMechanism::release_statistic) is held to its own sensitivity.
+/// Then the next steps (DpSgdAudit::next_steps, audit_next_steps): x in batch k and in none of the
+/// next two, and the run on D handed D ∪ {x}'s released state after step k (weights and declared
+/// releases, ModelSpec::imposed). Both then take steps k+1 and k+2 from the same public state, so
+/// their updates, declared releases, clip norms and metrics must be equal: a difference is x reaching
+/// a later step through state the mechanism did not release with noise.
 ///
 /// Any sdk::Mechanism with DP-SGD's recipe keys can be checked (MechanismFactory: a plugin built
 /// from its config, check/mechanism_under_test.hpp): the release is read from the weights (SGD with
@@ -78,6 +85,9 @@ struct DpSgdAudit {
   /// chunk, D's records draw other noise levels, and the fidelity check fails (the guarantee holds
   /// for any such draws; an identical-seed replay just cannot isolate x). 0: x joins the last chunk.
   std::int64_t x_alone_in_chunk = 0;
+  /// The steps after k replayed from the same released state (audit_next_steps; the mechanism must
+  /// take k + next_steps steps). 0: not replayed.
+  std::int64_t next_steps = 2;
   Runner runner = one_process;
 };
 
@@ -193,6 +203,31 @@ inline bool check_earlier_steps(const std::string& what, const std::vector<Stage
   return true;
 }
 
+inline std::vector<at::Tensor> statistic_values(const StageRun& run, std::size_t step) {
+  std::vector<at::Tensor> values;
+  if (step < run.statistics.size()) {
+    for (const auto& s : run.statistics[step]) values.push_back(s.value);
+  }
+  return values;
+}
+
+// The mechanism's declared releases of step k (DpSgdMechanism::release_statistic): the same ones on D
+// and D + x, each within its declared sensitivity (the noise is the same draw in both runs and cancels).
+inline void check_statistics(const std::string& what, const StageRun& d, const StageRun& dx, std::size_t k,
+                             double relative_slack, Report& report) {
+  const auto& a = k < d.statistics.size() ? d.statistics[k] : std::vector<sdk::ReleasedStatistic>{};
+  const auto& b = k < dx.statistics.size() ? dx.statistics[k] : std::vector<sdk::ReleasedStatistic>{};
+  if (a.size() != b.size()) {
+    report.add(what + ": step " + std::to_string(k + 1) + " made " + std::to_string(a.size()) +
+               " declared releases on D but " + std::to_string(b.size()) + " on D + x");
+    return;
+  }
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    distance_between(what + ", declared release '" + b[i].name + "'", {a[i].value}, {b[i].value}, 1.0,
+                     b[i].sensitivity, relative_slack, 0.0, report);
+  }
+}
+
 // The structure checks of one neighbour: released and public things as on D, internal decisions as
 // with the reference record, the ledger as planned.
 inline void check_structure(const std::string& what, const std::vector<StageRun>& d, const std::vector<StageRun>& dx,
@@ -219,6 +254,12 @@ inline void check_structure(const std::string& what, const std::vector<StageRun>
 
 inline double release_scale(const DpSgdAudit& a) { return static_cast<double>(a.batch_size) / a.lr; }  // q N / lr
 
+// The sensitivity step k states: the clip norm it reported (StepReport::sensitivity, what its noise is
+// scaled by: an adaptive mechanism's C_k), else the recipe's max_grad_norm.
+inline double stated_sensitivity(const DpSgdAudit& a, const StageRun& run, std::size_t k) {
+  return k < run.sensitivities.size() && run.sensitivities[k] > 0 ? run.sensitivities[k] : a.max_grad_norm;
+}
+
 // x among D's sampled records at step k: D's records replayed, the k-th release and clipped sum
 // within C, the earlier steps equal, and the structure checks.
 inline void audit_in_batch(const DpSgdAudit& a, const ReplayData& d, std::uint64_t seed, const Neighbour& x,
@@ -229,13 +270,14 @@ inline void audit_in_batch(const DpSgdAudit& a, const ReplayData& d, std::uint64
   check_frozen(what, on_x, report);
   if (!check_earlier_steps(what, on_d, on_x, k, report)) return;
   const double x_norm = check_fidelity(what, on_d, on_x, k, a.fidelity, report);
-  distance_between(what + ", released update", on_d[0].releases[k], on_x[0].releases[k], release_scale(a),
-                   a.max_grad_norm, a.relative_slack, 0.0, report, x_norm);
+  const double c = stated_sensitivity(a, on_d[0], k);
+  distance_between(what + ", released update", on_d[0].releases[k], on_x[0].releases[k], release_scale(a), c,
+                   a.relative_slack, 0.0, report, x_norm);
   const auto sum_d = summed_over_ranks(on_d, k), sum_x = summed_over_ranks(on_x, k);
   if (!sum_d.empty()) {
-    distance_between(what + ", clipped sum before noise", sum_d, sum_x, 1.0, a.max_grad_norm, a.relative_slack, 0.0,
-                     report);
+    distance_between(what + ", clipped sum before noise", sum_d, sum_x, 1.0, c, a.relative_slack, 0.0, report);
   }
+  check_statistics(what, on_d[0], on_x[0], k, a.relative_slack, report);
   check_structure(what, on_d, on_x, on_ref, report);
 }
 
@@ -266,10 +308,67 @@ inline void audit_alone(const DpSgdAudit& a, const ReplayData& d, const Neighbou
   if (!check_earlier_steps(p.what, p.on_d, p.on_x, p.k, report)) return;
   const double x_norm = check_fidelity(p.what, p.on_d, p.on_x, p.k, a.fidelity, report);
   distance_between(p.what + ", released update", p.on_d[0].releases[p.k], p.on_x[0].releases[p.k], release_scale(a),
-                   a.max_grad_norm, a.relative_slack, 0.0, report, x_norm);
+                   stated_sensitivity(a, p.on_d[0], p.k), a.relative_slack, 0.0, report, x_norm);
+  check_statistics(p.what, p.on_d[0], p.on_x[0], p.k, a.relative_slack, report);
   for (std::size_t r = 0; r < p.on_x.size(); ++r) {
     report.add(first_difference(p.what + ": a released count, shape or decision depends on x's presence",
                                 p.on_d[r].trace.released, p.on_x[r].trace.released));
+  }
+}
+
+// Steps k+1 .. k+next of two runs that began them from the same released state: their updates,
+// declared releases, reported clip norms and metrics must be equal. One finding, at the first step
+// where something differs, listing what.
+inline void compare_next_steps(const std::string& what, const DpSgdAudit& a, const StageRun& d, const StageRun& dx,
+                               Report& report) {
+  const auto k = static_cast<std::size_t>(a.step - 1);
+  for (std::size_t j = k + 1; j <= k + static_cast<std::size_t>(a.next_steps); ++j) {
+    std::vector<std::string> differ;
+    Report scratch;
+    distance_between("", d.releases[j], dx.releases[j], release_scale(a), 0.0, 0.0, 1e-9 * a.max_grad_norm, scratch);
+    if (!scratch.violations.empty()) differ.push_back("update");
+    Report stats;
+    distance_between("", statistic_values(d, j), statistic_values(dx, j), 1.0, 0.0, 0.0, 1e-9, stats);
+    if (!stats.violations.empty()) differ.push_back("declared releases");
+    if (d.sensitivities[j] != dx.sensitivities[j]) differ.push_back("clip norm");
+    if (d.metrics[j] != dx.metrics[j]) differ.push_back("metrics");
+    if (differ.empty()) continue;
+    std::string list;
+    for (const auto& part : differ) list += (list.empty() ? "" : ", ") + part;
+    report.add(what + ", step " + std::to_string(j + 1) + ": its " + list + " differ on D and on D + x, though both " +
+               "runs began from the same released state after step " + std::to_string(a.step) + " and x is in " +
+               "neither batch: x reaches a later step through something the mechanism did not release with noise " +
+               "(a clip norm or count kept from raw values; release statistics with release_statistic)");
+    return;
+  }
+}
+
+// x in the k-th batch, in none of the next `next_steps`, whose batches are D's in both runs. The run
+// on D is given the released state of the run on D + x after step k (its weights and its declared
+// releases of step k, ModelSpec::imposed), so both take the next steps from the same public state: a
+// mechanism whose later steps depend on x only through what it released (with noise) releases the
+// same there; one that keeps something of x (non-private adaptive clipping, a count used raw) does not.
+inline void audit_next_steps(const DpSgdAudit& a, const ReplayData& d, const Neighbour& x, Report& report) {
+  const auto k = static_cast<std::size_t>(a.step - 1);
+  const std::uint64_t seed = audit_seed(a, d.size(), BatchPlan{1, true, false, a.x_alone_in_chunk, a.next_steps});
+  const std::string what = a.name + ", x = " + x.name + ", next steps";
+  const std::vector<StageRun> on_x = a.runner(a.mechanism, seed, a.model, d.with(x.image, x.label));
+  const std::size_t need = k + 1 + static_cast<std::size_t>(a.next_steps);
+  if (on_x[0].releases.size() < need) {
+    report.add(what + ": the stage took " + std::to_string(on_x[0].releases.size()) + " steps, but the audit replays " +
+               "step " + std::to_string(need));
+    return;
+  }
+  auto imposed = std::make_shared<ImposedState>();
+  imposed->step = a.step;
+  imposed->weights = on_x[0].weights_after[k];
+  imposed->statistics = statistic_values(on_x[0], k);
+  ModelSpec forced = a.model;
+  forced.imposed = imposed;
+  const std::vector<StageRun> on_d = a.runner(a.mechanism, seed, forced, d);
+  if (on_d[0].releases.size() < need) return;  // the ledger and step count: the structure checks' findings
+  for (std::size_t r = 0; r < on_d.size() && r < on_x.size(); ++r) {
+    compare_next_steps(what + (on_d.size() > 1 ? " (rank " + std::to_string(r) + ")" : ""), a, on_d[r], on_x[r], report);
   }
 }
 
@@ -298,6 +397,9 @@ inline Report audit_dp_sgd(const DpSgdAudit& a, const ReplayData& d, const std::
   for (const Neighbour& x : neighbours) detail::audit_in_batch(a, d, seed, x, on_d, on_ref, report);
   if (!neighbours.empty() && a.check_alone) detail::audit_alone(a, d, neighbours.front(), report);
   if (!neighbours.empty()) detail::audit_out_of_batch(a, d, neighbours.front(), report);
+  if (a.next_steps > 0) {
+    for (const Neighbour& x : neighbours) detail::audit_next_steps(a, d, x, report);
+  }
   return report;
 }
 
@@ -312,7 +414,7 @@ inline Report audit_dp_sgd(const DpSgdAudit& a, const at::Tensor& images, const 
 inline engine::DpSgdOptions audit_options(std::int64_t batch_size, double max_grad_norm, double sigma) {
   engine::DpSgdOptions o;
   o.batch_size = batch_size;
-  o.steps = 2;
+  o.steps = 4;  // step k <= 2, and the two steps after it (audit_next_steps)
   o.max_grad_norm = max_grad_norm;
   o.noise_multiplier = sigma;
   o.optimizer = "sgd";

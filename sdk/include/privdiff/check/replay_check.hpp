@@ -2,7 +2,8 @@
 /// @file
 /// The record-replay check of a mechanism under test (check/record_replay.hpp) as one call: the
 /// mechanism's own code on the stand-in model, with extreme and typical neighbours x, the first and
-/// a later logical step, the batch in one chunk and in several.
+/// a later logical step and the two after each, the batch in one chunk and in several, and the first
+/// step at a clip norm above every typical record's gradient norm.
 
 #include <privdiff/check/mechanism_under_test.hpp>
 #include <privdiff/check/replay_report.hpp>
@@ -21,7 +22,11 @@ struct ReplayCheckOptions {
   std::int64_t batch_size = 7;    ///< B (q = B / N)
   double magnitude = 1e6;         ///< how far out the extreme records' pixels go
   std::vector<std::int64_t> physical_batch_sizes{0, 3};  ///< the batch in one chunk, and in chunks of 3
-  std::vector<std::int64_t> steps{1, 2};                 ///< the logical steps audited (of 2)
+  std::vector<std::int64_t> steps{1, 2};                 ///< the logical steps audited (each with the two after it)
+  /// > 0: step 1 in one chunk also with C times this. The stand-in's typical records then stay unclipped
+  /// and the extreme ones do not, so a statistic of which records were clipped (adaptive clipping's
+  /// count) moves with x, and a mechanism that keeps it without noise shows in the next steps.
+  double large_clip_factor = 1000;
 };
 
 /// Every replay's findings and distances (in units of C), merged.

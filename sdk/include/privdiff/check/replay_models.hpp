@@ -124,6 +124,14 @@ using StopAndResume = std::function<std::unique_ptr<detail::StageAttempt>(
     detail::StageAttempt& first, const MechanismFactory& make, std::uint64_t seed, const ModelSpec& spec,
     const sdk::Dataset& data, sdk::PrivacyLedger& ledger, StageRun& run, sdk::Collective* collective)>;
 
+/// The released state one run had after a logical step, imposed on another run of the same stage
+/// (the next-steps replay, record_replay.hpp): from then on both runs hold the same public state.
+struct ImposedState {
+  std::int64_t step = 0;               ///< after this logical step (from 1)
+  std::vector<at::Tensor> weights;     ///< the weights the run had then (every parameter, module order)
+  std::vector<at::Tensor> statistics;  ///< the values of its declared releases of that step, in order
+};
+
 /// The model of every run of an audit, and how each run goes.
 struct ModelSpec {
   at::ScalarType dtype = at::kDouble;
@@ -142,6 +150,9 @@ struct ModelSpec {
   /// Writes the checkpoint after resume_after steps and resumes from it: the host's checkpoint code
   /// (privdiff's tests give core's save_checkpoint / load_checkpoint; the SDK writes none).
   StopAndResume stop_and_resume;
+  /// Set: the run's declared releases (engine::DpSgdMechanism::release_statistic) of step
+  /// imposed->step return imposed->statistics, and its weights are set to imposed->weights after it.
+  std::shared_ptr<const ImposedState> imposed;
 };
 
 /// The model of one run (ModelSpec::make's, cast to spec.dtype, or a ReplayModel), its loss logged

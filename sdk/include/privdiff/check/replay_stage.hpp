@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -34,6 +35,12 @@ namespace engine = privdiff::sdk::engine;
 /// parameters it must not train that moved (each a finding) and, for a RecordingMechanism, its steps.
 struct StageRun {
   std::vector<std::vector<at::Tensor>> releases;
+  /// Per logical step: the weights after it, its declared releases (StageContext::released_statistic:
+  /// DP-SGD's release_statistic), the sensitivity it reported (its clip norm) and its own metrics.
+  std::vector<std::vector<at::Tensor>> weights_after;
+  std::vector<std::vector<sdk::ReleasedStatistic>> statistics;
+  std::vector<double> sensitivities;
+  std::vector<std::map<std::string, double>> metrics;
   Trace trace;
   std::string ledger, planned;
   std::vector<RecordingMechanism::Step> recorded;
@@ -95,6 +102,29 @@ struct StageAttempt {
   }
   RecordingMechanism* recording() { return dynamic_cast<RecordingMechanism*>(mechanism.get()); }
 
+  // ModelSpec::imposed: the declared releases of its step return the imposed values, in order.
+  void impose_releases(const ModelSpec& spec, StageRun& run) {
+    if (!spec.imposed) return;
+    auto next = std::make_shared<std::size_t>(0);
+    context.replay_release = [imposed = spec.imposed, &run, next](const sdk::ReleasedStatistic& s) {
+      if (static_cast<std::int64_t>(run.releases.size()) + 1 != imposed->step) return s.value;
+      if (*next >= imposed->statistics.size()) {
+        throw std::logic_error("replay: the step makes more declared releases than the run it replays (" + s.name + ")");
+      }
+      return imposed->statistics[(*next)++].clone();
+    };
+  }
+  // ModelSpec::imposed's weights, copied into the model; returns them.
+  std::vector<at::Tensor> impose_weights(const ImposedState& imposed) {
+    torch::NoGradGuard no_grad;
+    std::size_t j = 0;
+    for (auto& p : model->module().parameters()) {
+      if (j >= imposed.weights.size()) throw std::logic_error("replay: imposed weights do not fit the model");
+      p.copy_(imposed.weights[j++]);
+    }
+    return weights_of(*model);
+  }
+
   // Runs the mechanism, recording each step's release (the update it applied) and report; then
   // (also when `after_step`, which sees each step, stops the run by throwing) what it recorded and
   // which parameters it must not train moved.
@@ -102,12 +132,21 @@ struct StageAttempt {
     mechanism->select_trainable(*model);
     const std::vector<FrozenParameter> frozen = frozen_parameters(*model, spec);
     std::vector<at::Tensor> before = weights_of(*model);
+    std::vector<sdk::ReleasedStatistic> pending;  // this step's declared releases
+    context.released_statistic = [&pending](const sdk::ReleasedStatistic& s) { pending.push_back(s); };
+    impose_releases(spec, run);
     context.step_done = [&](const sdk::StepReport& report, const sdk::StateWriter& state) {
       run.trace.released.push_back(step_line(report));
-      const std::vector<at::Tensor> now = weights_of(*model);
+      std::vector<at::Tensor> now = weights_of(*model);
       std::vector<at::Tensor> update;
       for (std::size_t j = 0; j < now.size(); ++j) update.push_back(before[j] - now[j]);
       run.releases.push_back(update);
+      if (spec.imposed && report.step == spec.imposed->step) now = impose_weights(*spec.imposed);
+      run.weights_after.push_back(now);
+      run.statistics.push_back(std::move(pending));
+      pending.clear();
+      run.sensitivities.push_back(report.sensitivity);
+      run.metrics.push_back(report.metrics);
       before = now;
       if (after_step) after_step(report, state);
     };
@@ -189,6 +228,7 @@ struct BatchPlan {
   bool x_in_batch = true;      ///< x in the k-th batch of D ∪ {x} (it is in none before)
   bool d_batch_empty = false;  ///< D's k-th batch empty (x alone in the batch of D ∪ {x})
   std::int64_t chunk = 0;      ///< > 0: D's k-th batch a non-empty multiple of it
+  std::int64_t later = 0;      ///< the steps after k whose batches are D's on both (x in none of them)
 };
 
 /// A test-only seed whose Poisson batches on N + 1 records (rate `q_with`) are the batches on N
@@ -210,7 +250,9 @@ inline std::uint64_t replay_seed(std::int64_t n, double q_without, double q_with
     if (plan.d_batch_empty && b > 0) continue;
     if (plan.chunk > 0 && (b == 0 || b % plan.chunk != 0)) continue;
     if (plan.x_in_batch) expected = at::cat({expected, at::full({1}, n, at::kLong)});
-    if (same(with.next(), expected)) return seed;
+    if (!same(with.next(), expected)) continue;
+    for (std::int64_t step = 0; step < plan.later && fits; ++step) fits = same(with.next(), without.next());
+    if (fits) return seed;
   }
   throw std::runtime_error("replay_seed: no seed found");
 }

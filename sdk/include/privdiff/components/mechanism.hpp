@@ -34,6 +34,14 @@ struct StepReport {
   /// How the engine computes the steps (path, chunk, norm strategies; engine/engine_path.hpp), on a
   /// stage's first step only; written to metrics.jsonl as "engine". Never a function of the records.
   std::map<std::string, std::string> engine;
+  /// The L2 sensitivity of this step's released gradient sum: the clip norm the step used (a DP-SGD
+  /// step's; an adaptive clip norm C_t where the mechanism sets one), 0 when the step released none.
+  /// What the noise check measures the step's noise against. Public: a function of earlier releases.
+  double sensitivity = 0;
+  /// The mechanism's own per-step figures (an adaptive clip norm, ...), written to metrics.jsonl as
+  /// "mechanism". They are published, so each must be a function of what the stage has released (the
+  /// record-replay check holds them to that): never of the records themselves.
+  std::map<std::string, double> metrics;
 };
 
 /// A noisy statistic a stage releases (a histogram of votes or labels, a noisy sum), as the mechanism
@@ -93,6 +101,12 @@ struct StageContext {
   /// releases noisy statistics rather than DP-SGD updates hands each one here once its event is on the
   /// ledger, with the sensitivity and noise that event assumes (check/statistic_replay.hpp).
   std::function<void(const ReleasedStatistic&)> released_statistic = nullptr;
+  /// For the checks only (null in a run): when set, what a DP-SGD step's declared release
+  /// (engine::DpSgdMechanism::release_statistic) returns in place of its own noised value. The
+  /// record-replay check gives the run on D the release of the run on D + x this way, so that both
+  /// runs start the next step from the same public state and any remaining difference is state that
+  /// x reached without noise.
+  std::function<at::Tensor(const ReleasedStatistic&)> replay_release = nullptr;
 };
 
 class PRIVDIFF_SDK_API Mechanism : public Component {

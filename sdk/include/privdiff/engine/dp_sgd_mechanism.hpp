@@ -6,8 +6,11 @@
 /// One logical step: Poisson-sample a batch with rate q = batch_size / N; split it into physical
 /// chunks (shared out among the ranks of a data-parallel run); per chunk, per-example gradients of the model's K-averaged training loss (vectorised),
 /// clipped and summed; once per logical step, Gaussian noise of std sigma * C and division by the
-/// expected batch size q N; the optimizer step; the EMA update; one PoissonSampled(q, Gaussian(sigma))
-/// entry in the ledger. Non-private mode trains on the plain mean loss and records nothing.
+/// expected batch size q N; the mechanism's own releases of the batch (after_step_gradient, declared
+/// by step_releases); the optimizer step; the EMA update; one entry in the ledger for the batch,
+/// PoissonSampled(q, Gaussian(sigma)), or PoissonSampled(q, Composed([Gaussian(sigma), ...])) with the
+/// declared releases. Non-private mode trains on the plain mean loss and records nothing.
+/// The hooks' contracts, with worked examples: docs/writing-a-mechanism.md.
 ///
 /// Batches and noise come from RandomStreams keyed by the OS CSPRNG (secure_noise = true, the
 /// default), or by (seed, stage index) when reproducibility is opted into — then the ledger gets
@@ -26,8 +29,10 @@
 #include <privdiff/sdk_api.hpp>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace privdiff::sdk::engine {
 
@@ -58,7 +63,9 @@ struct DpSgdOptions {
 /// The caveat a private stage with secure_noise = false adds to the ledger.
 PRIVDIFF_SDK_API const std::string& reproducible_noise_caveat();
 
-/// The recipe keys of a DP-SGD-style mechanism; `with_noise_multiplicity` adds K (dpdm).
+/// The recipe keys of a DP-SGD-style mechanism; `with_noise_multiplicity` adds K, `noise_multiplicity`,
+/// with DPDM's default of 32: 32 forward and backward passes per example, about 32 times a K = 1 step's
+/// time and activation memory. A plugin that wants another default passes false and adds its own key.
 PRIVDIFF_SDK_API Schema dp_sgd_schema(bool is_private, bool with_noise_multiplicity);
 /// Reads a config validated against dp_sgd_schema. Throws std::invalid_argument for combinations a
 /// schema cannot express (epochs and steps both or neither, a seed with secure_noise, ...).
@@ -84,6 +91,15 @@ class PRIVDIFF_SDK_API DpSgdMechanism : public Mechanism {
   /// noise added once, by rank 0.
   bool supports_several_processes() const override { return true; }
 
+  /// A statistic of a step's Poisson batch that the mechanism releases besides the noised gradient
+  /// (adaptive clipping's count of unclipped examples, ...): its name, its L2 sensitivity (add or
+  /// remove one record) and the multiplier of its Gaussian noise (std = noise_multiplier * sensitivity).
+  struct StepRelease {
+    std::string name;
+    double sensitivity = 1;
+    double noise_multiplier = 1;
+  };
+
   const DpSgdOptions& options() const { return options_; }
   /// Logical steps for a dataset of n examples.
   std::int64_t steps_for(std::int64_t dataset_size) const;
@@ -108,6 +124,43 @@ class PRIVDIFF_SDK_API DpSgdMechanism : public Mechanism {
   /// batch size q N, the result in each parameter's .grad.
   virtual void noise_step_gradient(PrivateGradient& gradient, double expected_batch_size, GaussianNoise& noise);
 
+  /// The releases every private logical step makes besides its gradient; the engine calls it when it
+  /// plans (calibration included) and at the start of run(), so it must depend on the options only.
+  /// planned_events and the ledger then state each step as ONE event on its batch,
+  /// PoissonSampled(q, Composed([Gaussian(sigma), Gaussian(sigma_1), ...])): two releases of one
+  /// Poisson batch are one subsampled mechanism (recorded as two PoissonSampled events they would
+  /// under-count epsilon). Default: none.
+  virtual std::vector<StepRelease> step_releases() const { return {}; }
+  /// Once per private logical step, on every rank, after the step's noised gradient is in each
+  /// parameter's .grad and before the optimizer step and the ledger entry. `norms`: this rank's
+  /// per-example gradient norms before clipping ([b_rank] float64, batch order; what clip_factors
+  /// saw). Here the mechanism makes each of step_releases() exactly once with release_statistic, and
+  /// may set the next step's clip norm (set_clip_norm) from what it released. Anything it keeps for
+  /// the next step must be a function of released values only: the record-replay check replays the
+  /// next steps from the same released state on D and D + x and flags any other dependence on x.
+  /// The model is in training mode; no gradient is recorded. Default: nothing.
+  virtual void after_step_gradient(const at::Tensor& norms);
+  /// Releases the declared statistic `name` of this step: `value` (this rank's part; summed over the
+  /// ranks) plus Gaussian noise of std noise_multiplier * sensitivity from the stage's noise stream
+  /// (drawn once, by rank 0). Returns the noised value, the same on every rank; it is also reported
+  /// to the checks (StageContext::released_statistic). Only inside after_step_gradient, once per
+  /// declared release and step; anything else throws std::logic_error.
+  at::Tensor release_statistic(const std::string& name, const at::Tensor& value);
+  /// The clip norm of the steps from the next one on (adaptive clipping); the gradient's noise std
+  /// is noise_multiplier * that norm, so the privacy cost of a step does not change. Must be > 0 and
+  /// finite (std::invalid_argument). Starts as max_grad_norm; restored on resume.
+  void set_clip_norm(double clip_norm);
+  double clip_norm() const { return clip_norm_; }
+  /// The mechanism's own state for checkpoints (read back on resume, after the engine's own): what
+  /// it keeps across steps beyond the clip norm. Called from the host's step_done when a checkpoint
+  /// is due. Defaults: nothing.
+  virtual void save_mechanism_state(torch::serialize::OutputArchive& archive) const;
+  virtual void load_mechanism_state(torch::serialize::InputArchive& archive);
+  /// Figures for this step's metrics.jsonl line ("mechanism"), asked after after_step_gradient: they
+  /// are published, so each must be a function of released values (the checks compare them).
+  /// Default: the clip norm, when the mechanism has changed it.
+  virtual std::map<std::string, double> step_metrics() const;
+
  private:
   /// Throws std::invalid_argument for an empty dataset or a batch_size larger than it (q > 1).
   void check_dataset_size(std::int64_t dataset_size) const;
@@ -115,6 +168,17 @@ class PRIVDIFF_SDK_API DpSgdMechanism : public Mechanism {
   ClipRule clip_rule() const;  // clip_factors as the engine's functions take it
   EnginePlan engine_plan_;  // set at the start of run(), for clipped_chunk_sum
   NormPlanner planner_;
+  double clip_norm_ = 0;  // C_t; max_grad_norm until set_clip_norm
+  struct StepReleases;
+  StepReleases* releasing_ = nullptr;  // set during after_step_gradient
+  /// The planned event of one logical step with gradient noise multiplier sigma.
+  PrivacyEvent step_event(double sigma, double q) const;
+  /// Runs after_step_gradient for `step` (from 1) with release_statistic enabled; throws when a
+  /// declared release was not made.
+  void make_step_releases(StageContext& context, GaussianNoise& noise, std::int64_t step, const at::Tensor& norms,
+                          const std::vector<StepRelease>& declared);
+  void save_own_state(torch::serialize::OutputArchive& state) const;  // the clip norm, save_mechanism_state
+  void load_own_state(torch::serialize::InputArchive& state);
 };
 
 }  // namespace privdiff::sdk::engine

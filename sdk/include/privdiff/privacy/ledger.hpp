@@ -29,6 +29,17 @@ class PRIVDIFF_SDK_API PrivacyLedger {
   /// two ledgers of one run, the one with more steps holds everything the other does.
   std::int64_t steps() const;
 
+  /// Marks the start of a logical step: the events recorded from here on are that step's (for
+  /// separately_sampled). The host and the checks call it after every step a mechanism reports.
+  void begin_step() { step_events_.clear(); }
+  /// When the events recorded since begin_step() hold two or more PoissonSampled events of one
+  /// sampling rate, a sentence saying so (else empty). Two releases of ONE Poisson batch recorded that
+  /// way under-count epsilon: they are one subsampled mechanism, PoissonSampled(q, Composed([...]))
+  /// (engine::DpSgdMechanism::step_releases states them so). Two independent batches of one rate are
+  /// rightly two events, which the ledger cannot tell apart: the host adds this as a caveat, and the
+  /// checks report it.
+  std::string separately_sampled() const;
+
   /// Adds a caveat (once: an equal caveat already present is not repeated).
   void add_caveat(const std::string& caveat);
   const std::vector<std::string>& caveats() const { return caveats_; }
@@ -36,6 +47,7 @@ class PRIVDIFF_SDK_API PrivacyLedger {
  private:
   std::vector<PrivacyEvent> entries_;
   std::vector<std::string> caveats_;
+  std::vector<PrivacyEvent> step_events_;  // since begin_step(), each recorded `times` times in a row
 };
 
 }  // namespace privdiff::sdk

@@ -1,0 +1,33 @@
+#pragma once
+// The engine's side of a DP-SGD step's declared releases (DpSgdMechanism::step_releases).
+
+#include <privdiff/components/mechanism.hpp>
+#include <privdiff/engine/dp_sgd_mechanism.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace privdiff::sdk::engine {
+
+/// Throws std::invalid_argument for a release without a name, noise or sensitivity, or named twice.
+void check_step_releases(const std::vector<DpSgdMechanism::StepRelease>& declared);
+/// One logical step's event: PoissonSampled(q, Gaussian(sigma)), or with declared releases
+/// PoissonSampled(q, Composed([Gaussian(sigma), Gaussian(sigma_1), ...])) (one batch, one event).
+PrivacyEvent step_event_of(double sigma, double q, const std::vector<DpSgdMechanism::StepRelease>& declared);
+
+/// The releases of one step while after_step_gradient runs.
+struct DpSgdMechanism::StepReleases {
+  const std::vector<StepRelease>& declared;
+  std::vector<bool> made;
+  StageContext& context;
+  GaussianNoise& noise;
+  Collective* ranks;
+  std::int64_t step;  // from 1
+
+  at::Tensor release(const std::string& name, const at::Tensor& value);
+  /// Throws std::logic_error naming a declared release the step did not make.
+  void check_all_made() const;
+};
+
+}  // namespace privdiff::sdk::engine
