@@ -27,14 +27,14 @@ double normal_quantile_above(double tail) {
   return (lo + hi) / 2;
 }
 
-// One replay: the stage run by the record-replay harness on the deterministic stand-in for two steps,
-// each step's update divided by the learning rate (plain SGD: the noised gradient), per tensor, and the
-// ledger it wrote.
-// `imposed` (replays after the first): the first replay's released state after step 1 (weights, declared
-// releases), so that the second step's clipped sum, and its clip norm where the mechanism adapts one, are
-// the same in every replay and its releases differ by their noise alone.
-StageRun two_steps(const MechanismUnderTest& make, MechanismSettings settings, const ReplayData& data,
-                   std::shared_ptr<const ImposedState> imposed) {
+// One replay: the stage run by the record-replay harness on the deterministic stand-in for
+// settings.steps steps, each step's update divided by the learning rate (plain SGD: the noised
+// gradient), flattened per tensor, with the ledger it wrote. `imposed` (replays after the first): the
+// first replay's released state after step 1 (weights, declared releases), so that the second step's
+// clipped sum, and its clip norm where the mechanism adapts one, are the same in every replay and its
+// releases differ by their noise alone.
+StageRun replay(const MechanismUnderTest& make, MechanismSettings settings, const ReplayData& data,
+                std::shared_ptr<const ImposedState> imposed) {
   ModelSpec spec;
   spec.loss_noise = 0.0;
   spec.imposed = std::move(imposed);
@@ -43,9 +43,9 @@ StageRun two_steps(const MechanismUnderTest& make, MechanismSettings settings, c
     return make(settings);
   };
   StageRun run = run_stage(factory, *settings.seed, spec, data);
-  if (run.releases.size() != 2) {
+  if (static_cast<std::int64_t>(run.releases.size()) != settings.steps) {
     throw std::runtime_error("noise check: the mechanism took " + std::to_string(run.releases.size()) +
-                             " steps where it was configured for 2");
+                             " steps where it was configured for " + std::to_string(settings.steps));
   }
   for (auto& release : run.releases) {
     for (auto& t : release) t = t.flatten().to(at::kDouble) / settings.lr;
@@ -212,20 +212,11 @@ void check_every_direction(const MechanismUnderTest& make, MechanismSettings set
   std::vector<std::int64_t> sizes;
   for (std::int64_t r = 0;; ++r) {
     settings.seed = o.seed + 1000003 + static_cast<std::uint64_t>(r);
-    ModelSpec spec;
-    spec.loss_noise = 0.0;
-    const MechanismFactory factory = [&](std::uint64_t seed) {
-      settings.seed = seed;
-      return make(settings);
-    };
-    const StageRun run = run_stage(factory, *settings.seed, spec, data);
-    if (run.releases.empty()) return;
+    const StageRun run = replay(make, settings, data, nullptr);
     if (sizes.empty()) {
       for (const auto& t : run.releases[0]) sizes.push_back(t.numel());
     }
-    std::vector<at::Tensor> flat;
-    for (const auto& t : run.releases[0]) flat.push_back(t.flatten().to(at::kDouble) / settings.lr);
-    rows.push_back(at::cat(flat));
+    rows.push_back(at::cat(run.releases[0]));
     const std::int64_t d = rows.front().numel();
     if (d > o.max_directions) {
       out.notes.push_back("the noise in every direction was not checked: " + std::to_string(d) + " coordinates");
@@ -286,7 +277,7 @@ NoiseCheck check_noise_calibration(const MechanismUnderTest& make, const NoiseCh
   std::vector<std::vector<at::Tensor>> first, second;  // [replay][tensor]
   for (std::int64_t r = 0; r < o.replays; ++r) {
     settings.seed = o.seed + static_cast<std::uint64_t>(r);
-    runs.push_back(two_steps(make, settings, data, r == 0 ? nullptr : state_after_first_step(runs.front())));
+    runs.push_back(replay(make, settings, data, r == 0 ? nullptr : state_after_first_step(runs.front())));
     first.push_back(runs.back().releases[0]);
     second.push_back(runs.back().releases[1]);
     const std::string expected = expected_ledger(o.noise_multiplier, runs.front().statistics.front());

@@ -135,20 +135,18 @@ TEST(AdaptiveMechanisms, TheLedgerSaysWhenAStepHoldsTwoPoissonEventsOfOneRate) {
 
 TEST(AdaptiveMechanisms, ADeclaredReleaseIsMadeOnceAStepAndNothingUndeclaredIsReleased) {
   const ReplayData data(random_images(21));
-  const auto forgets = runs_of(check::engine_under_test<ForgetsItsRelease>(engine::DpSgdOptions{}), 2);
-  try {
-    run_stage(forgets, 3, ModelSpec{}, data);
-    ADD_FAILURE() << "a declared release that was not made went through";
-  } catch (const std::logic_error& e) {
-    EXPECT_NE(std::string(e.what()).find("the declared release 'count' was not made"), std::string::npos) << e.what();
-  }
-  const auto undeclared = runs_of(check::engine_under_test<ReleasesUndeclared>(engine::DpSgdOptions{}), 2);
-  try {
-    run_stage(undeclared, 3, ModelSpec{}, data);
-    ADD_FAILURE() << "an undeclared release went through";
-  } catch (const std::logic_error& e) {
-    EXPECT_NE(std::string(e.what()).find("not among the mechanism's step_releases()"), std::string::npos) << e.what();
-  }
+  auto expect_refused = [&](const MechanismFactory& make, const std::string& text, const std::string& what) {
+    try {
+      run_stage(make, 3, ModelSpec{}, data);
+      ADD_FAILURE() << what << " went through";
+    } catch (const std::logic_error& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  };
+  expect_refused(runs_of(check::engine_under_test<ForgetsItsRelease>(engine::DpSgdOptions{}), 2),
+                 "the declared release 'count' was not made", "a declared release that was not made");
+  expect_refused(runs_of(check::engine_under_test<ReleasesUndeclared>(engine::DpSgdOptions{}), 2),
+                 "not among the mechanism's step_releases()", "an undeclared release");
   // Planned: one event per step on the batch, the declared release composed with the gradient.
   check::MechanismSettings s;
   s.batch_size = 7;

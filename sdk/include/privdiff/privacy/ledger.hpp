@@ -30,14 +30,16 @@ class PRIVDIFF_SDK_API PrivacyLedger {
   std::int64_t steps() const;
 
   /// Marks the start of a logical step: the events recorded from here on are that step's (for
-  /// separately_sampled). The host and the checks call it after every step a mechanism reports.
+  /// separately_sampled). engine::DpSgdMechanism::run calls it at the start of its stage and after
+  /// every step.
   void begin_step() { step_events_.clear(); }
   /// When the events recorded since begin_step() hold two or more PoissonSampled events of one
   /// sampling rate, a sentence saying so (else empty). Two releases of ONE Poisson batch recorded that
   /// way under-count epsilon: they are one subsampled mechanism, PoissonSampled(q, Composed([...]))
   /// (engine::DpSgdMechanism::step_releases states them so). Two independent batches of one rate are
-  /// rightly two events, which the ledger cannot tell apart: the host adds this as a caveat, and the
-  /// checks report it.
+  /// rightly two events, which the ledger cannot tell apart in general; a DP-SGD step has one batch,
+  /// so DpSgdMechanism::run refuses the form (std::logic_error with this sentence), and the checks
+  /// report that error.
   std::string separately_sampled() const;
 
   /// Adds a caveat (once: an equal caveat already present is not repeated).
