@@ -4,6 +4,9 @@
 #   - dpsgd and dpdm (K 4, chunks of 16) on a tiny pixel UNet recipe;
 #   - adaptive_clipping (examples/out_of_tree_plugin: a second release per step, a clip norm kept
 #     between steps), when ADAPTIVE_PLUGIN_DIR names a folder holding its built plugin;
+#   - a correct GEP (tests/fixtures/engines/gradient_embedding.hpp: a public anchor subspace released
+#     with noise of its own, its basis stated; public data: glyphs), when PLANTED_PLUGIN_DIR names the
+#     folder of the test fixtures' planted plugins (build/tests/plugins/planted);
 #   - the statistic releases: central_images (the quickstart's), semantic_query (PrivImage's) and
 #     private_evolution (PE's), the last two with the small sizes of docs/writing-a-mechanism.md
 #     (STATISTICS=0 skips them: about 2 min a run for PE on 2 cores).
@@ -40,6 +43,12 @@ if [ -n "${ADAPTIVE_PLUGIN_DIR:-}" ]; then
     > "$tmp/adaptive.toml"
   (export PRIVDIFF_PLUGIN_PATH=$ADAPTIVE_PLUGIN_DIR${PRIVDIFF_PLUGIN_PATH:+:$PRIVDIFF_PLUGIN_PATH}
    check adaptive_clipping "$tmp/adaptive.toml")
+fi
+if [ -n "${PLANTED_PLUGIN_DIR:-}" ]; then
+  printf "[run]\nseed = 1\n[privacy]\nepsilon = 2.0\ndelta = 1e-5\n[data.private]\ndataset = \"fashion-mnist\"\n[data.public]\ndataset = \"glyphs\"\ncharacters = \"ABCDEFGHIJ\"\nper_class = 10\n$unet[[stage]]\nmechanism = \"fixture_gep\"\ndata = \"private\"\nbatch_size = 64\nsteps = 10\n" \
+    > "$tmp/gep.toml"
+  (export PRIVDIFF_PLUGIN_PATH=$PLANTED_PLUGIN_DIR${PRIVDIFF_PLUGIN_PATH:+:$PRIVDIFF_PLUGIN_PATH}
+   check gep "$tmp/gep.toml")
 fi
 if [ "${STATISTICS:-1}" = 1 ]; then
   check central_images "$repo/examples/recipes/quickstart.toml" --stage central

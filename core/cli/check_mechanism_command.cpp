@@ -5,6 +5,7 @@
 // (run/statistic_stage_check.hpp); exit 1 on a violation.
 #include "cli/command_setup.hpp"
 #include "cli/commands.hpp"
+#include "run/check_models.hpp"
 #include "run/stage_under_test.hpp"
 #include "run/statistic_stage_check.hpp"
 
@@ -23,7 +24,7 @@ struct CheckMechanismArgs {
   std::vector<std::string> overrides;
   std::string stage;
   std::int64_t replays = 40, canaries = 5000, seed = 0;
-  bool no_audit = false;
+  bool no_audit = false, stand_in_only = false;
 };
 
 // (c)'s accountant and target: the recipe's [privacy] accountant, epsilon and delta (null when it
@@ -52,6 +53,37 @@ int check_statistics(const Recipe& recipe, const ComponentRegistry& registry, co
   return report.violations.empty() ? exit_ok : exit_failure;
 }
 
+// (a) on the recipe's model too, and the mechanism's public data in (a) and (b); says what runs where.
+void use_models(const CheckModels& models, const StageUnderTest& stage, bool stand_in_only,
+                sdk::audit::MechanismCheckOptions& options) {
+  options.replay.model.public_data = models.stand_in_public.get();
+  options.noise.public_data = models.stand_in_public.get();
+  std::cout << "checking stage '" << stage.name << "': mechanism " << stage.mechanism << " from " << stage.plugin
+            << ", C " << stage.max_grad_norm << ": its own code on a stand-in model of conv, group-norm and linear "
+            << "layers (a, b, c)";
+  if (models.recipe_model.make && !stand_in_only) {
+    options.model_replay.model = models.recipe_model;
+    options.model_replay.shape = models.image_shape;
+    options.model_replay.data_seed = options.replay.data_seed;
+    options.model_replay.x_alone_in_chunk = 3;  // a diffusion loss draws its noise per chunk
+    options.model_replay.physical_batch_sizes = {3};
+    options.model_replay.steps = {1};
+    options.model_replay.label = ", the recipe's model";
+    // A real model's steps cost ~1000 times the stand-in's: the first step and its next steps, in
+    // chunks, with the extreme records and one typical one, on a smaller D.
+    options.model_replay.random_neighbours = 1;
+    options.model_replay.large_clip_factor = 0;
+    options.model_replay.records = 12;
+    options.model_replay.batch_size = 4;
+    std::cout << " and on the recipe's model (a)";
+  }
+  if (models.public_name) {
+    std::cout << ", with public data '" << *models.public_name << "'";
+    options.skip_canaries = "the canary audit's model cannot read the mechanism's public data: (a) and (b) see it";
+  }
+  std::cout << "\n";
+}
+
 }  // namespace
 
 CLI::App* add_check_mechanism_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
@@ -69,6 +101,8 @@ CLI::App* add_check_mechanism_command(CLI::App& app, const GlobalOptions& global
   cmd->add_option("--seed", args->seed, "the checks' data and noise seeds (default 0; runs with other seeds are "
                                         "independent tries)")->check(at_least(0));
   cmd->add_flag("--no-audit", args->no_audit, "skip the one-run canary audit");
+  cmd->add_flag("--stand-in-only", args->stand_in_only,
+                "record replay on the stand-in model only (not also on the recipe's model, the slower part)");
   cmd->callback([&global, &exit_code, args] {
     ComponentRegistry registry;
     const Recipe recipe = load_recipe(args->recipe, args->overrides, global, registry);
@@ -86,9 +120,8 @@ CLI::App* add_check_mechanism_command(CLI::App& app, const GlobalOptions& global
     options.canaries.canaries = args->canaries;
     const auto accountant = args->no_audit ? nullptr : recipe_accountant(recipe, registry, options);
     options.accountant = accountant.get();
-    std::cout << "checking stage '" << stage.name << "': mechanism " << stage.mechanism << " from " << stage.plugin
-              << ", C " << stage.max_grad_norm << " (its own code, on a stand-in model of conv, group-norm and linear "
-              << "layers)\n";
+    const CheckModels models = check_models(recipe, registry, stage, static_cast<std::uint64_t>(args->seed) + 1);
+    use_models(models, stage, args->stand_in_only, options);
     const sdk::audit::MechanismCheck result = sdk::audit::check_mechanism(stage.make, options);
     std::cout << result.describe();
     exit_code = result.passed() ? exit_ok : exit_failure;

@@ -10,12 +10,14 @@ namespace privdiff::sdk::audit {
 MechanismCheck check_mechanism(const check::MechanismUnderTest& make, MechanismCheckOptions o) {
   o.replay.max_grad_norm = o.max_grad_norm;
   o.noise.max_grad_norm = o.max_grad_norm;
+  o.model_replay.max_grad_norm = o.max_grad_norm;
   MechanismCheck out;
   // A mechanism that throws where the engine refuses what it did (a second event for one batch, a
   // declared release not made) fails that check with the reason.
   bool stopped = false;
   try {
     out.replay = check::check_by_record_replay(make, o.replay);
+    if (o.model_replay.model.make) out.replay.merge(check::check_by_record_replay(make, o.model_replay));
   } catch (const std::exception& e) {
     out.replay.add(std::string("a run of the mechanism stopped with an error: ") + e.what());
     stopped = true;
@@ -26,11 +28,16 @@ MechanismCheck check_mechanism(const check::MechanismUnderTest& make, MechanismC
     out.noise.violations.push_back(std::string("a run of the mechanism stopped with an error: ") + e.what());
     stopped = true;
   }
-  if (o.accountant && !stopped) {  // its runs would stop alike
+  if (o.accountant && !o.skip_canaries.empty()) out.canaries_not_run = o.skip_canaries;
+  if (o.accountant && !stopped && o.skip_canaries.empty()) {  // its runs would stop alike
     check::MechanismSettings settings;  // "auto" sigma, secure noise, the whole batch in one chunk
     settings.steps = 4;
-    out.canaries = audit_with_gradient_canaries(make, settings, o.max_grad_norm, *o.accountant, o.target_epsilon,
-                                                o.delta, o.canaries, o.auditor);
+    try {
+      out.canaries = audit_with_gradient_canaries(make, settings, o.max_grad_norm, *o.accountant, o.target_epsilon,
+                                                  o.delta, o.canaries, o.auditor);
+    } catch (const std::exception& e) {
+      out.canaries_error = std::string("a run of the mechanism stopped with an error: ") + e.what();
+    }
   }
   return out;
 }
@@ -55,8 +62,10 @@ std::string MechanismCheck::describe() const {
     if (!noise.releases.empty()) {
       s << "  (c) sees the gradient updates only: the declared releases are checked by (a) and (b)\n";
     }
+  } else if (!canaries_error.empty()) {
+    s << "(c) gradient canaries: FAILED\n  VIOLATION: " << canaries_error << "\n";
   } else {
-    s << "(c) gradient canaries: not run (no accountant)\n";
+    s << "(c) gradient canaries: not run (" << (canaries_not_run.empty() ? "no accountant" : canaries_not_run) << ")\n";
   }
   s << (passed() ? "mechanism check passed\n" : "MECHANISM CHECK FAILED\n");
   return s.str();

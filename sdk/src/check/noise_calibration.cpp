@@ -27,6 +27,27 @@ double normal_quantile_above(double tail) {
   return (lo + hi) / 2;
 }
 
+// A step's release (flattened per tensor) with its part in each basis the mechanism stated
+// (StepReport::noise_bases, mutually orthogonal) rescaled from that release's noise std to the
+// gradient's own, `gradient_std`: where the noise is what the mechanism states, it is isotropic at the
+// gradient's std again, and every test below applies unchanged.
+void whiten(std::vector<at::Tensor>& release, const std::vector<sdk::StepReport::NoiseBasis>& bases,
+            double gradient_std) {
+  if (bases.empty()) return;
+  std::vector<std::int64_t> sizes;
+  for (const auto& t : release) sizes.push_back(t.numel());
+  at::Tensor u = at::cat(release);
+  for (const auto& b : bases) {
+    if (b.basis.size(0) != u.numel()) {
+      throw std::runtime_error("noise check: the noise basis stated for '" + b.release + "' has " +
+                               std::to_string(b.basis.size(0)) + " rows, the update " + std::to_string(u.numel()) +
+                               " entries (every parameter trains in the check)");
+    }
+    u = u + at::matmul(b.basis, at::matmul(b.basis.t(), u) * (gradient_std / b.noise_std - 1.0));
+  }
+  release = at::split_with_sizes(u, sizes);
+}
+
 // One replay: the stage run by the record-replay harness on the deterministic stand-in for
 // settings.steps steps, each step's update divided by the learning rate (plain SGD: the noised
 // gradient), flattened per tensor, with the ledger it wrote. `imposed` (replays after the first): the
@@ -34,10 +55,11 @@ double normal_quantile_above(double tail) {
 // clipped sum, and its clip norm where the mechanism adapts one, are the same in every replay and its
 // releases differ by their noise alone.
 StageRun replay(const MechanismUnderTest& make, MechanismSettings settings, const ReplayData& data,
-                std::shared_ptr<const ImposedState> imposed) {
+                const sdk::Dataset* public_data, std::shared_ptr<const ImposedState> imposed) {
   ModelSpec spec;
   spec.loss_noise = 0.0;
   spec.imposed = std::move(imposed);
+  spec.public_data = public_data;
   const MechanismFactory factory = [&](std::uint64_t seed) {
     settings.seed = seed;
     return make(settings);
@@ -47,8 +69,9 @@ StageRun replay(const MechanismUnderTest& make, MechanismSettings settings, cons
     throw std::runtime_error("noise check: the mechanism took " + std::to_string(run.releases.size()) +
                              " steps where it was configured for " + std::to_string(settings.steps));
   }
-  for (auto& release : run.releases) {
-    for (auto& t : release) t = t.flatten().to(at::kDouble) / settings.lr;
+  for (std::size_t i = 0; i < run.releases.size(); ++i) {
+    for (auto& t : run.releases[i]) t = t.flatten().to(at::kDouble) / settings.lr;
+    whiten(run.releases[i], run.noise_bases[i], settings.noise_multiplier.value_or(1.0) * run.sensitivities[i]);
   }
   return run;
 }
@@ -65,7 +88,7 @@ std::shared_ptr<const ImposedState> state_after_first_step(const StageRun& run) 
 // The two steps' ledger a mechanism with these declared releases (of the first step) must write.
 std::string expected_ledger(double sigma, const std::vector<sdk::ReleasedStatistic>& releases) {
   std::vector<PrivacyEvent> parts{PrivacyEvent::gaussian(sigma)};
-  for (const auto& r : releases) parts.push_back(PrivacyEvent::gaussian(r.noise_std / r.sensitivity));
+  for (const auto& r : releases) parts.push_back(PrivacyEvent::gaussian(r.noise_multiplier > 0 ? r.noise_multiplier : r.noise_std / r.sensitivity));
   const PrivacyEvent step = releases.empty() ? PrivacyEvent::poisson_sampled(1.0, parts.front())
                                              : PrivacyEvent::poisson_sampled(1.0, PrivacyEvent::composed(parts));
   sdk::PrivacyLedger ledger;
@@ -212,7 +235,7 @@ void check_every_direction(const MechanismUnderTest& make, MechanismSettings set
   std::vector<std::int64_t> sizes;
   for (std::int64_t r = 0;; ++r) {
     settings.seed = o.seed + 1000003 + static_cast<std::uint64_t>(r);
-    const StageRun run = replay(make, settings, data, nullptr);
+    const StageRun run = replay(make, settings, data, o.public_data, nullptr);
     if (sizes.empty()) {
       for (const auto& t : run.releases[0]) sizes.push_back(t.numel());
     }
@@ -277,8 +300,17 @@ NoiseCheck check_noise_calibration(const MechanismUnderTest& make, const NoiseCh
   std::vector<std::vector<at::Tensor>> first, second;  // [replay][tensor]
   for (std::int64_t r = 0; r < o.replays; ++r) {
     settings.seed = o.seed + static_cast<std::uint64_t>(r);
-    runs.push_back(replay(make, settings, data, r == 0 ? nullptr : state_after_first_step(runs.front())));
-    first.push_back(runs.back().releases[0]);
+    runs.push_back(replay(make, settings, data, o.public_data, r == 0 ? nullptr : state_after_first_step(runs.front())));
+    if (r > 0 && !runs.front().statistics.front().empty()) {
+      // The first step from a run of its own, not handed the first replay's releases: a mechanism
+      // that folds a release into the step's own gradient (GEP) would otherwise show that part of
+      // replay 0's noise in every replay. Same seed, so the same gradient noise as the run above.
+      MechanismSettings one = settings;
+      one.steps = 1;
+      first.push_back(replay(make, one, data, o.public_data, nullptr).releases[0]);
+    } else {
+      first.push_back(runs.back().releases[0]);
+    }
     second.push_back(runs.back().releases[1]);
     const std::string expected = expected_ledger(o.noise_multiplier, runs.front().statistics.front());
     if (r == 0) out.ledger = runs.back().ledger;
@@ -300,6 +332,11 @@ NoiseCheck check_noise_calibration(const MechanismUnderTest& make, const NoiseCh
     for (auto& r : second) {
       for (auto& t : r) t = t * (clip / second_clip);
     }
+  }
+  for (const auto& b : runs.front().noise_bases.front()) {
+    out.notes.push_back("measured in the bases the mechanism states: the update's noise in the " +
+                        std::to_string(b.basis.size(1)) + " directions of '" + b.release +
+                        "' against that release's std, rescaled to the gradient's (state_noise_basis)");
   }
   out.measured_std = pooled_std(all);
   std::tie(out.low, out.high) = chi_ratio_band(out.degrees_of_freedom, o.false_alarm);

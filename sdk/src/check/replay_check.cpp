@@ -12,7 +12,7 @@ DpSgdAudit audit_of(const MechanismUnderTest& make, const ReplayCheckOptions& o,
                     std::int64_t physical, double clip, const std::string& label) {
   DpSgdAudit a;
   a.name = "step " + std::to_string(step) + ", " +
-           (physical > 0 ? "chunks of " + std::to_string(physical) : std::string("one chunk")) + label;
+           (physical > 0 ? "chunks of " + std::to_string(physical) : std::string("one chunk")) + label + o.label;
   a.mechanism = [make, o, physical, step, clip](std::uint64_t seed) {
     MechanismSettings s;
     s.batch_size = o.batch_size;
@@ -26,23 +26,26 @@ DpSgdAudit audit_of(const MechanismUnderTest& make, const ReplayCheckOptions& o,
   a.batch_size = o.batch_size;
   a.max_grad_norm = clip;
   a.step = step;
+  a.model = o.model;
+  a.x_alone_in_chunk = o.x_alone_in_chunk;
   return a;
 }
 }  // namespace
 
 Report check_by_record_replay(const MechanismUnderTest& make, const ReplayCheckOptions& o) {
   Report all;
-  const at::Tensor images = random_images(o.records, o.data_seed);
+  const at::Tensor images = random_images(o.records, o.data_seed, o.shape);
   auto audit = [&](const DpSgdAudit& a) {
-    all.merge(audit_dp_sgd(a, images, adversarial_neighbours(o.magnitude), typical_reference()));
+    all.merge(audit_dp_sgd(a, images, adversarial_neighbours(o.magnitude, o.random_neighbours, o.shape), typical_reference(o.shape)));
   };
   for (const std::int64_t physical : o.physical_batch_sizes) {
+    if (o.x_alone_in_chunk > 0 && physical != o.x_alone_in_chunk) continue;
     for (const std::int64_t step : o.steps) audit(audit_of(make, o, step, physical, o.max_grad_norm, ""));
   }
   if (o.large_clip_factor > 0) {
     char label[64];
     std::snprintf(label, sizeof label, ", C x %g", o.large_clip_factor);
-    audit(audit_of(make, o, 1, 0, o.max_grad_norm * o.large_clip_factor, label));
+    audit(audit_of(make, o, 1, o.x_alone_in_chunk, o.max_grad_norm * o.large_clip_factor, label));
   }
   return all;
 }

@@ -471,7 +471,8 @@ void DpSgdMechanism::run(StageContext& context) {
     }
     if (context.step_done) {
       StepReport report{step + 1, total_steps, b ? loss_sum / b : 0.0, b, {}, options_.is_private ? step_clip : 0.0,
-                        options_.is_private ? step_metrics() : std::map<std::string, double>{}};
+                        options_.is_private ? step_metrics() : std::map<std::string, double>{},
+                        std::move(stated_bases_)};  // (cleared before each step's releases)
       // On the stage's first step, when every layer has its plan; after a resume again only when the
       // plan was measured anew (a reproducible run's follows the shapes: its metrics stay those of
       // an uninterrupted run).

@@ -58,7 +58,7 @@ at::Tensor DpSgdMechanism::StepReleases::release(const std::string& name, const 
   if (!ranks || ranks->rank() == 0) v = v + noise.sample(v, r.noise_multiplier * r.sensitivity);
   if (ranks) ranks->broadcast(v, 0);
   const ReleasedStatistic statistic{name + ", step " + std::to_string(step), v, r.sensitivity,
-                                    r.noise_multiplier * r.sensitivity, false};
+                                    r.noise_multiplier * r.sensitivity, false, r.noise_multiplier};
   if (context.released_statistic) context.released_statistic(statistic);
   if (context.replay_release) v = context.replay_release(statistic);
   return v.to(value.device());
@@ -74,6 +74,29 @@ void DpSgdMechanism::StepReleases::check_all_made() const {
   }
 }
 
+StepReport::NoiseBasis DpSgdMechanism::StepReleases::basis_of(const std::string& name, const at::Tensor& basis) const {
+  std::size_t i = 0;
+  while (i < declared.size() && declared[i].name != name) ++i;
+  if (i == declared.size() || !made[i]) {
+    throw std::logic_error("state_noise_basis('" + name + "'): not a declared release made this step (release it "
+                           "with release_statistic first)");
+  }
+  const at::Tensor u = basis.detach().to(at::kDouble).to(at::kCPU).contiguous().clone();
+  if (u.dim() != 2 || u.size(1) == 0 || u.size(1) > u.size(0)) {
+    throw std::logic_error("state_noise_basis('" + name + "'): the basis must be [d, k] with 0 < k <= d");
+  }
+  const at::Tensor gram = at::matmul(u.t(), u) - at::eye(u.size(1), u.options());
+  if (gram.abs().max().item<double>() > 1e-6) {
+    throw std::logic_error("state_noise_basis('" + name + "'): the basis's columns are not orthonormal");
+  }
+  return {name, u, declared[i].noise_multiplier * declared[i].sensitivity};
+}
+
+void DpSgdMechanism::state_noise_basis(const std::string& name, const at::Tensor& basis) {
+  if (!releasing_) throw std::logic_error("state_noise_basis('" + name + "') outside after_step_gradient");
+  stated_bases_.push_back(releasing_->basis_of(name, basis));
+}
+
 at::Tensor DpSgdMechanism::release_statistic(const std::string& name, const at::Tensor& value) {
   if (!releasing_) throw std::logic_error("release_statistic('" + name + "') outside after_step_gradient");
   return releasing_->release(name, value);
@@ -81,6 +104,9 @@ at::Tensor DpSgdMechanism::release_statistic(const std::string& name, const at::
 
 void DpSgdMechanism::set_clip_norm(double c) {
   if (!positive_finite(c)) throw std::invalid_argument("set_clip_norm: the clip norm must be > 0 and finite");
+  // Only where the engine knows what the step released: set elsewhere (in clipped_chunk_sum, say) it
+  // could follow the private batch, and change the sensitivity of the very step being clipped.
+  if (!releasing_) throw std::logic_error("set_clip_norm outside after_step_gradient");
   clip_norm_ = c;
 }
 
@@ -104,6 +130,7 @@ void DpSgdMechanism::make_step_releases(StageContext& context, GaussianNoise& no
   StepReleases releases{declared, std::vector<bool>(declared.size(), false), context, noise, context.collective,
                         step};
   releasing_ = &releases;
+  stated_bases_.clear();
   try {
     after_step_gradient(norms);
   } catch (...) {

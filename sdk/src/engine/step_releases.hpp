@@ -26,6 +26,8 @@ struct DpSgdMechanism::StepReleases {
   std::int64_t step;  // from 1
 
   at::Tensor release(const std::string& name, const at::Tensor& value);
+  /// state_noise_basis's checks and report entry.
+  StepReport::NoiseBasis basis_of(const std::string& name, const at::Tensor& basis) const;
   /// Throws std::logic_error naming a declared release the step did not make.
   void check_all_made() const;
 };

@@ -5,6 +5,7 @@
 // a declared release must be made once per step, and nothing undeclared can be released.
 #include "../../../examples/out_of_tree_plugin/adaptive_clipping.hpp"
 #include "../../fixtures/engines/broken_engines.hpp"
+#include "../../fixtures/engines/gradient_embedding.hpp"
 #include "../engine/record_replay.hpp"
 
 #include <privdiff/audit/mechanism_check.hpp>
@@ -155,3 +156,111 @@ TEST(AdaptiveMechanisms, ADeclaredReleaseIsMadeOnceAStepAndNothingUndeclaredIsRe
   const std::string plan = check::engine_under_test<ForgetsItsRelease>(engine::DpSgdOptions{})(s)->planned_events(700).to_string();
   EXPECT_EQ(plan, "SelfComposed(PoissonSampled(0.01, Composed([Gaussian(0.5), Gaussian(5)])), 2)");
 }
+
+namespace {
+
+// A DP-SGD mechanism that reads public data (as GEP reads its anchor gradients' images): it stops
+// without them, and with records of another shape than the model's.
+class ReadsPublicData : public engine::DpSgdMechanism {
+ public:
+  using DpSgdMechanism::DpSgdMechanism;
+  std::optional<std::string> public_data_name() const override { return "public"; }
+  void run(sdk::StageContext& context) override {
+    if (!context.public_data) throw std::runtime_error("no public data");
+    const at::Tensor x = context.public_data->images(at::arange(2, at::kLong));
+    if (x.sizes() != at::IntArrayRef({2, 1, 4, 4})) throw std::runtime_error("public records of another shape");
+    DpSgdMechanism::run(context);
+  }
+};
+
+class PublicImages : public ReplayData {
+ public:
+  PublicImages() : ReplayData(random_images(6, 5, {3, 8, 8})) {}
+  bool is_public() const override { return true; }
+};
+
+// Moves its clip norm while clipping, not after the step's releases.
+class ClipNormWhileClipping : public engine::DpSgdMechanism {
+ public:
+  using DpSgdMechanism::DpSgdMechanism;
+
+ protected:
+  engine::ClippedSum clipped_chunk_sum(torch::nn::Module& module, const engine::RowLoss& loss,
+                                       std::int64_t examples) override {
+    set_clip_norm(0.5);
+    return DpSgdMechanism::clipped_chunk_sum(module, loss, examples);
+  }
+};
+
+}  // namespace
+
+TEST(AdaptiveMechanisms, AMechanismThatReadsPublicDataIsCheckedWithIt) {
+  const auto make = check::engine_under_test<ReadsPublicData>(engine::DpSgdOptions{});
+  sdk::audit::MechanismCheckOptions without;
+  without.noise.every_direction = false;
+  const sdk::audit::MechanismCheck refused = sdk::audit::check_mechanism(make, without);
+  EXPECT_FALSE(refused.passed());
+  EXPECT_TRUE(any_has(refused.replay.violations, "no public data")) << refused.describe();
+
+  const PublicImages public_images;
+  const check::StandInPublicData stand_in(public_images);  // 3x8x8 -> 1x4x4
+  EXPECT_TRUE(stand_in.is_public());
+  sdk::audit::MechanismCheckOptions with = without;
+  with.replay.model.public_data = &stand_in;
+  with.noise.public_data = &stand_in;
+  const sdk::audit::MechanismCheck r = sdk::audit::check_mechanism(make, with);
+  EXPECT_TRUE(r.replay.violations.empty()) << r.describe();
+  EXPECT_TRUE(r.noise.passed()) << r.describe();
+}
+
+TEST(AdaptiveMechanisms, TheClipNormMovesOnlyAfterTheStepsReleases) {
+  const ReplayData data(random_images(21));
+  try {
+    run_stage(runs_of(check::engine_under_test<ClipNormWhileClipping>(engine::DpSgdOptions{}), 1), 3, ModelSpec{}, data);
+    ADD_FAILURE() << "set_clip_norm while clipping went through";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("set_clip_norm outside after_step_gradient"), std::string::npos) << e.what();
+  }
+}
+
+namespace {
+
+// GEP that releases its embedding with noise but writes the clean one into the gradient, and still
+// states the basis: the stated directions then carry no noise.
+class GepWithoutNoiseInItsBasis : public privdiff::testing::GradientEmbeddingEngine {
+ public:
+  using GradientEmbeddingEngine::GradientEmbeddingEngine;
+
+ protected:
+  void after_step_gradient(const at::Tensor&) override {
+    release_statistic("embedding", embedding_);
+    set_grads(flat(grads()) + at::matmul(basis_, embedding_) / expected_);
+    state_noise_basis("embedding", basis_);
+  }
+};
+
+}  // namespace
+
+// A correct GEP (less noise on its public subspace than off it) passes with its basis stated; one that
+// states a basis whose directions carry no noise fails the every-direction test.
+TEST(AdaptiveMechanisms, GepIsMeasuredInTheBasisItStates) {
+  const PublicImages public_images;
+  const check::StandInPublicData stand_in(public_images);
+  sdk::audit::MechanismCheckOptions options;
+  options.replay.model.public_data = &stand_in;
+  options.noise.public_data = &stand_in;
+  const sdk::audit::MechanismCheck r = sdk::audit::check_mechanism(
+      check::engine_under_test<privdiff::testing::GradientEmbeddingEngine>(engine::DpSgdOptions{}), options);
+  std::cout << r.describe();
+  EXPECT_TRUE(r.replay.violations.empty()) << r.describe();
+  EXPECT_TRUE(r.noise.passed()) << r.describe();
+  EXPECT_TRUE(any_has(r.noise.notes, "3 directions of 'embedding'")) << r.describe();
+  EXPECT_NE(r.noise.ledger.find("Composed([Gaussian(1), Gaussian(0.75)])"), std::string::npos) << r.noise.ledger;
+
+  const sdk::audit::MechanismCheck lie =
+      sdk::audit::check_mechanism(check::engine_under_test<GepWithoutNoiseInItsBasis>(engine::DpSgdOptions{}), options);
+  std::cout << lie.describe();
+  EXPECT_FALSE(lie.noise.passed()) << lie.describe();
+  EXPECT_TRUE(any_has(lie.noise.violations, "a direction of the parameter space gets almost no noise")) << lie.describe();
+}
+

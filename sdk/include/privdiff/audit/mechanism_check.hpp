@@ -30,11 +30,16 @@ namespace privdiff::sdk::audit {
 struct MechanismCheckOptions {
   double max_grad_norm = 1.0;  ///< C the mechanism is configured with: the sensitivity its ledger claims
   check::ReplayCheckOptions replay;  ///< (its max_grad_norm is set from the above)
+  /// (a) also on another model (the recipe's: privdiff check-mechanism), when its model.make is set:
+  /// its tensors of every kind (attention, embeddings, adapters) under the mechanism's own selection.
+  check::ReplayCheckOptions model_replay;
   check::NoiseCheckOptions noise;    ///< (likewise)
   /// (c) runs with this accountant (null: skipped), calibrated to target_epsilon at delta.
   const Accountant* accountant = nullptr;
   double target_epsilon = 2.0, delta = 1e-5;
   GradientCanaryOptions canaries;
+  /// Non-empty: (c) is not run, for this reason (its canary model cannot read the mechanism's public data).
+  std::string skip_canaries;
   const Auditor* auditor = nullptr;  ///< null: the one-run bound
 };
 
@@ -42,8 +47,10 @@ struct MechanismCheck {
   check::Report replay;
   check::NoiseCheck noise;
   std::optional<GradientCanaryAudit> canaries;  ///< empty: not run
+  std::string canaries_not_run;  ///< why (c) was not run, when an accountant was given
+  std::string canaries_error;    ///< a run of (c) stopped with this error: a failure
   bool passed() const {
-    return replay.violations.empty() && noise.passed() && (!canaries || canaries->passed());
+    return replay.violations.empty() && noise.passed() && (!canaries || canaries->passed()) && canaries_error.empty();
   }
   /// Every figure and violation, one line each, with the verdict last.
   PRIVDIFF_SDK_API std::string describe() const;

@@ -56,6 +56,9 @@ struct NoiseCheckOptions {
   /// subspace without noise that crosses tensors. Skipped, with a note, above max_directions.
   bool every_direction = true;
   std::int64_t max_directions = 2000;
+  /// The public data every replay's StageContext::public_data points to (records of the stand-in's
+  /// 1x4x4 shape: StandInPublicData); null: none.
+  const sdk::Dataset* public_data = nullptr;
 };
 
 struct NoiseCheck {

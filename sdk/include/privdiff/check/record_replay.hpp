@@ -319,9 +319,27 @@ inline void audit_alone(const DpSgdAudit& a, const ReplayData& d, const Neighbou
 // Steps k+1 .. k+next of two runs that began them from the same released state: their updates,
 // declared releases, reported clip norms and metrics must be equal. One finding, at the first step
 // where something differs, listing what.
+// The noise bases two runs stated at one step (StepReport::noise_bases) are the same.
+inline bool same_bases(const std::vector<sdk::StepReport::NoiseBasis>& a, const std::vector<sdk::StepReport::NoiseBasis>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i].release != b[i].release || a[i].noise_std != b[i].noise_std || !a[i].basis.sizes().equals(b[i].basis.sizes()) ||
+        (a[i].basis - b[i].basis).abs().max().item<double>() > 1e-9) {
+      return false;
+    }
+  }
+  return true;
+}
+
 inline void compare_next_steps(const std::string& what, const DpSgdAudit& a, const StageRun& d, const StageRun& dx,
                                Report& report) {
   const auto k = static_cast<std::size_t>(a.step - 1);
+  if (!same_bases(d.noise_bases[k], dx.noise_bases[k])) {  // both runs began step k from the same state
+    report.add(what + ", step " + std::to_string(k + 1) + ": the noise bases the mechanism stated differ on D and on " +
+               "D + x: a basis must come from public data and released values (GEP's from public gradients, never " +
+               "from the batch's)");
+    return;
+  }
   for (std::size_t j = k + 1; j <= k + static_cast<std::size_t>(a.next_steps); ++j) {
     std::vector<std::string> differ;
     Report scratch;
@@ -332,6 +350,7 @@ inline void compare_next_steps(const std::string& what, const DpSgdAudit& a, con
     if (!stats.violations.empty()) differ.push_back("declared releases");
     if (d.sensitivities[j] != dx.sensitivities[j]) differ.push_back("clip norm");
     if (d.metrics[j] != dx.metrics[j]) differ.push_back("metrics");
+    if (!same_bases(d.noise_bases[j], dx.noise_bases[j])) differ.push_back("stated noise bases");
     if (differ.empty()) continue;
     std::string list;
     for (const auto& part : differ) list += (list.empty() ? "" : ", ") + part;
@@ -379,6 +398,8 @@ inline void audit_out_of_batch(const DpSgdAudit& a, const ReplayData& d, const N
   if (!check_earlier_steps(p.what, p.on_d, p.on_x, p.k, report)) return;
   distance_between(p.what + ", released update", p.on_d[0].releases[p.k], p.on_x[0].releases[p.k], release_scale(a),
                    0.0, 0.0, 1e-9 * a.max_grad_norm, report);
+  distance_between(p.what + ", declared releases", statistic_values(p.on_d[0], p.k), statistic_values(p.on_x[0], p.k),
+                   1.0, 0.0, 0.0, 1e-9, report);
 }
 
 }  // namespace detail

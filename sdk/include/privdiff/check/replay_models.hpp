@@ -153,6 +153,9 @@ struct ModelSpec {
   /// Set: the run's declared releases (engine::DpSgdMechanism::release_statistic) of step
   /// imposed->step return imposed->statistics, and its weights are set to imposed->weights after it.
   std::shared_ptr<const ImposedState> imposed;
+  /// The public dataset every run's StageContext::public_data points to (the mechanism's
+  /// public_data_name, opened by the host; records of the model's image shape); null: none.
+  const sdk::Dataset* public_data = nullptr;
 };
 
 /// The model of one run (ModelSpec::make's, cast to spec.dtype, or a ReplayModel), its loss logged
@@ -202,6 +205,27 @@ class ReplayData : public sdk::Dataset {
  private:
   at::Tensor images_, labels_;
   std::int64_t classes_;
+};
+
+/// A public dataset's images made into the stand-in's records: each image's channels averaged, then
+/// area-averaged to `side` x `side` (float64), so that a mechanism that reads public data (GEP's
+/// anchor gradients) can run on ReplayModel. Labels, size and name are the dataset's.
+class StandInPublicData : public sdk::Dataset {
+ public:
+  explicit StandInPublicData(const sdk::Dataset& data, std::int64_t side = 4) : data_(data), side_(side) {}
+  std::int64_t size() const override { return data_.size(); }
+  at::Tensor images(const at::Tensor& idx) const override {
+    const at::Tensor x = data_.images(idx).to(at::kDouble).mean(1, /*keepdim=*/true);
+    return at::adaptive_avg_pool2d(x, {side_, side_});
+  }
+  at::Tensor labels(const at::Tensor& idx) const override { return data_.labels(idx); }
+  std::int64_t num_classes() const override { return data_.num_classes(); }
+  bool is_public() const override { return data_.is_public(); }
+  std::string name() const override { return data_.name() + " (as 1x" + std::to_string(side_) + "x" + std::to_string(side_) + " stand-in records)"; }
+
+ private:
+  const sdk::Dataset& data_;
+  std::int64_t side_;
 };
 
 /// A neighbouring record x: an image (and its label).

@@ -41,6 +41,7 @@ struct StageRun {
   std::vector<std::vector<sdk::ReleasedStatistic>> statistics;
   std::vector<double> sensitivities;
   std::vector<std::map<std::string, double>> metrics;
+  std::vector<std::vector<sdk::StepReport::NoiseBasis>> noise_bases;  ///< StepReport::noise_bases, per step
   Trace trace;
   std::string ledger, planned;
   std::vector<RecordingMechanism::Step> recorded;
@@ -98,6 +99,7 @@ struct StageAttempt {
                sdk::PrivacyLedger& ledger, StageRun& run, sdk::Collective* collective)
       : model(build_model(spec, &run.trace.internal)), mechanism(make(seed)), context{*model, data, ledger, 0, {}} {
     context.collective = collective;
+    context.public_data = spec.public_data;
     if (auto* r = recording()) r->trace = &run.trace;
   }
   RecordingMechanism* recording() { return dynamic_cast<RecordingMechanism*>(mechanism.get()); }
@@ -147,6 +149,7 @@ struct StageAttempt {
       pending.clear();
       run.sensitivities.push_back(report.sensitivity);
       run.metrics.push_back(report.metrics);
+      run.noise_bases.push_back(report.noise_bases);
       before = now;
       if (after_step) after_step(report, state);
     };

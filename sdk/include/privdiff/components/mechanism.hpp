@@ -42,6 +42,18 @@ struct StepReport {
   /// "mechanism". They are published, so each must be a function of what the stage has released (the
   /// record-replay check holds them to that): never of the records themselves.
   std::map<std::string, double> metrics;
+  /// Directions in which a DP-SGD step's gradient carries a declared release's noise instead of its
+  /// own (engine::DpSgdMechanism::state_noise_basis: GEP's embedding in a public subspace): in the
+  /// orthonormal columns of `basis` ([d, k] float64 over the trained parameters' entries, module
+  /// order) the noised sum's noise has std `noise_std` per coordinate, elsewhere the gradient's own.
+  /// Public (from public data and released values). The noise check measures each part against its
+  /// own std.
+  struct NoiseBasis {
+    std::string release;  ///< the declared release whose noise it is
+    at::Tensor basis;
+    double noise_std = 0;
+  };
+  std::vector<NoiseBasis> noise_bases;
 };
 
 /// A noisy statistic a stage releases (a histogram of votes or labels, a noisy sum), as the mechanism
@@ -56,6 +68,9 @@ struct ReleasedStatistic {
   /// records' (a later Poisson subsample, whose stream one more record moves on). The replay then
   /// checks its structure and noise only.
   bool adaptive = false;
+  /// The noise multiplier its ledger event states (DP-SGD's declared releases set it; 0: not stated,
+  /// noise_std / sensitivity).
+  double noise_multiplier = 0;
 };
 
 /// Adds a mechanism's mid-stage state (optimizer, EMA, generator states, ...) to a checkpoint.

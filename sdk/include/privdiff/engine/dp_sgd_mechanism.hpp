@@ -146,9 +146,18 @@ class PRIVDIFF_SDK_API DpSgdMechanism : public Mechanism {
   /// to the checks (StageContext::released_statistic). Only inside after_step_gradient, once per
   /// declared release and step; anything else throws std::logic_error.
   at::Tensor release_statistic(const std::string& name, const at::Tensor& value);
+  /// States that this step's gradient (in .grad) carries, in the orthonormal columns of `basis`
+  /// ([d, k]; d the entries of the trained parameters, module order), the noise of the declared
+  /// release `name` made this step (its values are the gradient's coordinates in those columns,
+  /// noised at the release's multiplier) instead of the gradient's own: GEP's embedding in a public
+  /// subspace. Only inside after_step_gradient, after that release; the columns must be orthonormal
+  /// (std::logic_error otherwise). Reported in StepReport::noise_bases: the noise check measures the
+  /// noise in those directions against the release's std and elsewhere against the gradient's.
+  void state_noise_basis(const std::string& name, const at::Tensor& basis);
   /// The clip norm of the steps from the next one on (adaptive clipping); the gradient's noise std
   /// is noise_multiplier * that norm, so the privacy cost of a step does not change. Must be > 0 and
-  /// finite (std::invalid_argument). Starts as max_grad_norm; restored on resume.
+  /// finite (std::invalid_argument); only inside after_step_gradient (std::logic_error elsewhere).
+  /// Starts as max_grad_norm; restored on resume.
   void set_clip_norm(double clip_norm);
   double clip_norm() const { return clip_norm_; }
   /// The mechanism's own state for checkpoints (read back on resume, after the engine's own): what
@@ -171,6 +180,7 @@ class PRIVDIFF_SDK_API DpSgdMechanism : public Mechanism {
   double clip_norm_ = 0;  // C_t; max_grad_norm until set_clip_norm
   struct StepReleases;
   StepReleases* releasing_ = nullptr;  // set during after_step_gradient
+  std::vector<StepReport::NoiseBasis> stated_bases_;  // this step's state_noise_basis, for its report
   /// The planned event of one logical step with gradient noise multiplier sigma.
   PrivacyEvent step_event(double sigma, double q) const;
   /// Runs after_step_gradient for `step` (from 1) with release_statistic enabled; throws when a

@@ -1,0 +1,46 @@
+#include "run/check_models.hpp"
+
+#include "data/open_dataset.hpp"
+#include "run/composed_run.hpp"
+
+#include <privdiff/components/mechanism.hpp>
+#include <privdiff/components/model.hpp>
+
+#include <ATen/ATen.h>
+#include <torch/types.h>
+
+namespace privdiff::core {
+
+namespace {
+
+// Parameters that are all zero at initialisation drawn small, as training would move them.
+void off_zero(sdk::Model& model) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : model.module().parameters()) {
+    if (!p.any().item<bool>()) p.normal_(0, 0.05);
+  }
+}
+
+}  // namespace
+
+CheckModels check_models(const Recipe& recipe, const ComponentRegistry& registry, const StageUnderTest& stage,
+                         std::uint64_t seed) {
+  CheckModels out;
+  out.public_name = stage.make(sdk::check::MechanismSettings{})->public_data_name();
+  if (out.public_name) {
+    out.public_data = open_dataset(recipe.dataset(*out.public_name), registry);
+    out.stand_in_public = std::make_unique<sdk::check::StandInPublicData>(*out.public_data);
+  }
+  if (!recipe.model) return out;
+  out.recipe_model.make = [&recipe, &registry, seed] {
+    at::manual_seed(seed);
+    std::unique_ptr<sdk::Model> model = create_model(recipe, registry);
+    off_zero(*model);
+    return model;
+  };
+  out.recipe_model.public_data = out.public_data.get();
+  out.image_shape = out.recipe_model.make()->image_shape();
+  return out;
+}
+
+}  // namespace privdiff::core
