@@ -2,7 +2,7 @@
 // The models and public data the DP-SGD checks of `privdiff check-mechanism` run a recipe's stage
 // with: besides the SDK's stand-in (a tiny conv, group-norm and linear denoiser on 1x4x4 records),
 // the recipe's own model (its adapter grafted on, every tensor kind it has: attention, embeddings,
-// norms, adapters, under the mechanism's own parameter selection), and the public dataset the
+// norms, adapters; every parameter trains in the checks), and the public dataset the
 // mechanism names (Mechanism::public_data_name), as is for the recipe's model and reduced to 1x4x4
 // records for the stand-in.
 

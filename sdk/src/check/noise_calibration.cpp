@@ -27,23 +27,42 @@ double normal_quantile_above(double tail) {
   return (lo + hi) / 2;
 }
 
+// The multiplier of the declared release `name` made at this step (its ReleasedStatistic).
+double release_multiplier(const std::string& name, const std::vector<sdk::ReleasedStatistic>& statistics) {
+  for (const auto& s : statistics) {
+    if (s.name.rfind(name + ", step ", 0) != 0) continue;
+    return s.noise_multiplier > 0 ? s.noise_multiplier : s.noise_std / s.sensitivity;
+  }
+  throw std::runtime_error("noise check: a noise basis is stated for '" + name + "', which the step did not release");
+}
+
 // A step's release (flattened per tensor) with its part in each basis the mechanism stated
-// (StepReport::noise_bases, mutually orthogonal) rescaled from that release's noise std to the
-// gradient's own, `gradient_std`: where the noise is what the mechanism states, it is isotropic at the
-// gradient's std again, and every test below applies unchanged.
+// (StepReport::noise_bases) rescaled by sigma / sigma_e: the gradient's part in a basis has the
+// gradient's sensitivity C_t, so where the mechanism's noise there is the release's multiplier sigma_e
+// times C_t, as it states, the result is isotropic at the gradient's std sigma C_t again and every test
+// below applies unchanged. The bases, revalidated here, must be orthonormal and not overlap.
 void whiten(std::vector<at::Tensor>& release, const std::vector<sdk::StepReport::NoiseBasis>& bases,
-            double gradient_std) {
+            const std::vector<sdk::ReleasedStatistic>& statistics, double sigma) {
   if (bases.empty()) return;
   std::vector<std::int64_t> sizes;
   for (const auto& t : release) sizes.push_back(t.numel());
   at::Tensor u = at::cat(release);
+  std::vector<at::Tensor> all;
   for (const auto& b : bases) {
-    if (b.basis.size(0) != u.numel()) {
-      throw std::runtime_error("noise check: the noise basis stated for '" + b.release + "' has " +
-                               std::to_string(b.basis.size(0)) + " rows, the update " + std::to_string(u.numel()) +
-                               " entries (every parameter trains in the check)");
+    if (b.basis.dim() != 2 || b.basis.size(0) != u.numel()) {
+      throw std::runtime_error("noise check: the noise basis stated for '" + b.release + "' does not have the " +
+                               std::to_string(u.numel()) + " rows of the update (every parameter trains in the check)");
     }
-    u = u + at::matmul(b.basis, at::matmul(b.basis.t(), u) * (gradient_std / b.noise_std - 1.0));
+    all.push_back(b.basis);
+  }
+  const at::Tensor stacked = at::cat(all, 1);
+  if ((at::matmul(stacked.t(), stacked) - at::eye(stacked.size(1), stacked.options())).abs().max().item<double>() > 1e-6) {
+    throw std::runtime_error("noise check: the stated noise bases are not orthonormal, or overlap (one basis per "
+                             "release, its directions apart from every other's)");
+  }
+  for (const auto& b : bases) {
+    const double factor = sigma / release_multiplier(b.release, statistics) - 1.0;
+    u = u + at::matmul(b.basis, at::matmul(b.basis.t(), u) * factor);
   }
   release = at::split_with_sizes(u, sizes);
 }
@@ -71,7 +90,7 @@ StageRun replay(const MechanismUnderTest& make, MechanismSettings settings, cons
   }
   for (std::size_t i = 0; i < run.releases.size(); ++i) {
     for (auto& t : run.releases[i]) t = t.flatten().to(at::kDouble) / settings.lr;
-    whiten(run.releases[i], run.noise_bases[i], settings.noise_multiplier.value_or(1.0) * run.sensitivities[i]);
+    whiten(run.releases[i], run.noise_bases[i], run.statistics[i], settings.noise_multiplier.value_or(1.0));
   }
   return run;
 }
@@ -221,6 +240,48 @@ void check_declared_releases(const std::vector<StageRun>& runs, double false_ala
   }
 }
 
+// The bases a mechanism states at step 1 (state_noise_basis): every replay states the same one (from
+// public data and the released state, not from the noise drawn); in the replays handed replay 0's
+// releases, the update's part in it is replay 0's (that part is the release, with no other noise); and
+// the noise there, rescaled, has the gradient's std (a band on k (R - 1) degrees of freedom).
+void check_stated_bases(const std::vector<StageRun>& runs, const std::vector<std::vector<at::Tensor>>& first,
+                        double false_alarm, NoiseCheck& out) {
+  const auto& bases = runs.front().noise_bases.front();
+  for (std::size_t i = 0; i < bases.size(); ++i) {
+    const at::Tensor& u = bases[i].basis;
+    const std::string name = "'" + bases[i].release + "'";
+    const at::Tensor part0 = at::matmul(u.t(), at::cat(runs.front().releases[0]));
+    std::vector<at::Tensor> rows;
+    for (std::size_t r = 0; r < runs.size(); ++r) {
+      const auto& theirs = runs[r].noise_bases.front();
+      if (theirs.size() != bases.size() || !theirs[i].basis.sizes().equals(u.sizes()) ||
+          (theirs[i].basis - u).abs().max().item<double>() > 1e-9) {
+        out.violations.push_back("the noise basis stated for " + name + " differs between replays of one step from "
+                                 "one state: it must follow public data and released values, not the noise drawn");
+        return;
+      }
+      const at::Tensor part = at::matmul(u.t(), at::cat(runs[r].releases[0]));
+      if (r > 0 && (part - part0).abs().max().item<double>() > 1e-9 * (1 + part0.abs().max().item<double>())) {
+        out.violations.push_back("the update's part in the basis stated for " + name + " is not that release: "
+                                 "replays handed replay 0's release still differ there (other noise added there)");
+        return;
+      }
+      rows.push_back(at::matmul(u.t(), at::cat(first[r])));
+    }
+    const at::Tensor values = at::stack(rows);
+    const double measured = pooled_std(values);
+    char ratio[32];
+    std::snprintf(ratio, sizeof ratio, "%.4f", measured / out.configured_std);
+    out.notes.push_back("measured in the basis the mechanism states (state_noise_basis): the update's noise in the " +
+                        std::to_string(u.size(1)) + " directions of " + name + " at that release's multiplier, " +
+                        "rescaled to the gradient's: ratio " + ratio);
+    const std::string v = outside_band("the update in the " + std::to_string(u.size(1)) + " directions stated for " + name,
+                                       measured, out.configured_std, values.size(1) * (values.size(0) - 1), false_alarm,
+                                       &out.notes);
+    if (!v.empty()) out.violations.push_back(v);
+  }
+}
+
 // The first step's noise in every direction of the parameter space, not only per tensor: with R - 1 =
 // 2 d centred releases of d coordinates, isotropic noise of std s has a sample covariance whose smallest
 // eigenvalue is near the Marchenko-Pastur edge s^2 (1 - sqrt(d / (R - 1)))^2 (0.086 s^2; its
@@ -297,19 +358,21 @@ NoiseCheck check_noise_calibration(const MechanismUnderTest& make, const NoiseCh
   settings.lr = 1e-3;
   NoiseCheck out;
   std::vector<StageRun> runs;
-  std::vector<std::vector<at::Tensor>> first, second;  // [replay][tensor]
+  std::vector<std::vector<at::Tensor>> first, own_first, second;  // [replay][tensor]
   for (std::int64_t r = 0; r < o.replays; ++r) {
     settings.seed = o.seed + static_cast<std::uint64_t>(r);
     runs.push_back(replay(make, settings, data, o.public_data, r == 0 ? nullptr : state_after_first_step(runs.front())));
-    if (r > 0 && !runs.front().statistics.front().empty()) {
-      // The first step from a run of its own, not handed the first replay's releases: a mechanism
-      // that folds a release into the step's own gradient (GEP) would otherwise show that part of
-      // replay 0's noise in every replay. Same seed, so the same gradient noise as the run above.
+    own_first.push_back(runs.back().releases[0]);
+    if (r > 0 && !runs.front().noise_bases.front().empty()) {
+      // The first step's figures from a run of its own, not handed the first replay's releases: a
+      // mechanism that folds a release into the step's own gradient (GEP, with its stated basis) would
+      // otherwise show replay 0's noise there in every replay. (The difference of the two steps stays
+      // within each run: own_first.)
       MechanismSettings one = settings;
       one.steps = 1;
       first.push_back(replay(make, one, data, o.public_data, nullptr).releases[0]);
     } else {
-      first.push_back(runs.back().releases[0]);
+      first.push_back(own_first.back());
     }
     second.push_back(runs.back().releases[1]);
     const std::string expected = expected_ledger(o.noise_multiplier, runs.front().statistics.front());
@@ -333,11 +396,6 @@ NoiseCheck check_noise_calibration(const MechanismUnderTest& make, const NoiseCh
       for (auto& t : r) t = t * (clip / second_clip);
     }
   }
-  for (const auto& b : runs.front().noise_bases.front()) {
-    out.notes.push_back("measured in the bases the mechanism states: the update's noise in the " +
-                        std::to_string(b.basis.size(1)) + " directions of '" + b.release +
-                        "' against that release's std, rescaled to the gradient's (state_noise_basis)");
-  }
   out.measured_std = pooled_std(all);
   std::tie(out.low, out.high) = chi_ratio_band(out.degrees_of_freedom, o.false_alarm);
   if (auto v = outside_band("the update", out.measured_std, out.configured_std, out.degrees_of_freedom, o.false_alarm,
@@ -345,9 +403,11 @@ NoiseCheck check_noise_calibration(const MechanismUnderTest& make, const NoiseCh
       !v.empty()) {
     out.violations.push_back(v);
   }
-  const double each = o.false_alarm / static_cast<double>(tensors + 2 + runs.front().statistics.front().size());
+  const double each = o.false_alarm / static_cast<double>(tensors + 2 + runs.front().statistics.front().size() +
+                                                         runs.front().noise_bases.front().size());
   check_each_tensor(first, o, each, out);
-  check_next_step(all, stacked(second, tensors), o.replays, each, out);
+  check_next_step(stacked(own_first, tensors), stacked(second, tensors), o.replays, each, out);
+  check_stated_bases(runs, first, each, out);
   check_declared_releases(runs, each, out);
   if (o.every_direction) check_every_direction(make, settings, data, o, out);
   return out;

@@ -94,7 +94,15 @@ StepReport::NoiseBasis DpSgdMechanism::StepReleases::basis_of(const std::string&
 
 void DpSgdMechanism::state_noise_basis(const std::string& name, const at::Tensor& basis) {
   if (!releasing_) throw std::logic_error("state_noise_basis('" + name + "') outside after_step_gradient");
-  stated_bases_.push_back(releasing_->basis_of(name, basis));
+  StepReport::NoiseBasis b = releasing_->basis_of(name, basis);
+  for (const auto& other : stated_bases_) {  // one basis per release, apart from every other one
+    if (other.release == name) throw std::logic_error("state_noise_basis('" + name + "'): stated twice in one step");
+    if (!other.basis.sizes().equals({b.basis.size(0), other.basis.size(1)}) ||
+        at::matmul(other.basis.t(), b.basis).abs().max().item<double>() > 1e-6) {
+      throw std::logic_error("state_noise_basis('" + name + "'): overlaps the basis of '" + other.release + "'");
+    }
+  }
+  stated_bases_.push_back(std::move(b));
 }
 
 at::Tensor DpSgdMechanism::release_statistic(const std::string& name, const at::Tensor& value) {

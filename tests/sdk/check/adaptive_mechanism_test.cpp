@@ -264,3 +264,77 @@ TEST(AdaptiveMechanisms, GepIsMeasuredInTheBasisItStates) {
   EXPECT_TRUE(any_has(lie.noise.violations, "a direction of the parameter space gets almost no noise")) << lie.describe();
 }
 
+
+namespace {
+
+// GEP that releases its embedding but writes the clean one plus noise of its own into the gradient:
+// the part in the stated basis is then revealed twice (the release and the gradient), at a cost the
+// ledger's one release does not state.
+class GepWithOtherNoiseInItsBasis : public privdiff::testing::GradientEmbeddingEngine {
+ public:
+  using GradientEmbeddingEngine::GradientEmbeddingEngine;
+
+ protected:
+  void after_step_gradient(const at::Tensor&) override {
+    const at::Tensor e = release_statistic("embedding", embedding_);
+    set_grads(flat(grads()) + at::matmul(basis_, embedding_ + at::randn_like(e) * 0.75) / expected_);
+    state_noise_basis("embedding", basis_);
+  }
+};
+
+// GEP that declares its release's sensitivity 100 times too small, releases a value that does not
+// depend on the data, and puts the clean embedding with that release's (tiny) noise into the gradient.
+class GepUnderstatingItsSensitivity : public privdiff::testing::GradientEmbeddingEngine {
+ public:
+  using GradientEmbeddingEngine::GradientEmbeddingEngine;
+
+ protected:
+  std::vector<StepRelease> step_releases() const override { return {{"embedding", options().max_grad_norm / 100, 0.75}}; }
+  void after_step_gradient(const at::Tensor&) override {
+    const at::Tensor e = release_statistic("embedding", at::zeros_like(embedding_));
+    set_grads(flat(grads()) + at::matmul(basis_, embedding_ + e) / expected_);
+    state_noise_basis("embedding", basis_);
+    if (twice_) state_noise_basis("embedding", basis_);
+  }
+
+ public:
+  bool twice_ = false;
+};
+
+}  // namespace
+
+// What a stated basis cannot hide: other noise in it than the release's, a release whose sensitivity
+// is below the gradient's (its part in the basis has the gradient's), a basis stated twice.
+TEST(AdaptiveMechanisms, AStatedBasisHoldsTheReleaseAtTheGradientsSensitivity) {
+  const PublicImages public_images;
+  const check::StandInPublicData stand_in(public_images);
+  check::NoiseCheckOptions o;
+  o.public_data = &stand_in;
+  o.every_direction = false;  // the basis's own tests must find these
+  const check::NoiseCheck other =
+      check::check_noise_calibration(check::engine_under_test<GepWithOtherNoiseInItsBasis>(engine::DpSgdOptions{}), o);
+  std::cout << other.describe();
+  EXPECT_TRUE(any_has(other.violations, "is not that release")) << other.describe();
+  const check::NoiseCheck small =
+      check::check_noise_calibration(check::engine_under_test<GepUnderstatingItsSensitivity>(engine::DpSgdOptions{}), o);
+  std::cout << small.describe();
+  EXPECT_TRUE(any_has(small.violations, "the update in the 3 directions stated for 'embedding'")) << small.describe();
+  const ReplayData data(random_images(21));
+  const auto twice = [](std::uint64_t seed) {
+    check::MechanismSettings s;
+    s.batch_size = 7;
+    s.noise_multiplier = 0.5;
+    s.seed = seed;
+    auto m = std::make_unique<GepUnderstatingItsSensitivity>(check::options_for_check(engine::DpSgdOptions{}, s));
+    m->twice_ = true;
+    return std::unique_ptr<sdk::Mechanism>(std::move(m));
+  };
+  ModelSpec spec;
+  spec.public_data = &stand_in;
+  try {
+    run_stage(twice, 3, spec, data);
+    ADD_FAILURE() << "a basis stated twice went through";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("stated twice in one step"), std::string::npos) << e.what();
+  }
+}

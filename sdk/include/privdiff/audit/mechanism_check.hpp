@@ -31,7 +31,7 @@ struct MechanismCheckOptions {
   double max_grad_norm = 1.0;  ///< C the mechanism is configured with: the sensitivity its ledger claims
   check::ReplayCheckOptions replay;  ///< (its max_grad_norm is set from the above)
   /// (a) also on another model (the recipe's: privdiff check-mechanism), when its model.make is set:
-  /// its tensors of every kind (attention, embeddings, adapters) under the mechanism's own selection.
+  /// its tensors of every kind (attention, embeddings, adapters), every parameter training.
   check::ReplayCheckOptions model_replay;
   check::NoiseCheckOptions noise;    ///< (likewise)
   /// (c) runs with this accountant (null: skipped), calibrated to target_epsilon at delta.
