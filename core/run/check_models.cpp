@@ -7,21 +7,8 @@
 #include <privdiff/components/model.hpp>
 
 #include <ATen/ATen.h>
-#include <torch/types.h>
 
 namespace privdiff::core {
-
-namespace {
-
-// Parameters that are all zero at initialisation drawn small, as training would move them.
-void off_zero(sdk::Model& model) {
-  torch::NoGradGuard no_grad;
-  for (auto& p : model.module().parameters()) {
-    if (!p.any().item<bool>()) p.normal_(0, 0.05);
-  }
-}
-
-}  // namespace
 
 CheckModels check_models(const Recipe& recipe, const ComponentRegistry& registry, const StageUnderTest& stage,
                          std::uint64_t seed) {
@@ -35,7 +22,7 @@ CheckModels check_models(const Recipe& recipe, const ComponentRegistry& registry
   out.recipe_model.make = [&recipe, &registry, seed] {
     at::manual_seed(seed);
     std::unique_ptr<sdk::Model> model = create_model(recipe, registry);
-    off_zero(*model);
+    sdk::check::move_off_zero(*model);
     return model;
   };
   out.recipe_model.public_data = out.public_data.get();

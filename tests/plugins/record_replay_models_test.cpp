@@ -56,16 +56,6 @@ engine::DpSgdOptions dpsgd_stage(const Values& extra = {}) {
   return engine::dp_sgd_options(sdk::make_config(engine::dp_sgd_schema(true, false), "stage", v), true);
 }
 
-// Moves every all-zero parameter off zero, as training would: LDM's transformers start with a zero
-// proj_out and LoRA with a zero B, which zero the gradients of the layers before them and would
-// leave those layers' per-example gradients unaudited.
-void as_if_trained(sdk::Model& model) {
-  torch::NoGradGuard no_grad;
-  for (auto& p : model.module().parameters()) {
-    if (!p.any().item<bool>()) p.normal_(0, 0.05);
-  }
-}
-
 // Installed model `id` with `values`, the same weights for every run (the global generator seeded
 // first); `prepare` then adapts it (an adapter, a fitted autoencoder).
 ModelSpec installed(const std::string& id, const Values& values,
@@ -75,7 +65,7 @@ ModelSpec installed(const std::string& id, const Values& values,
     at::manual_seed(1);
     auto model = privdiff::testing::make_installed<sdk::Model>(id, values);
     if (prepare) prepare(*model);
-    as_if_trained(*model);
+    move_off_zero(*model);
     return model;
   };
   return spec;

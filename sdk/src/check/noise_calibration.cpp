@@ -27,11 +27,15 @@ double normal_quantile_above(double tail) {
   return (lo + hi) / 2;
 }
 
+// The noise multiplier a release's ledger event states.
+double multiplier_of(const sdk::ReleasedStatistic& s) {
+  return s.noise_multiplier > 0 ? s.noise_multiplier : s.noise_std / s.sensitivity;
+}
+
 // The multiplier of the declared release `name` made at this step (its ReleasedStatistic).
 double release_multiplier(const std::string& name, const std::vector<sdk::ReleasedStatistic>& statistics) {
   for (const auto& s : statistics) {
-    if (s.name.rfind(name + ", step ", 0) != 0) continue;
-    return s.noise_multiplier > 0 ? s.noise_multiplier : s.noise_std / s.sensitivity;
+    if (s.name.rfind(name + ", step ", 0) == 0) return multiplier_of(s);
   }
   throw std::runtime_error("noise check: a noise basis is stated for '" + name + "', which the step did not release");
 }
@@ -107,7 +111,7 @@ std::shared_ptr<const ImposedState> state_after_first_step(const StageRun& run) 
 // The two steps' ledger a mechanism with these declared releases (of the first step) must write.
 std::string expected_ledger(double sigma, const std::vector<sdk::ReleasedStatistic>& releases) {
   std::vector<PrivacyEvent> parts{PrivacyEvent::gaussian(sigma)};
-  for (const auto& r : releases) parts.push_back(PrivacyEvent::gaussian(r.noise_multiplier > 0 ? r.noise_multiplier : r.noise_std / r.sensitivity));
+  for (const auto& r : releases) parts.push_back(PrivacyEvent::gaussian(multiplier_of(r)));
   const PrivacyEvent step = releases.empty() ? PrivacyEvent::poisson_sampled(1.0, parts.front())
                                              : PrivacyEvent::poisson_sampled(1.0, PrivacyEvent::composed(parts));
   sdk::PrivacyLedger ledger;

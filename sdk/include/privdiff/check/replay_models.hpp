@@ -172,6 +172,16 @@ inline std::unique_ptr<sdk::Model> build_model(const ModelSpec& spec, std::vecto
   return model;
 }
 
+/// Draws every parameter that is all zero small (N(0, 0.05^2), LibTorch's global generator), as training
+/// would move it: LDM's transformers start with a zero proj_out and LoRA with a zero B, which zero the
+/// gradients of the layers before them and would leave those layers' per-example gradients unchecked.
+inline void move_off_zero(sdk::Model& model) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : model.module().parameters()) {
+    if (!p.any().item<bool>()) p.normal_(0, 0.05);
+  }
+}
+
 /// Copies of every parameter of the model, in module order.
 inline std::vector<at::Tensor> weights_of(sdk::Model& model) {
   std::vector<at::Tensor> out;
