@@ -9,7 +9,7 @@
 #     folder of the test fixtures' planted plugins (build/tests/plugins/planted);
 #   - the statistic releases: central_images (the quickstart's), semantic_query (PrivImage's) and
 #     private_evolution (PE's), the last two with the small sizes of docs/writing-a-mechanism.md
-#     (STATISTICS=0 skips them: about 2 min a run for PE on 2 cores).
+#     (STATISTICS=0 skips them: about 1 min a run for PE on 2 cores).
 # A correct mechanism should fail none: the noise check's bands are set for a false-alarm probability
 # of 1e-6, the replay is exact up to rounding, the canary audit's bound holds with 95% confidence.
 # Usage: bench/check_mechanism_false_alarms.sh [build/bin/privdiff] [N=20]
@@ -52,7 +52,9 @@ if [ -n "${PLANTED_PLUGIN_DIR:-}" ]; then
 fi
 if [ "${STATISTICS:-1}" = 1 ]; then
   check central_images "$repo/examples/recipes/quickstart.toml" --stage central
-  check semantic_query "$repo/examples/recipes/privimage_pictograms_fmnist_eps10.toml" --stage query
+  check semantic_query "$repo/examples/recipes/privimage_pictograms_fmnist_eps10.toml" --stage query \
+    --set stage.0.classifier_epochs=1 --set data.public.per_class=50
   check private_evolution "$repo/examples/recipes/pe_fmnist_eps1.toml" --set stage.1.classifier_epochs=1 \
-    --set stage.1.samples_per_class=10 --set stage.1.iterations=2 --set data.public.per_class=200
+    --set stage.1.sampler_steps=4 \
+    --set stage.1.samples_per_class=10 --set stage.1.iterations=2 --set data.public.per_class=50
 fi

@@ -9,6 +9,7 @@
 #include "recipe/reproducible_noise.hpp"
 #include "recipe/suggest.hpp"
 #include "util/atomic_file.hpp"
+#include "run/check_models.hpp"
 #include "run/stage_under_test.hpp"
 
 #include <privdiff/audit/gradient_canaries.hpp>
@@ -139,9 +140,12 @@ CLI::App* add_audit_command(CLI::App& app, const GlobalOptions& global, int& exi
     audit.sampling_rate = args->sampling_rate;
     audit.seed = static_cast<std::uint64_t>(args->seed);
     audit.confidence = args->confidence;
+    const MechanismPublicData public_data = mechanism_public_data(recipe, registry, stage);
+    audit.public_data = public_data.data.get();
     const sdk::check::MechanismSettings settings = audit_settings(recipe, stage, args->steps);
     std::cout << "auditing stage '" << stage.name << "' (" << stage.mechanism << " from " << stage.plugin
-              << ", its own code: " << describe_settings(recipe.stages[stage.index].mechanism.config) << ")\n"
+              << ", its own code: " << describe_settings(recipe.stages[stage.index].mechanism.config)
+              << (public_data.name ? ", public data '" + *public_data.name + "' on the fillers' coordinates" : "") << ")\n"
               << "  " << audit.canaries << " gradient canaries (norm " << audit.canary_norm << " C, each in the data with "
               << "probability 1/2), " << audit.fillers << " fillers, q " << audit.sampling_rate << ", " << args->steps
               << " steps, noise calibrated to epsilon " << epsilon << " (" << accountant_id << ", delta " << delta << ")\n";

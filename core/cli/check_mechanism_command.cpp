@@ -53,34 +53,45 @@ int check_statistics(const Recipe& recipe, const ComponentRegistry& registry, co
   return report.violations.empty() ? exit_ok : exit_failure;
 }
 
-// (a) on the recipe's model too, and the mechanism's public data in (a) and (b); says what runs where.
+// (a) and (b) on the recipe's model too: its records, its public data as is.
+void on_recipe_model(const CheckModels& models, sdk::audit::MechanismCheckOptions& options) {
+  options.model_replay.model = models.recipe_model;
+  options.model_replay.shape = models.image_shape;
+  options.model_replay.data_seed = options.replay.data_seed;
+  options.model_replay.x_alone_in_chunk = 3;  // a diffusion loss draws its noise per chunk
+  options.model_replay.physical_batch_sizes = {3};
+  options.model_replay.steps = {1};
+  options.model_replay.label = ", the recipe's model";
+  // A real model's steps cost ~1000 times the stand-in's: the first step and its next steps, in
+  // chunks, with the extreme records and one typical one, on a smaller D.
+  options.model_replay.random_neighbours = 1;
+  options.model_replay.large_clip_factor = 0;
+  options.model_replay.records = 12;
+  options.model_replay.batch_size = 4;
+  // (b): 10 replays are d_j x 9 degrees of freedom per tensor, 72 for the smallest (an 8-channel norm).
+  options.model_noise.model = models.recipe_model;
+  options.model_noise.shape = models.image_shape;
+  options.model_noise.public_data = models.public_data.get();
+  options.model_noise.replays = 10;
+  options.model_noise.records = 6;  // two chunks of 3
+  options.model_noise.seed = options.noise.seed + 1000000;
+  options.model_noise.label = ", the recipe's model";
+}
+
+// The models and public data of (a), (b) and (c); says what runs where.
 void use_models(const CheckModels& models, const StageUnderTest& stage, bool stand_in_only,
                 sdk::audit::MechanismCheckOptions& options) {
   options.replay.model.public_data = models.stand_in_public.get();
   options.noise.public_data = models.stand_in_public.get();
+  options.canaries.public_data = models.public_data.get();
   std::cout << "checking stage '" << stage.name << "': mechanism " << stage.mechanism << " from " << stage.plugin
             << ", C " << stage.max_grad_norm << ": its own code on a stand-in model of conv, group-norm and linear "
             << "layers (a, b, c)";
   if (models.recipe_model.make && !stand_in_only) {
-    options.model_replay.model = models.recipe_model;
-    options.model_replay.shape = models.image_shape;
-    options.model_replay.data_seed = options.replay.data_seed;
-    options.model_replay.x_alone_in_chunk = 3;  // a diffusion loss draws its noise per chunk
-    options.model_replay.physical_batch_sizes = {3};
-    options.model_replay.steps = {1};
-    options.model_replay.label = ", the recipe's model";
-    // A real model's steps cost ~1000 times the stand-in's: the first step and its next steps, in
-    // chunks, with the extreme records and one typical one, on a smaller D.
-    options.model_replay.random_neighbours = 1;
-    options.model_replay.large_clip_factor = 0;
-    options.model_replay.records = 12;
-    options.model_replay.batch_size = 4;
-    std::cout << " and on the recipe's model (a)";
+    on_recipe_model(models, options);
+    std::cout << " and on the recipe's model (a, b)";
   }
-  if (models.public_name) {
-    std::cout << ", with public data '" << *models.public_name << "'";
-    options.skip_canaries = "the canary audit's model cannot read the mechanism's public data: (a) and (b) see it";
-  }
+  if (models.public_name) std::cout << ", with public data '" << *models.public_name << "'";
   std::cout << "\n";
 }
 
@@ -102,7 +113,7 @@ CLI::App* add_check_mechanism_command(CLI::App& app, const GlobalOptions& global
                                         "independent tries)")->check(at_least(0));
   cmd->add_flag("--no-audit", args->no_audit, "skip the one-run canary audit");
   cmd->add_flag("--stand-in-only", args->stand_in_only,
-                "record replay on the stand-in model only (not also on the recipe's model, the slower part)");
+                "record replay and noise check on the stand-in model only (not also on the recipe's model, the slower part)");
   cmd->callback([&global, &exit_code, args] {
     ComponentRegistry registry;
     const Recipe recipe = load_recipe(args->recipe, args->overrides, global, registry);

@@ -2,6 +2,8 @@
 #include "cli/commands.hpp"
 #include "recipe/diagnostic.hpp"
 #include "recipe/suggest.hpp"
+#include "util/cpu_threads.hpp"
+#include "util/usage_error.hpp"
 
 #include <privdiff/build_config.hpp>
 #include <privdiff/engine/host_allocator.hpp>
@@ -137,6 +139,10 @@ int parse_command_lines() {
 int main(int argc, char** argv) {
   // Before anything large is allocated: steps then reuse freed memory instead of faulting it in again.
   privdiff::sdk::engine::reuse_freed_host_memory();
+  if (const std::string bad = privdiff::core::bad_thread_variable(); !bad.empty()) {
+    std::cerr << "error: " << bad << "\n";
+    return privdiff::core::exit_bad_input;
+  }
   const std::string mode = parse_only_mode();
   if (mode == "lines") return parse_command_lines();
   return run_command_line(argc, argv, mode == "1");

@@ -72,6 +72,12 @@ std::string recognise(const sdk::SafetensorsFile& file, const std::string& confi
 std::string privacy_line(const std::map<std::string, std::string>& m) {
   if (!m.count(export_keys::privacy)) return "";
   if (m.count(export_keys::epsilon) && m.at(export_keys::epsilon).empty()) return "privacy: none (no private stage)";
+  for (const char* key : {export_keys::accountant, export_keys::epsilon, export_keys::delta}) {  // read, not set
+    if (!m.count(key)) {
+      return std::string("privacy: damaged privdiff metadata (") + export_keys::privacy + " without " + key +
+             "): the guarantee cannot be read";
+    }
+  }
   std::string line = "privacy: (epsilon, delta) = (" + m.at(export_keys::epsilon) + ", " + m.at(export_keys::delta) +
                      ") by " + m.at(export_keys::accountant);
   try {

@@ -10,14 +10,21 @@
 
 namespace privdiff::core {
 
+MechanismPublicData mechanism_public_data(const Recipe& recipe, const ComponentRegistry& registry,
+                                          const StageUnderTest& stage) {
+  MechanismPublicData out;
+  out.name = stage.make(sdk::check::MechanismSettings{})->public_data_name();
+  if (out.name) out.data = open_dataset(recipe.dataset(*out.name), registry);
+  return out;
+}
+
 CheckModels check_models(const Recipe& recipe, const ComponentRegistry& registry, const StageUnderTest& stage,
                          std::uint64_t seed) {
   CheckModels out;
-  out.public_name = stage.make(sdk::check::MechanismSettings{})->public_data_name();
-  if (out.public_name) {
-    out.public_data = open_dataset(recipe.dataset(*out.public_name), registry);
-    out.stand_in_public = std::make_unique<sdk::check::StandInPublicData>(*out.public_data);
-  }
+  MechanismPublicData found = mechanism_public_data(recipe, registry, stage);
+  out.public_name = std::move(found.name);
+  out.public_data = std::move(found.data);
+  if (out.public_data) out.stand_in_public = std::make_unique<sdk::check::StandInPublicData>(*out.public_data);
   if (!recipe.model) return out;
   out.recipe_model.make = [&recipe, &registry, seed] {
     at::manual_seed(seed);

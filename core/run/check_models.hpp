@@ -21,6 +21,17 @@
 
 namespace privdiff::core {
 
+/// The public dataset a stage's mechanism names (Mechanism::public_data_name), opened.
+struct MechanismPublicData {
+  std::optional<std::string> name;      ///< the mechanism's [data.NAME], if any
+  std::unique_ptr<sdk::Dataset> data;   ///< it, opened (null: none)
+};
+
+/// The public data of `stage`'s mechanism (built once with the check's settings to ask). Throws
+/// UsageError when the recipe has no such dataset or it cannot be opened.
+MechanismPublicData mechanism_public_data(const Recipe& recipe, const ComponentRegistry& registry,
+                                          const StageUnderTest& stage);
+
 struct CheckModels {
   std::optional<std::string> public_name;                         ///< the mechanism's [data.NAME], if any
   std::unique_ptr<sdk::Dataset> public_data;                      ///< it, opened (null: none)

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <thread>
 
 namespace privdiff::core {
@@ -17,6 +18,23 @@ namespace privdiff::core {
 inline int available_cores() {
   if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && std::atoi(omp) > 0) return std::atoi(omp);
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+/// A thread-count variable LibTorch reads (OMP_NUM_THREADS, MKL_NUM_THREADS) set to something other
+/// than a positive integer, as "NAME=VALUE: expected ..." (empty: none). LibTorch would print a C++
+/// stack trace for it and carry on.
+inline std::string bad_thread_variable() {
+  for (const char* name : {"OMP_NUM_THREADS", "MKL_NUM_THREADS"}) {
+    const char* value = std::getenv(name);
+    if (!value) continue;
+    char* end = nullptr;
+    const long n = std::strtol(value, &end, 10);
+    if (*value == '\0' || *end != '\0' || n < 1) {
+      return std::string(name) + "=" + value + ": expected a positive integer, the threads per process (unset it "
+             "to use every core)";
+    }
+  }
+  return {};
 }
 
 /// `threads` > 0: that many; 0: every available core. (LibTorch's own default is 1 on some builds.)

@@ -25,7 +25,11 @@ for shipped in dpsgd dpdm; do
   recipe "$tmp/$shipped.toml" "$shipped" 'physical_batch_size = 16'
   out=$(check "$tmp/$shipped.toml" $([ "$shipped" = dpdm ] && echo --stand-in-only)); rc=$?
   [ "$rc" = 0 ] || fail "$shipped: rc $rc: $out"
-  [ "$shipped" = dpdm ] || grep -qF "and on the recipe's model (a)" <<<"$out" || fail "$shipped: not on the recipe's model: $out"
+  if [ "$shipped" = dpsgd ]; then
+    for line in "and on the recipe's model (a, b)" "(b) noise, the recipe's model: passed"; do
+      grep -qF "$line" <<<"$out" || fail "$shipped: not on the recipe's model: no '$line': $out"
+    done
+  fi
   for line in "(a) record replay: passed" "(b) noise: passed" "(c) gradient canaries: passed" "mechanism check passed"; do
     grep -qF "$line" <<<"$out" || fail "$shipped: no '$line': $out"
   done
@@ -57,13 +61,18 @@ planted_noiseless_subspace a direction of the parameter space gets almost no noi
 CASES
 grep -q "more than the declared sensitivity" <<<"$(check "$tmp/planted_twice_sensitivity.toml" --stand-in-only)" ||
   fail "2C: the distance is not reported"
+# On the recipe's model, (b) names the UNet's norm tensors that get no noise.
+out=$(check "$tmp/planted_no_noise_on_norms.toml" | sed -n "/(b) noise, the recipe's model: FAILED/,/^(c)/p")
+grep -q "VIOLATION: tensor [a-z0-9_.]*norm[a-z0-9_.]* ([0-9]* values) is the same in every replay" <<<"$out" ||
+  fail "no noise on norms: (b) on the recipe's model does not name a norm tensor: $out"
+passed=$((passed + 1))
 # Noise per chunk is too much noise (private, but costs utility: a note) whose amount follows the number of
 # chunks, and so the realised batch (the replay: x's presence changes the noise drawn).
 grep -q "note: the update: the noise's std is 1.9.* more noise than the ledger states is private" <<<"$(check "$tmp/planted_noise_per_chunk.toml" --stand-in-only)" ||
   fail "noise per chunk: the excess noise is not noted"
 
-# A correct GEP (fixture_gep) reads public data, on the stand-in and the recipe's model, and states its
-# noise basis: it passes; the canary audit cannot give it public data and says so.
+# A correct GEP (fixture_gep) reads public data, on the stand-in, the recipe's model and the canary model,
+# and states its noise basis: it passes (a), (b) on both models and (c); privdiff audit runs it too.
 {
   printf '[run]\nseed = 1\n[privacy]\nepsilon = 2.0\ndelta = 1e-5\n[data.private]\ndataset = "fashion-mnist"\n'
   printf '[data.public]\ndataset = "glyphs"\ncharacters = "AB"\nper_class = 4\n%s\n' "$tiny_model"
@@ -71,10 +80,12 @@ grep -q "note: the update: the noise's std is 1.9.* more noise than the ledger s
 } > "$tmp/gep.toml"
 out=$(check "$tmp/gep.toml"); rc=$?
 [ "$rc" = 0 ] || fail "fixture_gep: rc $rc: $out"
-for line in "with public data 'public'" "3 directions of 'embedding'" "(c) gradient canaries: not run (the canary audit's model" \
-    "mechanism check passed"; do
+for line in "with public data 'public'" "3 directions of 'embedding'" "(b) noise, the recipe's model: passed" \
+    "(c) gradient canaries: passed" "mechanism check passed"; do
   grep -qF "$line" <<<"$out" || fail "fixture_gep: no '$line': $out"
 done
+out=$("$privdiff" --plugin-path "$planted" audit "$tmp/gep.toml" --canaries 1000 --fillers 300 2>&1); rc=$?
+[ "$rc" = 0 ] && grep -q "public data 'public' on the fillers' coordinates" <<<"$out" || fail "audit of fixture_gep: rc $rc: $out"
 passed=$((passed + 1))
 
 # privdiff audit runs the plugin's code: the unclipped plugin's canaries (norm 8 C) stand out.

@@ -36,11 +36,24 @@ expect 2 "no subcommand" -- "$privdiff"
 expect 2 "unknown subcommand" -- "$privdiff" frobnicate; contains "error: unknown command 'frobnicate'"; contains "commands: plugins, validate"
 expect 2 "misspelt subcommand" -- "$privdiff" "${good[@]}" valdate x.toml; contains "(did you mean 'validate'?)"
 expect 2 "unknown option" -- "$privdiff" validate --bogus x.toml
+# A thread-count variable LibTorch would answer with a C++ stack trace (issue 69).
+expect 2 "OMP_NUM_THREADS=0" -- env OMP_NUM_THREADS=0 "$privdiff" --version
+contains "error: OMP_NUM_THREADS=0: expected a positive integer"
+expect 2 "MKL_NUM_THREADS=two" -- env MKL_NUM_THREADS=two "$privdiff" --version; contains "MKL_NUM_THREADS=two"
+# Sizes no machine holds are refused by validate, not by the allocator during run (issue 69).
+recipes=$(cd "$(dirname "$0")/../../examples/recipes" && pwd)
+expect 2 "samples_per_class 1e9" -- "$privdiff" validate "$recipes/pe_fmnist_eps1.toml" --set stage.1.samples_per_class=1000000000
+contains "stage[1].samples_per_class: expected integer in [1, 100000], got 1000000000"
+expect 2 "images_per_class near 2^64 / 10" -- "$privdiff" validate "$recipes/privimage_pictograms_fmnist_eps10.toml" \
+  --set stage.0.images_per_class=1844674407370955162
+contains "stage[0].images_per_class: expected integer in [1, 100000]"
+expect 2 "glyphs per_class 1e8" -- "$privdiff" validate "$recipes/pe_fmnist_eps1.toml" --set data.public.per_class=100000000
+contains "data.public.per_class: expected integer in [1, 100000]"
 
 expect 0 "plugins list" -- "$privdiff" "${good[@]}" plugins list
 contains "fixture_model"; contains "libfixture_components.so"; contains "1.2.3"; contains "samplers:"
 expect 0 "plugins list with a refused plugin" -- "$privdiff" "${good[@]}" --plugin-path "$plugins/wrong_abi" plugins list
-contains "refused plugins:"; contains "refused: plugin ABI version 8, this privdiff expects 7"
+contains "refused plugins:"; contains "refused: plugin ABI version 9, this privdiff expects 8"
 expect 0 "PRIVDIFF_PLUGIN_PATH" -- env PRIVDIFF_PLUGIN_PATH="$plugins/good:$plugins/throwing_registration" "$privdiff" plugins list
 contains "fixture_sampler"; contains "registration failed: fixture registration exploded"
 

@@ -58,9 +58,13 @@ ema = 0.5'
 privacy='[privacy]
 epsilon = 5.0
 delta = 1e-5'
-printf '%s\n' "$privacy" "$data" "$model" "$autoencoder_stage" "$pretrain_stage" "$private_stage" > "$tmp/dpldm.toml"
-printf '%s\n' "$data" "$model" "$autoencoder_stage" "$pretrain_stage" > "$tmp/public-only.toml"
-printf '%s\n' "$privacy" "$data" "$model" "$pretrain_stage" "$private_stage" > "$tmp/from-autoencoder.toml"
+# A fixed thread count: privdiff otherwise follows the machine's load (fewer threads when other processes
+# run), and another count sums in another order, so the two runs' public stages would differ by rounding.
+threads='[run]
+threads = 2'
+printf '%s\n' "$threads" "$privacy" "$data" "$model" "$autoencoder_stage" "$pretrain_stage" "$private_stage" > "$tmp/dpldm.toml"
+printf '%s\n' "$threads" "$data" "$model" "$autoencoder_stage" "$pretrain_stage" > "$tmp/public-only.toml"
+printf '%s\n' "$threads" "$privacy" "$data" "$model" "$pretrain_stage" "$private_stage" > "$tmp/from-autoencoder.toml"
 
 out=$("$privdiff" params "$tmp/dpldm.toml" 2>&1) || fail "params failed: $out"
 echo "$out" | grep -q "^  autoencoder .* autoencoder$" || fail "params lacks the autoencoder group: $out"

@@ -141,6 +141,10 @@ out=$("$privdiff" run "$tmp/r.toml" --out "$tmp/parts" --stop-after-steps 1 2>&1
 [ $code -eq 3 ] || fail "stop-after-steps exit code $code: $out"
 grep -q "continue with: privdiff run --resume $tmp/parts" <<<"$out" || fail "no resume hint: $out"
 [ -s "$tmp/parts/checkpoint.pt" ] || fail "no checkpoint at the stop"
+# A damaged ledger.json refuses the resume as bad input, naming the file (issue 69).
+cp -r "$tmp/parts" "$tmp/badledger" && truncate -s 40 "$tmp/badledger/ledger.json"
+out=$("$privdiff" run --resume "$tmp/badledger" 2>&1); code=$?
+[ $code -eq 2 ] && grep -q "badledger/ledger.json" <<<"$out" || fail "resume with a damaged ledger.json: exit $code: $out"
 out=$("$privdiff" run --resume "$tmp/parts" --stop-after-steps 3 2>&1); code=$?
 [ $code -eq 3 ] || fail "second stop exit code $code: $out"
 grep -q "resuming at stage 0, step 1" <<<"$out" || fail "no resume line: $out"

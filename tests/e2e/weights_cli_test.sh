@@ -74,6 +74,23 @@ expect_refusal "truncated.safetensors: safetensors: the header length" weights i
 expect_refusal "a privdiff run: privdiff weights export" weights inspect "$tmp/run"
 expect_refusal "does not exist" weights inspect "$tmp/missing.safetensors"
 expect_refusal "no checkpoint at" weights export "$tmp/nowhere" -o "$tmp/x"
+# Issue 69: a run whose ledger.json is damaged is refused naming the file; metadata with privdiff.privacy
+# but without the other privdiff keys is shown as damaged, not as a library's text.
+cp -r "$tmp/run" "$tmp/badledger" && truncate -s 40 "$tmp/badledger/ledger.json"
+expect_refusal "badledger/ledger.json" weights export "$tmp/badledger" -o "$tmp/bl"
+python3 - "$tmp/export/model.safetensors" "$tmp/damaged.safetensors" <<'PY' || fail "could not write the damaged file"
+import json, struct, sys
+data = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+del header["__metadata__"]["privdiff.epsilon"]
+text = json.dumps(header).encode()
+text += b" " * (-len(text) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(text)) + text + data[8 + n:])
+PY
+out=$("$privdiff" weights inspect "$tmp/damaged.safetensors" 2>&1) || fail "inspect of damaged metadata failed: $out"
+grep -qF "privacy: damaged privdiff metadata (privdiff.privacy without privdiff.epsilon)" <<<"$out" ||
+  fail "damaged metadata not said: $out"
 # Issue 52, finding 6: a PyTorch checkpoint is named as one; import -o keeps what a folder holds;
 # --image-size 0 says what it needs in plain words.
 expect_refusal "this is a zip archive, as torch.save writes a PyTorch checkpoint" weights inspect "$tmp/run/checkpoint.pt"

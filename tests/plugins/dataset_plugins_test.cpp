@@ -171,6 +171,10 @@ TEST(GlyphsDataset, PublicDeterministicPerSeedAndCached) {
   EXPECT_NE(error_of([] { open_data("glyphs", {{"fonts", sdk::ConfigValue{std::vector<std::string>{"Nope.ttf"}}}}); })
                 .find("Nope.ttf"),
             std::string::npos);
+  // A code point no font has, in hex (U+0378 is unassigned).
+  EXPECT_NE(error_of([] { open_data("glyphs", {{"characters", text("A\u0378")}, {"cache", text("none")}}); })
+                .find("no font has the character U+0378"),
+            std::string::npos);
   fs::remove_all(cache);
 }
 

@@ -2,7 +2,10 @@
 // accountant: the real engine stays below its reported epsilon; an engine without noise and each
 // planted-bug engine (tests/fixtures/engines/broken_engines.hpp) is caught.
 #include "../fixtures/engines/broken_engines.hpp"
+#include "../fixtures/engines/gradient_embedding.hpp"
 #include "installed_plugins.hpp"
+
+#include <privdiff/check/replay_models.hpp>
 
 #include <privdiff/audit/gradient_canaries.hpp>
 #include <privdiff/components/accountant.hpp>
@@ -78,6 +81,30 @@ TEST(GradientCanaryAudit, TheEngineStaysBelowItsReportedEpsilon) {
     }
     EXPECT_GT(in / n_in, out / (4000 - n_in));
   }
+}
+
+namespace {
+class PublicImages : public check::ReplayData {
+ public:
+  PublicImages() : ReplayData(check::random_images(6, 5, {3, 8, 8})) {}
+  bool is_public() const override { return true; }
+};
+}  // namespace
+
+// A mechanism that reads public data (a correct GEP: its anchor gradients) is audited with it, on the
+// canary model's filler coordinates; both its releases are calibrated together (relative_to_sigma).
+TEST(GradientCanaryAudit, AMechanismThatReadsPublicDataIsAuditedWithIt) {
+  auto a = canaries();
+  const auto gep = broken<privdiff::testing::GradientEmbeddingEngine>();
+  EXPECT_THROW(audit::audit_with_gradient_canaries(engine_options(), prv(), target_epsilon, delta, a, gep),
+               std::runtime_error);  // "GEP: no public data for the anchor gradients"
+  const PublicImages public_images;
+  a.public_data = &public_images;
+  const auto r = report("GEP, public data", audit::audit_with_gradient_canaries(engine_options(), prv(), target_epsilon,
+                                                                                delta, a, gep));
+  EXPECT_TRUE(r.passed()) << r.bound.epsilon_lower << " > " << r.reported_epsilon;
+  EXPECT_LE(r.reported_epsilon, target_epsilon);
+  EXPECT_GT(r.reported_epsilon, 1.9);  // sigma and sigma_e = 0.75 sigma calibrated to the target together
 }
 
 TEST(GradientCanaryAudit, SubsampledRunsPassToo) {

@@ -65,4 +65,39 @@ TEST(Calibration, RejectsBadTargetsAndUnreachableOnes) {
   EXPECT_THROW(calibrate_noise_multiplier(acc, events, 1e-9, 1e-5, 1e-3, 10), std::runtime_error);
   auto unsupported = [](double s) { return PrivacyEvent::gaussian(s); };
   EXPECT_THROW(calibrate_noise_multiplier(acc, unsupported, 1, 1e-5), std::invalid_argument);
+  // The message says what no noise can meet, in figures that show a small target (not "0.000000").
+  try {
+    calibrate_noise_multiplier(acc, events, 1e-9, 1e-5, 1e-3, 10);
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("no noise multiplier up to 10 meets the target epsilon 1e-09"), std::string::npos)
+        << e.what();
+  }
+}
+
+namespace {
+// Cannot evaluate below sigma 4 (as PRV's grid cannot at a tiny sigma): runtime_error there.
+class FailsAtLittleNoise : public ZcdpGaussian {
+ public:
+  EpsilonResult epsilon(const PrivacyEvent& e, double delta) const override {
+    if (e.inner().noise_multiplier() < 4) throw std::runtime_error("the grid would need 1e12 points");
+    return ZcdpGaussian::epsilon(e, delta);
+  }
+};
+}  // namespace
+
+// While bracketing, an accountant that cannot evaluate little noise counts as above the target: the
+// calibration goes on to more noise and finds the same sigma; where no sigma works it says so.
+TEST(Calibration, LittleNoiseTheAccountantCannotEvaluateIsAboveTheTarget) {
+  const ZcdpGaussian plain;
+  const FailsAtLittleNoise fragile;
+  auto events = [](double s) { return PrivacyEvent::self_composed(PrivacyEvent::gaussian(s), 100); };
+  const double expected = calibrate_noise_multiplier(plain, events, 2.0, 1e-5).noise_multiplier;
+  ASSERT_GT(expected, 8);  // above the region the fragile accountant refuses
+  EXPECT_DOUBLE_EQ(calibrate_noise_multiplier(fragile, events, 2.0, 1e-5).noise_multiplier, expected);
+  try {
+    calibrate_noise_multiplier(fragile, events, 2.0, 1e-5, 1e-3, 2);
+    ADD_FAILURE() << "calibrated where the accountant evaluates nothing";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("(the accountant: the grid would need"), std::string::npos) << e.what();
+  }
 }

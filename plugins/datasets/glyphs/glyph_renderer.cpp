@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <deque>
 #include <memory>
 #include <stdexcept>
@@ -137,7 +138,9 @@ void render_glyphs(const std::vector<std::filesystem::path>& fonts, const std::v
       if (FT_Get_Char_Index(faces[f].get(), characters[c]) != 0) fonts_for[c].push_back(f);
     }
     if (fonts_for[c].empty()) {
-      throw std::runtime_error("no font has the character U+" + std::to_string(static_cast<std::uint32_t>(characters[c])));
+      char code[16];
+      std::snprintf(code, sizeof code, "U+%04X", static_cast<unsigned>(characters[c]));
+      throw std::runtime_error(std::string("no font has the character ") + code);
     }
   }
   const std::int64_t k = static_cast<std::int64_t>(characters.size()), n = k * per_class, size = style.image_size;

@@ -149,7 +149,7 @@ void register_components(Registrar* registrar) {
       "glyphs", "public data made here: characters rendered with FreeType from installed fonts, randomly transformed",
       Schema{}
           .add(Key::string("characters").defaults("ABCDEFGHIJKLMNOPQRSTUVWXYZ").doc("one class per character (UTF-8)"))
-          .add(Key::integer("per_class").at_least(1).defaults(2000).doc("images per character"))
+          .add(Key::integer("per_class").at_least(1).at_most(100000).defaults(2000).doc("images per character (at most 100,000: 0.3 GB of images each)"))
           .add(Key::integer("seed").at_least(0).defaults(0).doc("seed of the random transforms and font choices"))
           .add(Key::string_list("fonts").defaults(ConfigValue{std::vector<std::string>{}})
                    .doc("font file names (searched under font_dirs) or absolute paths; [] = the default print and "

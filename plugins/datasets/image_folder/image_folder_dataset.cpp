@@ -102,7 +102,7 @@ void register_components(Registrar* registrar) {
       "image_folder", "one sub-folder of PNG/JPEG images per class, resized to image_size",
       Schema{}
           .add(Key::string("path").doc("directory with one sub-folder per class (classes in sorted name order)"))
-          .add(Key::integer("image_size").at_least(4).defaults(28).doc("height and width the images are resized to"))
+          .add(Key::integer("image_size").at_least(4).at_most(1024).defaults(28).doc("height and width the images are resized to (at most 1024)"))
           .add(Key::integer("channels").at_least(1).defaults(1).doc("1 = grey, 3 = RGB"))
           .add(Key::boolean("public").defaults(false).doc("true marks the images as public (non-private stages may use them)")));
 }

@@ -59,7 +59,9 @@ class CentralImages : public Mechanism {
     for (std::int64_t q = 0; q < o_.queries; ++q) context.ledger.record(engine::central_query_event(o_));
     if (context.released_statistic) report_statistics(context, release, images.size(1));
     context.release(release.images, release.labels);
-    if (context.step_done) context.step_done(StepReport{1, 1, 0.0, 0, {}}, [](torch::serialize::OutputArchive&) {});
+    StepReport report;  // the release is the stage's one step
+    report.step = report.total_steps = 1;
+    if (context.step_done) context.step_done(report, [](torch::serialize::OutputArchive&) {});
   }
 
  private:
@@ -86,7 +88,7 @@ Schema schema() {
   schema
       .add(Key::string("statistic").one_of({"mean", "mode"}).defaults("mean")
                .doc("mean: noisy class sums over the expected class count; mode: noisy per-pixel histograms"))
-      .add(Key::integer("queries").at_least(1).defaults(5).doc("Poisson subsamples; each releases one image per class"))
+      .add(Key::integer("queries").at_least(1).at_most(10000).defaults(5).doc("Poisson subsamples; each releases one image per class"))
       .add(Key::number("sampling_rate").greater_than(0).at_most(1).defaults(0.1).doc("q_c of each query"))
       .add(Key::number("noise_multiplier").greater_than(0).defaults(5.0).doc("sigma_c: noise std / sensitivity"))
       .add(Key::integer("resolution").at_least(1).defaults(14).doc("images are downsampled to this size first"))

@@ -129,9 +129,9 @@ class PrivateEvolution : public Mechanism {
     // written the ledger; one step report at the end, so that no checkpoint falls mid-stage.
     context.release(images_of(context.model, samples).to(at::kCPU).clamp(-1, 1), labels);
     for (const auto& line : log) std::cout << line << "\n";
-    if (context.step_done) {
-      context.step_done(StepReport{iterations_, iterations_, 0.0, 0, {}}, [](torch::serialize::OutputArchive&) {});
-    }
+    StepReport report;
+    report.step = report.total_steps = iterations_;
+    if (context.step_done) context.step_done(report, [](torch::serialize::OutputArchive&) {});
   }
 
  private:
@@ -204,7 +204,7 @@ Schema schema() {
   schema
       .add(Key::string("public_data").doc("the [data.NAME] section of public data the embedding classifier trains on"))
       .add(Key::integer("iterations").at_least(1).defaults(5).doc("T: vote histograms released (one ledger event each)"))
-      .add(Key::integer("samples_per_class").at_least(1).defaults(100)
+      .add(Key::integer("samples_per_class").at_least(1).at_most(100000).defaults(100)
                .doc("synthetic images per class (the whole set for a model without classes); the release's size"))
       .add(Key::integer("votes_per_record").at_least(1).defaults(1)
                .doc("nearest synthetic images each private image votes for (sensitivity sqrt of it)"))

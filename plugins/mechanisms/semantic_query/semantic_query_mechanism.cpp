@@ -97,7 +97,9 @@ class SemanticQuery : public Mechanism {
     for (std::int64_t c = 0; c < context.num_classes; ++c) {
       std::cout << "semantic_query: class " << c << " selects public classes " << listed(selection.selected[c]) << "\n";
     }
-    if (context.step_done) context.step_done(StepReport{1, 1, 0.0, 0, {}}, [](torch::serialize::OutputArchive&) {});
+    StepReport report;  // the release is the stage's one step
+    report.step = report.total_steps = 1;
+    if (context.step_done) context.step_done(report, [](torch::serialize::OutputArchive&) {});
   }
 
  private:
@@ -117,7 +119,7 @@ Schema schema() {
       .add(Key::integer("select").at_least(1).defaults(2).doc("public classes kept per private class"))
       .add(Key::number("noise_multiplier").greater_than(0).defaults(100.0)
                .doc("sigma: the histogram's noise std over its sensitivity sqrt(top_k) (PrivImage's sigma1)"))
-      .add(Key::integer("images_per_class").at_least(1).defaults(1000)
+      .add(Key::integer("images_per_class").at_least(1).at_most(100000).defaults(1000)
                .doc("public images released per private class, drawn from its selected public classes"));
   evaluation::add_public_classifier_keys(schema, "the public classifier");
   engine::add_release_noise_keys(schema);

@@ -1,5 +1,6 @@
 #include <privdiff/audit/gradient_canaries.hpp>
 
+#include <privdiff/check/replay_models.hpp>
 #include <privdiff/components/model.hpp>
 #include <privdiff/components/dataset.hpp>
 #include <privdiff/engine/per_example_layers.hpp>
@@ -11,6 +12,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 
 namespace privdiff::sdk::audit {
@@ -64,6 +66,32 @@ class CanaryData : public Dataset {
 };
 
 constexpr std::int64_t filler_dims = 64;  // coordinates only fillers use
+constexpr std::int64_t filler_side = 8;   // filler_dims = filler_side^2
+
+// The mechanism's public data as canary-model examples: each image's channels averaged and area-averaged
+// to 8x8 (check::StandInPublicData), scaled to norm C, on the fillers' coordinates; zero on the canaries'.
+class CanaryPublicData : public Dataset {
+ public:
+  CanaryPublicData(const Dataset& data, std::int64_t canaries, double norm)
+      : small_(data, filler_side), canaries_(canaries), norm_(norm) {}
+  std::int64_t size() const override { return small_.size(); }
+  at::Tensor images(const at::Tensor& idx) const override {
+    const at::Tensor x = small_.images(idx).flatten(1);
+    const at::Tensor scaled = x / x.norm(2, 1, true).clamp_min(1e-12) * norm_;
+    at::Tensor out = at::zeros({x.size(0), canaries_ + filler_dims}, at::kFloat);
+    out.narrow(1, canaries_, filler_dims).copy_(scaled);
+    return out.view({x.size(0), 1, 1, canaries_ + filler_dims});
+  }
+  at::Tensor labels(const at::Tensor& idx) const override { return small_.labels(idx); }
+  std::int64_t num_classes() const override { return small_.num_classes(); }
+  bool is_public() const override { return small_.is_public(); }
+  std::string name() const override { return small_.name() + " (on the canary model's filler coordinates)"; }
+
+ private:
+  check::StandInPublicData small_;
+  std::int64_t canaries_;
+  double norm_;
+};
 
 }  // namespace
 
@@ -125,6 +153,8 @@ GradientCanaryAudit audit_with_gradient_canaries(const check::MechanismUnderTest
   }
   PrivacyLedger ledger;
   StageContext context{model, data, ledger, audit.seed, {}};
+  std::optional<CanaryPublicData> public_data;
+  if (audit.public_data) context.public_data = &public_data.emplace(*audit.public_data, m, c);
   mechanism->run(context);
 
   GradientCanaryAudit result;

@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include <memory>
 #include <stdexcept>
@@ -43,7 +44,11 @@ IdxArray read_idx(const fs::path& file) {
   unsigned char magic[4];
   if (!read_exact(f.get(), magic, 4)) throw fail("truncated (no IDX header)");
   if (magic[0] != 0 || magic[1] != 0) throw fail("not an IDX file (bad magic number)");
-  if (magic[2] != 0x08) throw fail("unsupported IDX element type 0x" + std::to_string(magic[2]) + " (need unsigned bytes, 0x08)");
+  if (magic[2] != 0x08) {
+    char type[8];
+    std::snprintf(type, sizeof type, "0x%02X", magic[2]);
+    throw fail(std::string("unsupported IDX element type ") + type + " (need unsigned bytes, 0x08)");
+  }
   const int rank = magic[3];
   if (rank < 1 || rank > 4) throw fail("unsupported IDX rank " + std::to_string(rank));
   IdxArray out;

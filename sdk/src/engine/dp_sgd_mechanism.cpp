@@ -392,8 +392,8 @@ void DpSgdMechanism::run(StageContext& context) {
   const std::unique_ptr<torch::optim::Optimizer> optimizer = make_optimizer(options_, params);
   std::vector<at::Tensor> ema = start_ema(params, options_.ema);
   clip_norm_ = options_.max_grad_norm;
-  const std::vector<StepRelease> declared = options_.is_private ? step_releases() : std::vector<StepRelease>{};
-  check_step_releases(declared);
+  const std::vector<StepRelease> declared =
+      options_.is_private ? at_sigma(step_releases(), options_.noise_multiplier.value_or(0.0)) : std::vector<StepRelease>{};
   const ResumableState resumable{*optimizer, ema, sampler, noise, secret};
   if (context.resume) {
     resumable.load(*context.resume);

@@ -32,10 +32,18 @@ void check_step_releases(const std::vector<DpSgdMechanism::StepRelease>& declare
   }
 }
 
+std::vector<DpSgdMechanism::StepRelease> at_sigma(std::vector<DpSgdMechanism::StepRelease> declared, double sigma) {
+  check_step_releases(declared);
+  for (auto& r : declared) {
+    if (r.relative_to_sigma) r.noise_multiplier *= sigma, r.relative_to_sigma = false;
+  }
+  return declared;
+}
+
 PrivacyEvent step_event_of(double sigma, double q, const std::vector<DpSgdMechanism::StepRelease>& declared) {
   if (declared.empty()) return PrivacyEvent::poisson_sampled(q, PrivacyEvent::gaussian(sigma));
   std::vector<PrivacyEvent> parts{PrivacyEvent::gaussian(sigma)};
-  for (const auto& r : declared) parts.push_back(PrivacyEvent::gaussian(r.noise_multiplier));
+  for (const auto& r : at_sigma(declared, sigma)) parts.push_back(PrivacyEvent::gaussian(r.noise_multiplier));
   return PrivacyEvent::poisson_sampled(q, PrivacyEvent::composed(std::move(parts)));
 }
 
@@ -128,9 +136,7 @@ std::map<std::string, double> DpSgdMechanism::step_metrics() const {
 }
 
 PrivacyEvent DpSgdMechanism::step_event(double sigma, double q) const {
-  const std::vector<StepRelease> declared = step_releases();
-  check_step_releases(declared);
-  return step_event_of(sigma, q, declared);
+  return step_event_of(sigma, q, step_releases());
 }
 
 void DpSgdMechanism::make_step_releases(StageContext& context, GaussianNoise& noise, std::int64_t step,

@@ -12,7 +12,10 @@ namespace privdiff::sdk::engine {
 
 /// Throws std::invalid_argument for a release without a name, noise or sensitivity, or named twice.
 void check_step_releases(const std::vector<DpSgdMechanism::StepRelease>& declared);
-/// One logical step's event: PoissonSampled(q, Gaussian(sigma)), or with declared releases
+/// The releases, checked (check_step_releases), with their multipliers at gradient noise multiplier
+/// sigma (relative_to_sigma resolved).
+std::vector<DpSgdMechanism::StepRelease> at_sigma(std::vector<DpSgdMechanism::StepRelease> declared, double sigma);
+/// One logical step's event (the releases checked): PoissonSampled(q, Gaussian(sigma)), or with declared releases
 /// PoissonSampled(q, Composed([Gaussian(sigma), Gaussian(sigma_1), ...])) (one batch, one event).
 PrivacyEvent step_event_of(double sigma, double q, const std::vector<DpSgdMechanism::StepRelease>& declared);
 

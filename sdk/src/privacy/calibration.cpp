@@ -1,6 +1,8 @@
 #include <privdiff/privacy/calibration.hpp>
 
 #include <cmath>
+#include <cstdio>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -20,6 +22,13 @@ double epsilon_of(const Accountant& accountant, const PrivacyEvent& event, doubl
   return accountant.epsilon(event, delta).epsilon;
 }
 
+// "1e-09", "2.5": a figure as %g (std::to_string's %f prints a small epsilon as 0.000000).
+std::string figure(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", v);
+  return text;
+}
+
 }  // namespace
 
 NoiseCalibration calibrate_noise_multiplier(const Accountant& accountant,
@@ -29,18 +38,32 @@ NoiseCalibration calibrate_noise_multiplier(const Accountant& accountant,
   check_target(target_epsilon, delta);
   if (!(tolerance > 0)) throw std::invalid_argument("calibration: tolerance must be > 0");
   auto eps = [&](double sigma) { return epsilon_of(accountant, events(sigma), delta); };
+  // While bracketing, an accountant that cannot evaluate so little noise (PRV's grid at a tiny sigma
+  // over many steps) is above the target: more noise is tried.
+  std::string failed;
+  auto eps_or_above = [&](double sigma) {
+    try {
+      return eps(sigma);
+    } catch (const std::runtime_error& e) {
+      failed = e.what();
+      return std::numeric_limits<double>::infinity();
+    }
+  };
 
   // Bracket: hi meets the target, lo does not.
   double hi = 1.0;
-  double eps_hi = eps(hi);
+  double eps_hi = eps_or_above(hi);
   while (!(eps_hi <= target_epsilon)) {
     if (hi >= max_noise_multiplier) {
-      throw std::runtime_error("calibration: even noise multiplier " + std::to_string(max_noise_multiplier) +
-                               " gives epsilon " + std::to_string(eps_hi) + " > target " +
-                               std::to_string(target_epsilon));
+      throw std::runtime_error("calibration: no noise multiplier up to " + figure(max_noise_multiplier) +
+                               " meets the target epsilon " + figure(target_epsilon) + " at delta " + figure(delta) +
+                               (std::isfinite(eps_hi) ? " (it gives epsilon " + figure(eps_hi) + ")"
+                                                      : " (the accountant: " + failed + ")") +
+                               ": the plan spends too much for any noise (fewer steps or iterations, a smaller "
+                               "sampling rate, or a larger target)");
     }
     hi = std::min(hi * 2, max_noise_multiplier);
-    eps_hi = eps(hi);
+    eps_hi = eps_or_above(hi);
   }
   double lo = hi / 2;
   while (eps(lo) <= target_epsilon) {

@@ -218,7 +218,9 @@ Grid make_grid(double L, std::int64_t n_total, double eps_error, double delta_er
   if (cells > 1.5e9) {
     std::ostringstream os;
     os << "prv: the grid would need " << std::setprecision(3) << cells << " points (domain +-" << L << ", mesh "
-       << dt << "); raise [accountants.prv] eps_error";
+       << dt << "): the plan's privacy loss is too spread out for its mesh (a tiny noise multiplier, or very many "
+       << "steps, spends far beyond any useful epsilon: raise noise_multiplier or lower the steps; for a "
+       << "plan that is right, raise [accountants.prv] eps_error)";
     throw std::runtime_error(os.str());
   }
   const std::int64_t M = fft_size(static_cast<std::int64_t>(cells));

@@ -256,6 +256,13 @@ TEST(AdaptiveMechanisms, GepIsMeasuredInTheBasisItStates) {
   EXPECT_TRUE(r.noise.passed()) << r.describe();
   EXPECT_TRUE(any_has(r.noise.notes, "3 directions of 'embedding'")) << r.describe();
   EXPECT_NE(r.noise.ledger.find("Composed([Gaussian(1), Gaussian(0.75)])"), std::string::npos) << r.noise.ledger;
+  // Its embedding's multiplier is relative to sigma (StepRelease::relative_to_sigma): calibration scales both.
+  engine::DpSgdOptions two_steps;
+  two_steps.steps = 2;
+  two_steps.batch_size = 10;
+  const privdiff::testing::GradientEmbeddingEngine gep{two_steps};
+  const std::string planned = gep.planned_events_with(2.0, 100).to_string();
+  EXPECT_NE(planned.find("Composed([Gaussian(2), Gaussian(1.5)])"), std::string::npos) << planned;
 
   const sdk::audit::MechanismCheck lie =
       sdk::audit::check_mechanism(check::engine_under_test<GepWithoutNoiseInItsBasis>(engine::DpSgdOptions{}), options);

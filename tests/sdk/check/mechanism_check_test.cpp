@@ -134,6 +134,50 @@ TEST(NoiseCheck, PassesTheEngineAndFailsPlantedNoiseBugs) {
   EXPECT_FALSE(none.passed());
 }
 
+// On another model whose loss draws noise of its own (a diffusion loss's noise levels; here the stand-in
+// with loss noise 0.3), every replay's loss draws the same (ModelSpec::same_loss_draws): the correct
+// engine passes with every tensor near 1, and a tensor without noise is still the same in every replay.
+TEST(NoiseCheck, OnAnotherModelTheLossDrawsTheSameInEveryReplay) {
+  check::NoiseCheckOptions o;
+  o.replays = 10;
+  o.model.make = [] { return std::make_unique<check::ReplayModel>(at::kDouble, 0.3, 2); };
+  const check::NoiseCheck engine_check = check::check_noise_calibration(check::engine_under_test(base_options()), o);
+  EXPECT_TRUE(engine_check.passed()) << engine_check.describe();
+  EXPECT_NEAR(engine_check.worst_tensor_ratio, 1.0, 0.5) << engine_check.describe();
+  EXPECT_EQ(engine_check.directions_checked, 0);  // not on a real model: 2 d + 1 replays
+  const check::NoiseCheck norm =
+      check::check_noise_calibration(check::engine_under_test<privdiff::testing::NoNoiseOnNormTensorsEngine>(base_options()), o);
+  ASSERT_FALSE(norm.violations.empty()) << norm.describe();
+  EXPECT_NE(norm.violations.front().find("tensor norm."), std::string::npos) << norm.describe();
+  EXPECT_NE(norm.violations.front().find("receives no noise"), std::string::npos) << norm.describe();
+}
+
+namespace {
+// The stand-in with a frozen part: its norm tensors play an autoencoder beside the network, which
+// train = "all" leaves frozen (as on a latent diffusion model).
+class WithAFrozenPart : public check::ReplayModel {
+ public:
+  WithAFrozenPart() : ReplayModel(at::kDouble, 0.3, 2) {}
+  std::vector<sdk::ParameterInfo> parameters_with_roles() override {
+    std::vector<sdk::ParameterInfo> out;
+    for (const auto& item : module().named_parameters()) {
+      out.push_back({item.key(), item.key().rfind("norm.", 0) == 0 ? "autoencoder" : "io", -1, item.value()});
+    }
+    return out;
+  }
+};
+}  // namespace
+
+// A frozen part releases nothing: the noise check measures the tensors the stage trains.
+TEST(NoiseCheck, OnAModelWithAFrozenPartOnlyTheTrainedTensorsAreMeasured) {
+  check::NoiseCheckOptions o;
+  o.replays = 10;
+  o.model.make = [] { return std::make_unique<WithAFrozenPart>(); };
+  const check::NoiseCheck r = check::check_noise_calibration(check::engine_under_test(base_options()), o);
+  EXPECT_TRUE(r.passed()) << r.describe();
+  EXPECT_EQ(r.degrees_of_freedom, (357 - 8) * 9) << r.describe();  // the norm's 4 weights and 4 biases left out
+}
+
 // Two bugs an out-of-tree trial planted that one pooled figure of one step cannot see (issue 66).
 TEST(NoiseCheck, NamesATensorWithoutNoiseAndNoiseReusedAcrossSteps) {
   check::NoiseCheckOptions o;

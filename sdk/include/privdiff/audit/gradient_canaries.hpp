@@ -14,6 +14,10 @@
 /// C / (q N) each time it is sampled, an excluded one nothing; the noise is all that hides which.
 /// audit_canary_scores turns the scores into eps_lower, to set beside the accountant's epsilon.
 ///
+/// A mechanism that reads public data (Mechanism::public_data_name: GEP's anchor gradients) is given
+/// GradientCanaryOptions::public_data as canary-model examples on the fillers' coordinates: each public
+/// image's channels averaged, area-averaged to 8x8 (the 64 filler coordinates) and scaled to norm C.
+///
 /// What it catches: anything that lets a canary's contribution stand out more than the accountant
 /// assumes — too little noise (wrong scale, divided by sqrt(K), split over physical chunks),
 /// missing or partial clipping, wrong sensitivity. It does not see bugs that keep the per-step
@@ -42,6 +46,9 @@ struct GradientCanaryOptions {
   double sampling_rate = 1.0;    ///< q of the audited run (batch_size = q N); 1 gives the strongest audit
   std::uint64_t seed = 0;        ///< canary placement and inclusion (not the engine's noise)
   double confidence = 0.95;
+  /// The mechanism's public data (null: none), given to every run as StageContext::public_data in the
+  /// canary model's records (see the file comment). Must outlive the call.
+  const Dataset* public_data = nullptr;
 };
 
 struct GradientCanaryAudit {

@@ -34,8 +34,14 @@
 /// reused. Cannot see: a divisor that equals the stated one at q = 1 (the realised batch size is then N),
 /// noise of the right variance that is not Gaussian, noise that depends on the data (the record-replay check
 /// sees that), or statistics a mechanism releases beside its update without declaring them.
+///
+/// On another model (NoiseCheckOptions::model: the recipe's, as privdiff check-mechanism runs it) the
+/// same tests run on that model's tensors and records of its shape, its loss drawing the same noise in
+/// every replay (ModelSpec::same_loss_draws), so that the clipped sum is again the same in all of them;
+/// the every-direction test is then left out (2 d + 1 replays of a real model's d are out of reach).
 
 #include <privdiff/check/mechanism_under_test.hpp>
+#include <privdiff/check/replay_models.hpp>
 #include <privdiff/sdk_api.hpp>
 
 #include <cstdint>
@@ -59,6 +65,12 @@ struct NoiseCheckOptions {
   /// The public data every replay's StageContext::public_data points to (records of the stand-in's
   /// 1x4x4 shape: StandInPublicData); null: none.
   const sdk::Dataset* public_data = nullptr;
+  /// The model of every replay: by default the stand-in (ReplayModel without loss noise, records of
+  /// `shape` 1x4x4). Set model.make (and shape to its image_shape) to check the noise on the recipe's
+  /// own model, its tensors named by that model (public_data then holds records of its shape).
+  ModelSpec model;
+  ImageShape shape{1, 4, 4};
+  std::string label;  ///< the model's name in MechanismCheck's output, e.g. ", the recipe's model"
 };
 
 struct NoiseCheck {

@@ -102,12 +102,18 @@ class LoggedModel : public sdk::Model {
   at::Tensor training_loss(const at::Tensor& images, const sdk::Conditioning& cond, std::int64_t k,
                            at::Generator& gen) override {
     if (log) log->push_back("loss over " + std::to_string(images.size(0)) + " examples x K " + std::to_string(k));
-    return model_->training_loss(images, cond, k, gen);
+    if (!same_loss_draws) return model_->training_loss(images, cond, k, gen);
+    at::Generator own = at::make_generator<at::CPUGeneratorImpl>(0x5a3e + loss_calls_++);
+    return model_->training_loss(images, cond, k, own);
   }
   std::vector<std::string>* log = nullptr;
+  /// The loss's noise (noise levels, diffusion noise) from a generator of its own, seeded by the count
+  /// of loss calls so far, not from the engine's (seeded by the run's seed): ModelSpec::same_loss_draws.
+  bool same_loss_draws = false;
 
  private:
   std::unique_ptr<sdk::Model> model_;
+  std::uint64_t loss_calls_ = 0;
 };
 
 /// A mechanism for a run with the given seed (reproducible streams keyed by it).
@@ -156,6 +162,10 @@ struct ModelSpec {
   /// The public dataset every run's StageContext::public_data points to (the mechanism's
   /// public_data_name, opened by the host; records of the model's image shape); null: none.
   const sdk::Dataset* public_data = nullptr;
+  /// ModelSpec::make's model draws its loss's noise the same in every run (LoggedModel::same_loss_draws):
+  /// runs with different seeds then differ by the mechanism's noise alone, as with a ReplayModel of
+  /// loss_noise 0 (the noise check's runs).
+  bool same_loss_draws = false;
 };
 
 /// The model of one run (ModelSpec::make's, cast to spec.dtype, or a ReplayModel), its loss logged
@@ -169,6 +179,7 @@ inline std::unique_ptr<sdk::Model> build_model(const ModelSpec& spec, std::vecto
   auto model = std::make_unique<LoggedModel>(spec.make());
   model->module().to(spec.dtype);
   model->log = log;
+  model->same_loss_draws = spec.same_loss_draws;
   return model;
 }
 

@@ -47,6 +47,8 @@ struct StageRun {
   std::vector<RecordingMechanism::Step> recorded;
   std::vector<at::Tensor> final_weights;
   std::vector<std::string> frozen_moved;
+  /// Per parameter in module order: whether the stage trains it (requires_grad after its select_trainable).
+  std::vector<bool> trains;
 };
 
 
@@ -132,6 +134,8 @@ struct StageAttempt {
   // which parameters it must not train moved.
   void run_steps(const ModelSpec& spec, StageRun& run, const AfterStep& after_step = {}) {
     mechanism->select_trainable(*model);
+    run.trains.clear();
+    for (const auto& p : model->module().parameters()) run.trains.push_back(p.requires_grad());
     const std::vector<FrozenParameter> frozen = frozen_parameters(*model, spec);
     std::vector<at::Tensor> before = weights_of(*model);
     std::vector<sdk::ReleasedStatistic> pending;  // this step's declared releases

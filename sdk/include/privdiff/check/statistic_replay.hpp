@@ -17,7 +17,7 @@
 /// histories or draws that differ with x; its values are not compared, only its structure. Run a
 /// stage with one iteration to check every iteration's code. What a replay cannot see: a statistic
 /// released without being reported, or one reported but not the one used
-/// (docs/writing-a-mechanism.md).
+/// (docs/checking-a-mechanism.md).
 
 #include <privdiff/check/replay_models.hpp>
 #include <privdiff/check/replay_report.hpp>

@@ -93,11 +93,16 @@ class PRIVDIFF_SDK_API DpSgdMechanism : public Mechanism {
 
   /// A statistic of a step's Poisson batch that the mechanism releases besides the noised gradient
   /// (adaptive clipping's count of unclipped examples, ...): its name, its L2 sensitivity (add or
-  /// remove one record) and the multiplier of its Gaussian noise (std = noise_multiplier * sensitivity).
+  /// remove one record) and the multiplier of its Gaussian noise (std = noise_multiplier * sensitivity,
+  /// times the gradient's sigma when relative_to_sigma).
   struct StepRelease {
     std::string name;
     double sensitivity = 1;
     double noise_multiplier = 1;
+    /// true: noise_multiplier is a multiple of the gradient's sigma (the release's own multiplier is
+    /// noise_multiplier * sigma), so that calibrating sigma ("auto") scales this release's noise too
+    /// (GEP's embedding and residual); false: a fixed multiplier (adaptive clipping's count).
+    bool relative_to_sigma = false;
   };
 
   const DpSgdOptions& options() const { return options_; }

@@ -15,8 +15,11 @@ class Registrar;
 /// Bump it whenever a change to an SDK interface would break an already-built plugin (5: a virtual
 /// Accountant::is_upper_bound and Evaluator::metric_names, which move the vtables' later slots;
 /// 6: DpSgdMechanism::clip_factors, a virtual before clipped_chunk_sum, and the engine's clip rules;
-/// 7: Mechanism::public_data_name and StageContext::public_data, for PrivImage's semantic query).
-inline constexpr std::uint32_t plugin_abi_version = 7;
+/// 7: Mechanism::public_data_name and StageContext::public_data, for PrivImage's semantic query;
+/// 8: DpSgdMechanism's step releases, after_step_gradient, clip norm, mechanism state, step metrics and
+/// noise bases, StepRelease::relative_to_sigma, ReleasedStatistic::noise_multiplier, StepReport's
+/// sensitivity and noise bases: the mechanism checks' second round).
+inline constexpr std::uint32_t plugin_abi_version = 8;
 
 /// Name of the exported alias that holds a pointer to the descriptor.
 inline constexpr const char* plugin_descriptor_symbol = "privdiff_plugin";
