@@ -129,7 +129,7 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions& global, int& exit
       ->check(at_least(1));
   cmd->add_option("--run", args->run, "run directory to record the result in (default: the run SAMPLES belongs to)");
   cmd->add_option("--seed", args->seed, "seed of the classifiers' training")->check(at_least(0));
-  cmd->add_option("--threads", args->threads, "CPU threads (default: all cores)")->check(at_least(0));
+  cmd->add_option("--threads", args->threads, "CPU threads (default: all cores)")->check(CLI::Range(0, 1024));
   add_device_option(*cmd, args->device);
   cmd->add_flag("--json", args->json, "print one JSON object on stdout (progress goes to stderr)");
   cmd->callback([&global, &exit_code, args, real_option] {

@@ -132,7 +132,7 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
   cmd->add_option("--batch-size", args->batch_size, "images per sampler call (memory bound)")
       ->check(at_least(1));
   cmd->add_option("--seed", args->seed, "seed of the sampler's noise and of uniform labels")->check(at_least(0));
-  cmd->add_option("--threads", args->threads, "CPU threads (default: all cores)")->check(at_least(0));
+  cmd->add_option("--threads", args->threads, "CPU threads (default: all cores)")->check(CLI::Range(0, 1024));
   cmd->add_option("--device", args->device, "auto, cpu, cuda or cuda:N (default: the run's [run] device)");
   cmd->callback([&global, &exit_code, args] {
     const SampleSource source = sample_source(args->source);

@@ -33,7 +33,7 @@ std::optional<std::string> variable(const char* name) {
   return std::string(value);
 }
 
-int integer_variable(const char* name, int minimum, std::optional<int> fallback = std::nullopt) {
+int integer_variable(const char* name, int minimum, std::optional<int> fallback = std::nullopt, long maximum = 1 << 30) {
   const auto text = variable(name);
   if (!text) {
     if (fallback) return *fallback;
@@ -47,8 +47,9 @@ int integer_variable(const char* name, int minimum, std::optional<int> fallback 
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != text->size() || value < minimum || value > 1 << 30) {
-    throw std::invalid_argument(std::string(name) + "=" + *text + ": expected an integer >= " + std::to_string(minimum));
+  if (used != text->size() || value < minimum || value > maximum) {
+    throw std::invalid_argument(std::string(name) + "=" + *text + ": expected an integer in [" + std::to_string(minimum) +
+                                ", " + std::to_string(maximum) + "]");
   }
   return static_cast<int>(value);
 }
@@ -139,7 +140,7 @@ std::optional<ProcessPlace> process_place_from_environment() {
   p.local_world_size = integer_variable("LOCAL_WORLD_SIZE", 1, 1);
   p.master_addr = variable("MASTER_ADDR").value_or("");
   if (p.master_addr.empty()) throw std::invalid_argument("MASTER_ADDR is not set (where rank 0 listens)");
-  p.master_port = integer_variable("MASTER_PORT", 1);
+  p.master_port = integer_variable("MASTER_PORT", 1, std::nullopt, 65535);
   return p;
 }
 

@@ -15,7 +15,7 @@ const Schema& run_schema() {
                     "follow it only where a stage sets secure_noise = false"))
       .add(Key::string("device").one_of({"auto", "cpu", "cuda"}).defaults("auto")
                .doc("where to train and sample; auto = CUDA when available"))
-      .add(Key::integer("threads").at_least(0).defaults(0)
+      .add(Key::integer("threads").at_least(0).at_most(1024).defaults(0)
                .doc("CPU threads (per process); 0 = the cores other processes leave idle, re-measured every 5 s "
                     "($OMP_NUM_THREADS when set), shared out among a machine's processes"))
       .add(Key::string("backend").one_of({"auto", "gloo", "nccl"}).defaults("auto")

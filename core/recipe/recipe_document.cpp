@@ -2,6 +2,7 @@
 
 #include "recipe/recipe_text_guard.hpp"
 
+#include <cstdint>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -32,11 +33,22 @@ RecipeDocument RecipeDocument::parse(const std::string& text, const std::string&
 }
 
 RecipeDocument RecipeDocument::load(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
   std::error_code ec;
-  if (!in || fs::is_directory(file, ec)) {
-    throw RecipeError({Diagnostic{file.string(), "", "cannot read recipe file (does it exist?)"}});
+  const fs::file_status status = fs::status(file, ec);
+  // Before opening: a FIFO would block the open, a device (/dev/zero) would never end.
+  if (fs::exists(status) && !fs::is_regular_file(status)) {
+    throw RecipeError({Diagnostic{file.string(), "", fs::is_directory(status)
+                                                        ? "cannot read recipe file: it is a directory"
+                                                        : "cannot read recipe file: it is not a regular file (a pipe "
+                                                          "or a device; a recipe is a .toml file)"}});
   }
+  constexpr std::uintmax_t max_recipe_bytes = 1u << 20;
+  if (fs::is_regular_file(status) && fs::file_size(file, ec) > max_recipe_bytes) {
+    throw RecipeError({Diagnostic{file.string(), "", "is " + std::to_string(fs::file_size(file, ec)) +
+                                                         " bytes: a recipe is at most 1 MiB of TOML"}});
+  }
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw RecipeError({Diagnostic{file.string(), "", "cannot read recipe file (does it exist?)"}});
   std::ostringstream text;
   text << in.rdbuf();
   return parse(text.str(), file.string());

@@ -9,6 +9,7 @@
 #include <privdiff/parallel/collective.hpp>
 
 #include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <stdexcept>
@@ -34,18 +35,45 @@ bool RunOrchestrator::approximation_allowed() const {
 }
 
 
+namespace {
+
+// A finished run, as --resume finds it: whole (its summary readable, its model and ledger there), or
+// refused as sample, export and compare refuse it (bad input: exit 2), before anything is said done.
+RunSummary finished_run(const fs::path& run_dir) {
+  const std::string refused = "cannot resume " + run_dir.string() + ": it finished (summary.json), but ";
+  try {
+    std::ifstream in(run_dir / "summary.json");
+    (void)nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw RunRefused(refused + "its summary.json is damaged (" + e.what() + "): restore it, or start a new run");
+  }
+  std::error_code ec;
+  if (!fs::is_regular_file(run_dir / "checkpoint.pt", ec)) {
+    throw RunRefused(refused + "its checkpoint.pt is gone, so is its model (sample, weights export and init_from "
+                               "need it): restore it, or start a new run");
+  }
+  RunSummary finished;
+  finished.run_dir = run_dir;
+  try {
+    finished.ledger = read_run_ledger(run_dir).ledger;
+  } catch (const std::runtime_error& e) {
+    throw RunRefused(refused + e.what());
+  }
+  return finished;
+}
+
+}  // namespace
+
 RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, const RunOptions& options) {
   std::error_code ec;
   if (options.resume && fs::is_regular_file(run_dir / "summary.json", ec)) {  // written last: it finished
+    const RunSummary finished = finished_run(run_dir);
     // Resumed to its end already: nothing is trained, sampled or rewritten.
     if (!options.collective || options.collective->rank() == 0) {
       log << run_dir.string() << " finished (summary.json): nothing to resume, nothing changed. More samples: "
           << "privdiff sample " << run_dir.string() << "; more training: a new run with [run] init_from = \""
           << run_dir.string() << "\" (its ledger is carried)\n";
     }
-    RunSummary finished;
-    finished.run_dir = run_dir;
-    finished.ledger = read_run_ledger(run_dir).ledger;
     return finished;
   }
   const bool restart = options.resume && killed_before_first_checkpoint(run_dir);

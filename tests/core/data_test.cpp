@@ -49,6 +49,21 @@ TEST(IdxFile, RoundTripsPlainAndGzip) {
   }
 }
 
+// gunzip -k leaves X and X.gz: read while they hold the same array, refused by name when they differ.
+TEST(IdxFile, AFileAndItsGzipThatDifferAreRefused) {
+  const fs::path dir = temp_file("both");
+  fs::create_directories(dir);
+  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"}) fs::copy_file(tiny / f, dir / f, fs::copy_options::overwrite_existing);
+  sdk::IdxArray images = sdk::read_idx(tiny / "train-images-idx3-ubyte.gz");
+  sdk::write_idx(dir / "train-images-idx3-ubyte", images);
+  EXPECT_EQ(sdk::read_idx_split(dir, "train").images.size(0), 20);
+  images.data[0] ^= 1;
+  sdk::write_idx(dir / "train-images-idx3-ubyte", images);
+  const std::string error = error_of([&] { sdk::read_idx_split(dir, "train"); });
+  EXPECT_NE(error.find("both exist and hold different data"), std::string::npos) << error;
+  fs::remove_all(dir);
+}
+
 TEST(IdxFile, CorruptFilesGiveClearErrors) {
   auto write_bytes = [](const std::string& name, const std::string& bytes) {
     std::ofstream(temp_file(name), std::ios::binary) << bytes;

@@ -40,6 +40,12 @@ expect 2 "unknown option" -- "$privdiff" validate --bogus x.toml
 expect 2 "OMP_NUM_THREADS=0" -- env OMP_NUM_THREADS=0 "$privdiff" --version
 contains "error: OMP_NUM_THREADS=0: expected a positive integer"
 expect 2 "MKL_NUM_THREADS=two" -- env MKL_NUM_THREADS=two "$privdiff" --version; contains "MKL_NUM_THREADS=two"
+# A recipe that is a pipe or a device is refused before it is opened (it would block or never end).
+mkfifo "$tmp/fifo.toml"
+expect 2 "validate a FIFO" -- timeout 20 "$privdiff" validate "$tmp/fifo.toml"; contains "is not a regular file"
+expect 2 "validate /dev/zero" -- timeout 20 "$privdiff" validate /dev/zero; contains "is not a regular file"
+head -c 2000000 /dev/zero | tr '\0' '#' > "$tmp/huge.toml"
+expect 2 "validate a 2 MB recipe" -- "$privdiff" validate "$tmp/huge.toml"; contains "a recipe is at most 1 MiB"
 # Sizes no machine holds are refused by validate, not by the allocator during run (issue 69).
 recipes=$(cd "$(dirname "$0")/../../examples/recipes" && pwd)
 expect 2 "samples_per_class 1e9" -- "$privdiff" validate "$recipes/pe_fmnist_eps1.toml" --set stage.1.samples_per_class=1000000000
@@ -49,6 +55,8 @@ expect 2 "images_per_class near 2^64 / 10" -- "$privdiff" validate "$recipes/pri
 contains "stage[0].images_per_class: expected integer in [1, 100000]"
 expect 2 "glyphs per_class 1e8" -- "$privdiff" validate "$recipes/pe_fmnist_eps1.toml" --set data.public.per_class=100000000
 contains "data.public.per_class: expected integer in [1, 100000]"
+expect 2 "threads 100000" -- "$privdiff" validate "$recipes/pe_fmnist_eps1.toml" --set run.threads=100000
+contains "run.threads: expected integer in [0, 1024]"
 
 expect 0 "plugins list" -- "$privdiff" "${good[@]}" plugins list
 contains "fixture_model"; contains "libfixture_components.so"; contains "1.2.3"; contains "samplers:"

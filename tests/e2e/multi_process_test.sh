@@ -84,6 +84,11 @@ grep -q "rank 1: its recipe (with --set) or its data differ from rank 0's" "$tmp
 RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$privdiff" run "$tmp/dpdm.toml" --out "$tmp/one" \
   > "$tmp/log" 2>&1 || fail "a group of one: $(cat "$tmp/log")"
 same_run "$tmp/dpdm-1" "$tmp/one" "a process group of one"
+# A port no socket has is refused by name, not tried (issue 69).
+out=$(RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=99999 timeout 120 "$privdiff" run "$tmp/dpdm.toml" \
+  --out "$tmp/badport" 2>&1); code=$?
+[ "$code" = 1 ] || [ "$code" = 2 ] || fail "MASTER_PORT=99999: exit $code: $out"
+grep -qF "MASTER_PORT=99999: expected an integer in [1, 65535]" <<<"$out" || fail "MASTER_PORT=99999 not named: $out"
 
 # Stopped on 2 processes, resumed on 1: the run it would have been.
 code=0

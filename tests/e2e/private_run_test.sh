@@ -210,6 +210,13 @@ out=$("$privdiff" run --resume "$tmp/whole" 2>&1) || fail "resume of a finished 
 grep -q "finished (summary.json): nothing to resume, nothing changed" <<<"$out" || fail "no finished message: $out"
 [ "$(cd "$tmp/whole" && sha256sum summary.json privacy.json samples.png ledger.json metrics.jsonl)" = "$before" ] \
   || fail "resuming a finished run rewrote it"
+# A finished run that lost its model or its summary is refused as sample and export refuse it (issue 69).
+cp -r "$tmp/whole" "$tmp/nomodel" && rm "$tmp/nomodel/checkpoint.pt"
+out=$("$privdiff" run --resume "$tmp/nomodel" 2>&1); code=$?
+[ $code -eq 2 ] && grep -q "its checkpoint.pt is gone" <<<"$out" || fail "finished run without its model: exit $code: $out"
+cp -r "$tmp/whole" "$tmp/badsummary" && truncate -s 10 "$tmp/badsummary/summary.json"
+out=$("$privdiff" run --resume "$tmp/badsummary" 2>&1); code=$?
+[ $code -eq 2 ] && grep -q "its summary.json is damaged" <<<"$out" || fail "finished run, damaged summary: exit $code: $out"
 
 # Data the model cannot take (issue 29): refused by validate and run alike, exit 2, one line, no
 # run directory — channels, size, and labels beyond num_classes.

@@ -59,6 +59,7 @@ TOML
 recipe public > "$tmp/r.toml"
 "$privdiff" run "$tmp/r.toml" --out "$tmp/run" > "$tmp/log" 2>&1 || fail "the PrivImage run: $(tail -20 "$tmp/log")"
 grep -q "semantic_query: class 9 selects public classes [0-9]* [0-9]*$" "$tmp/log" || fail "no selection in the log: $(cat "$tmp/log")"
+grep -q "semantic_query: classifying the private images" "$tmp/log" || fail "no progress line: $(cat "$tmp/log")"
 grep -q "released 40 images as data 'query'" "$tmp/log" || fail "no release of 40 images: $(cat "$tmp/log")"
 python3 - "$tmp/run" <<'PY' || fail "the release or the ledger"
 import gzip, json, sys

@@ -139,6 +139,16 @@ TEST(ImageFolderDataset, BadFoldersAndImagesAreNamed) {
   const std::string damaged = error_of([&] { open_data("image_folder", {{"path", text(dir.string())}}); });
   EXPECT_EQ(damaged.find("()"), std::string::npos) << damaged;
   EXPECT_NE(damaged.find("cannot read the image ("), std::string::npos) << damaged;
+  // Nothing meant as data is skipped without a word: a folder inside a class, a broken link (issue 69).
+  write_png(dir / "other" / "broken.png", 28, 28, 1, 5);
+  fs::create_directories(dir / "other" / "more");
+  write_png(dir / "other" / "more" / "b.png", 28, 28, 1, 5);
+  const std::string nested = error_of([&] { open_data("image_folder", {{"path", text(dir.string())}}); });
+  EXPECT_NE(nested.find("more: a folder inside a class folder"), std::string::npos) << nested;
+  fs::remove_all(dir / "other" / "more");
+  fs::create_symlink(dir / "gone.png", dir / "other" / "link.png");
+  const std::string link = error_of([&] { open_data("image_folder", {{"path", text(dir.string())}}); });
+  EXPECT_NE(link.find("link.png: a broken link"), std::string::npos) << link;
   fs::remove_all(dir);
 }
 
@@ -171,6 +181,16 @@ TEST(GlyphsDataset, PublicDeterministicPerSeedAndCached) {
   EXPECT_NE(error_of([] { open_data("glyphs", {{"fonts", sdk::ConfigValue{std::vector<std::string>{"Nope.ttf"}}}}); })
                 .find("Nope.ttf"),
             std::string::npos);
+  // A character given twice would be two classes of one letter; a cache that is a file is refused.
+  EXPECT_NE(error_of([] { open_data("glyphs", {{"characters", text("ABA")}, {"cache", text("none")}}); })
+                .find("characters: U+0041 appears twice"),
+            std::string::npos);
+  const fs::path file = fs::temp_directory_path() / ("glyph-cache-file-" + std::to_string(::getpid()));
+  std::ofstream(file) << "not a directory";
+  EXPECT_NE(error_of([&] { open_data("glyphs", {{"characters", text("AB")}, {"cache", text(file.string())}}); })
+                .find("is not a directory"),
+            std::string::npos);
+  fs::remove(file);
   // A code point no font has, in hex (U+0378 is unassigned).
   EXPECT_NE(error_of([] { open_data("glyphs", {{"characters", text("A\u0378")}, {"cache", text("none")}}); })
                 .find("no font has the character U+0378"),

@@ -13,6 +13,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -85,6 +87,14 @@ fs::path cache_directory(const Config& c) {
 LabelledBytes render(const Config& c) {
   const auto characters = code_points(c.get_string("characters"));
   if (characters.size() < 2) throw std::runtime_error("characters: give at least two characters (one class each)");
+  for (std::size_t i = 0; i < characters.size(); ++i) {
+    if (std::find(characters.begin(), characters.begin() + static_cast<std::ptrdiff_t>(i), characters[i]) !=
+        characters.begin() + static_cast<std::ptrdiff_t>(i)) {
+      char code[16];
+      std::snprintf(code, sizeof code, "U+%04X", static_cast<unsigned>(characters[i]));
+      throw std::runtime_error(std::string("characters: ") + code + " appears twice (each character is one class)");
+    }
+  }
   const auto fonts = find_fonts(c);
   GlyphStyle style;
   style.max_rotation_degrees = c.get_double("rotation");
@@ -100,6 +110,10 @@ LabelledBytes render(const Config& c) {
   if (style.fill_max > 0) key << "|fill " << style.fill_max;  // absent otherwise: earlier caches stay valid
   for (const auto& f : fonts) key << "|" << f.string() << ":" << fs::file_size(f);
   const fs::path dir = cache_directory(c);
+  std::error_code exists;
+  if (c.get_string("cache") != "none" && fs::exists(dir, exists) && !fs::is_directory(dir, exists)) {
+    throw std::runtime_error("cache: " + dir.string() + " is not a directory (give a directory, or \"none\")");
+  }
   const std::string stem = "glyphs-" + fnv_hex(key.str());
   const fs::path images_file = dir / (stem + "-images-idx3-ubyte.gz"), labels_file = dir / (stem + "-labels-idx1-ubyte.gz");
   LabelledBytes out;
@@ -156,9 +170,9 @@ void register_components(Registrar* registrar) {
                         "handwriting-like set"))
           .add(Key::string_list("font_dirs").defaults(ConfigValue{std::vector<std::string>{"/usr/share/fonts"}})
                    .doc("directories searched for the fonts"))
-          .add(Key::number("rotation").at_least(0).defaults(12.0).doc("largest rotation, degrees"))
-          .add(Key::number("shift").at_least(0).defaults(2.0).doc("largest shift, pixels"))
-          .add(Key::number("stroke").at_least(0).defaults(1.2).doc("largest extra stroke width, pixels"))
+          .add(Key::number("rotation").at_least(0).at_most(180).defaults(12.0).doc("largest rotation, degrees"))
+          .add(Key::number("shift").at_least(0).at_most(14).defaults(2.0).doc("largest shift, pixels"))
+          .add(Key::number("stroke").at_least(0).at_most(10).defaults(1.2).doc("largest extra stroke width, pixels"))
           .add(Key::number("fill").at_least(0).at_most(1).defaults(0.0)
                    .doc("grey that fills what a glyph's strokes enclose, as a fraction of white, drawn per image "
                         "from [fill/2, fill] (outline pictograms become silhouettes); 0 = no fill"))

@@ -67,7 +67,17 @@ LabelledBytes read(const Config& c) {
   for (std::size_t k = 0; k < classes.size(); ++k) {
     std::vector<fs::path> files;
     for (const auto& entry : fs::directory_iterator(classes[k], ec)) {
-      if (entry.is_regular_file() && is_image(entry.path()) && !hidden(entry.path())) files.push_back(entry.path());
+      if (hidden(entry.path())) continue;
+      // Nothing the user meant as data is skipped without a word: a folder inside a class, a broken link.
+      if (entry.is_directory()) {
+        throw std::runtime_error(entry.path().string() + ": a folder inside a class folder (its images would not be "
+                                 "read: put them directly in " + classes[k].filename().string() + "/, or make it a class "
+                                 "folder of its own)");
+      }
+      if (entry.is_symlink() && !fs::exists(entry.path(), ec)) {
+        throw std::runtime_error(entry.path().string() + ": a broken link (its target is gone)");
+      }
+      if (entry.is_regular_file() && is_image(entry.path())) files.push_back(entry.path());
     }
     if (files.empty()) throw std::runtime_error(classes[k].string() + ": a class folder without PNG/JPEG images");
     std::sort(files.begin(), files.end());

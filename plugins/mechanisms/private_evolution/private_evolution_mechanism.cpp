@@ -46,9 +46,10 @@ class PrivateEvolution : public Mechanism {
     sampler_.steps = c.get_int("sampler_steps");
     classifier_ = evaluation::public_classifier_options(c);
     noise_ = engine::ReleaseNoise::from(c);
-    if (o_.votes_per_record > samples_per_class_) {
-      throw std::invalid_argument(c.path() + ".votes_per_record: at most samples_per_class (" +
-                                  std::to_string(samples_per_class_) + "), got " + std::to_string(o_.votes_per_record));
+    if (o_.votes_per_record >= samples_per_class_) {
+      throw std::invalid_argument(c.path() + ".votes_per_record: must be below samples_per_class (" +
+                                  std::to_string(samples_per_class_) + "), got " + std::to_string(o_.votes_per_record) +
+                                  ": with a vote for every sample of its class, the histogram says nothing");
     }
   }
 
@@ -107,6 +108,8 @@ class PrivateEvolution : public Mechanism {
                                   labels, sampler_.sigma_max, generator);
     std::vector<std::string> log;  // printed once the ledger is written
     for (std::int64_t t = 1; t <= iterations_; ++t) {
+      // Progress without a count (the counts are printed after the release): public as the recipe is.
+      std::cout << "private_evolution: iteration " << t << "/" << iterations_ << ": voting and generating\n" << std::flush;
       const at::Tensor synthetic = embed(images_of(context.model, samples));
       const at::Tensor votes = engine::nearest_neighbour_votes(private_embeddings, synthetic, o_.votes_per_record,
                                                                private_labels, private_labels.defined() ? labels : at::Tensor());
@@ -203,7 +206,7 @@ Schema schema() {
   Schema schema;
   schema
       .add(Key::string("public_data").doc("the [data.NAME] section of public data the embedding classifier trains on"))
-      .add(Key::integer("iterations").at_least(1).defaults(5).doc("T: vote histograms released (one ledger event each)"))
+      .add(Key::integer("iterations").at_least(1).at_most(1000).defaults(5).doc("T: vote histograms released (one ledger event each)"))
       .add(Key::integer("samples_per_class").at_least(1).at_most(100000).defaults(100)
                .doc("synthetic images per class (the whole set for a model without classes); the release's size"))
       .add(Key::integer("votes_per_record").at_least(1).defaults(1)
@@ -211,9 +214,9 @@ Schema schema() {
       .add(Key::number("noise_multiplier").greater_than(0).or_keyword("auto").defaults("auto")
                .doc("sigma: each histogram's noise std over its sensitivity; \"auto\": calibrated to [privacy] epsilon"))
       .add(Key::number("threshold").at_least(0).defaults(2.0).doc("H: subtracted from every noisy count, clamped at 0"))
-      .add(Key::number("variation_sigma").greater_than(0).defaults(1.0)
+      .add(Key::number("variation_sigma").greater_than(0).at_most(80).defaults(1.0)
                .doc("the noise level (EDM sigma) a variation starts from: larger, further from its parent"))
-      .add(Key::integer("sampler_steps").at_least(2).defaults(18).doc("Heun steps of each generation"))
+      .add(Key::integer("sampler_steps").at_least(2).at_most(1000).defaults(18).doc("Heun steps of each generation"))
       .add(Key::string("embedding").one_of({"classifier", "pixels"}).defaults("classifier")
                .doc("where votes measure distance: \"classifier\", the logits of a classifier trained on public_data "
                     "(the paper's Inception features' stand-in); \"pixels\", the images themselves (no classifier)"));

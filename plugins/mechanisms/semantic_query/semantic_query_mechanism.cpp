@@ -78,6 +78,8 @@ class SemanticQuery : public Mechanism {
     }
     const at::Tensor all = at::arange(context.data.size(), at::kLong);
     const evaluation::PublicClassifier classifier(pub, public_labels, classifier_, context.seed, std::cout, "semantic_query");
+    std::cout << "semantic_query: classifying the private images (their counts stay hidden until the noisy "
+              << "histogram is released)\n" << std::flush;
     const at::Tensor logits = classifier.logits(context.data.images(all));
     const at::Tensor histogram =
         engine::semantic_histogram(logits, context.data.labels(all), context.num_classes, o_.top_k);

@@ -94,13 +94,21 @@ void write_idx(const fs::path& file, const IdxArray& array) {
 }
 
 namespace {
-// "<dir>/<stem>.gz" or "<dir>/<stem>" for the first stem that exists.
+// "<dir>/<stem>.gz" or "<dir>/<stem>" for the first stem that exists (both: they must hold the same array).
 fs::path find_idx_file(const fs::path& dir, const std::vector<std::string>& stems) {
   std::error_code ec;
   for (const std::string& stem : stems) {
-    for (const fs::path& candidate : {dir / (stem + ".gz"), dir / stem}) {
-      if (fs::is_regular_file(candidate, ec)) return candidate;
+    const fs::path gz = dir / (stem + ".gz"), raw = dir / stem;
+    const bool has_gz = fs::is_regular_file(gz, ec), has_raw = fs::is_regular_file(raw, ec);
+    if (has_gz && has_raw) {  // gunzip -k leaves both: fine while they hold the same array, refused otherwise
+      const IdxArray a = read_idx(gz), b = read_idx(raw);
+      if (a.shape != b.shape || a.data != b.data) {
+        throw std::runtime_error(raw.string() + " and " + gz.string() + " both exist and hold different data: "
+                                 "remove the one that is not meant (privdiff would otherwise read one of them)");
+      }
     }
+    if (has_gz) return gz;
+    if (has_raw) return raw;
   }
   std::string also;
   for (std::size_t k = 1; k < stems.size(); ++k) also += " (or " + stems[k] + "[.gz])";

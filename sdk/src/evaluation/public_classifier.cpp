@@ -14,7 +14,7 @@ namespace privdiff::sdk::evaluation {
 
 Schema& add_public_classifier_keys(Schema& schema, const std::string& role) {
   return schema
-      .add(Key::integer("classifier_depth").at_least(8).defaults(8)
+      .add(Key::integer("classifier_depth").at_least(8).at_most(110).defaults(8)
                .doc(role + ": a ResNet of this depth (6n + 2), trained on the public data"))
       .add(Key::integer("classifier_epochs").at_least(1).defaults(3).doc("its epochs on the public data"))
       .add(Key::integer("classifier_batch_size").at_least(1).defaults(128).doc("its batch size"))
