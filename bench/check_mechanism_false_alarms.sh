@@ -8,7 +8,7 @@
 #     with noise of its own, its basis stated; public data: glyphs), when PLANTED_PLUGIN_DIR names the
 #     folder of the test fixtures' planted plugins (build/tests/plugins/planted);
 #   - the statistic releases: central_images (the quickstart's), semantic_query (PrivImage's) and
-#     private_evolution (PE's), the last two with the small sizes of docs/writing-a-mechanism.md
+#     private_evolution (PE's), the last two with the small sizes of docs/checking-a-mechanism.md
 #     (STATISTICS=0 skips them: about 1 min a run for PE on 2 cores).
 # A correct mechanism should fail none: the noise check's bands are set for a false-alarm probability
 # of 1e-6, the replay is exact up to rounding, the canary audit's bound holds with 95% confidence.

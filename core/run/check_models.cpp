@@ -2,6 +2,7 @@
 
 #include "data/open_dataset.hpp"
 #include "run/composed_run.hpp"
+#include "util/usage_error.hpp"
 
 #include <privdiff/components/mechanism.hpp>
 #include <privdiff/components/model.hpp>
@@ -10,11 +11,23 @@
 
 namespace privdiff::core {
 
+std::unique_ptr<sdk::Dataset> open_public_data(const Recipe& recipe, const ComponentRegistry& registry,
+                                               const std::string& name) {
+  const DataSection& section = recipe.dataset(name);
+  try {
+    return open_dataset(section, registry);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    throw UsageError(recipe.file + ": " + e.what());
+  }
+}
+
 MechanismPublicData mechanism_public_data(const Recipe& recipe, const ComponentRegistry& registry,
                                           const StageUnderTest& stage) {
   MechanismPublicData out;
   out.name = stage.make(sdk::check::MechanismSettings{})->public_data_name();
-  if (out.name) out.data = open_dataset(recipe.dataset(*out.name), registry);
+  if (out.name) out.data = open_public_data(recipe, registry, *out.name);
   return out;
 }
 

@@ -27,6 +27,11 @@ struct MechanismPublicData {
   std::unique_ptr<sdk::Dataset> data;   ///< it, opened (null: none)
 };
 
+/// The recipe's dataset `name` (a mechanism's public data), opened; a dataset that cannot be opened is
+/// bad input: UsageError naming the recipe file and the dataset's section.
+std::unique_ptr<sdk::Dataset> open_public_data(const Recipe& recipe, const ComponentRegistry& registry,
+                                               const std::string& name);
+
 /// The public data of `stage`'s mechanism (built once with the check's settings to ask). Throws
 /// UsageError when the recipe has no such dataset or it cannot be opened.
 MechanismPublicData mechanism_public_data(const Recipe& recipe, const ComponentRegistry& registry,

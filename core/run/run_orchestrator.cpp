@@ -39,16 +39,16 @@ namespace {
 
 // A finished run, as --resume finds it: whole (its summary readable, its model and ledger there), or
 // refused as sample, export and compare refuse it (bad input: exit 2), before anything is said done.
-RunSummary finished_run(const fs::path& run_dir) {
+RunSummary finished_run(const fs::path& run_dir, bool has_stages) {
   const std::string refused = "cannot resume " + run_dir.string() + ": it finished (summary.json), but ";
   try {
     std::ifstream in(run_dir / "summary.json");
-    (void)nlohmann::json::parse(in);
+    if (!nlohmann::json::parse(in).is_object()) throw RunRefused(refused + "its summary.json is not a JSON object");
   } catch (const nlohmann::json::exception& e) {
     throw RunRefused(refused + "its summary.json is damaged (" + e.what() + "): restore it, or start a new run");
   }
   std::error_code ec;
-  if (!fs::is_regular_file(run_dir / "checkpoint.pt", ec)) {
+  if (has_stages && !fs::is_regular_file(run_dir / "checkpoint.pt", ec)) {  // a plan-only run trains no model
     throw RunRefused(refused + "its checkpoint.pt is gone, so is its model (sample, weights export and init_from "
                                "need it): restore it, or start a new run");
   }
@@ -67,7 +67,7 @@ RunSummary finished_run(const fs::path& run_dir) {
 RunSummary RunOrchestrator::run(const fs::path& run_dir, std::ostream& log, const RunOptions& options) {
   std::error_code ec;
   if (options.resume && fs::is_regular_file(run_dir / "summary.json", ec)) {  // written last: it finished
-    const RunSummary finished = finished_run(run_dir);
+    const RunSummary finished = finished_run(run_dir, !components_.mechanisms.empty());
     // Resumed to its end already: nothing is trained, sampled or rewritten.
     if (!options.collective || options.collective->rank() == 0) {
       log << run_dir.string() << " finished (summary.json): nothing to resume, nothing changed. More samples: "

@@ -12,7 +12,13 @@ namespace privdiff::core {
 namespace {
 
 bool is_private_stage(const ComponentRegistry& registry, const StageSection& stage) {
-  return create_component<sdk::Mechanism>(registry, stage.mechanism.id, stage.mechanism.config)->is_private();
+  try {
+    return create_component<sdk::Mechanism>(registry, stage.mechanism.id, stage.mechanism.config)->is_private();
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::runtime_error& e) {  // the mechanism refuses its keys: bad input
+    throw UsageError(e.what());
+  }
 }
 
 // The keys a check sets that the stage's mechanism lacks (empty: it is DP-SGD-style).

@@ -1,6 +1,6 @@
 #include "run/statistic_stage_check.hpp"
 
-#include "data/open_dataset.hpp"
+#include "run/check_models.hpp"
 #include "run/composed_run.hpp"
 #include "util/usage_error.hpp"
 
@@ -84,7 +84,7 @@ sdk::check::Report check_statistic_stage(const Recipe& recipe, const ComponentRe
   const std::unique_ptr<sdk::Model> model = create_model(recipe, registry);
   const auto public_name = make(1)->public_data_name();
   std::unique_ptr<sdk::Dataset> public_data;
-  if (public_name) public_data = open_dataset(recipe.dataset(*public_name), registry);
+  if (public_name) public_data = open_public_data(recipe, registry, *public_name);
   const std::int64_t classes = recipe.model->config.has("num_classes") ? recipe.model->config.get_int("num_classes") : 0;
   const std::vector<std::int64_t> shape = model->image_shape();
   const at::Tensor images = sdk::check::random_images(stand_in_records, 7 + seed, shape).to(at::kFloat);

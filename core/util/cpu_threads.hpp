@@ -26,10 +26,10 @@ inline int available_cores() {
 inline std::string bad_thread_variable() {
   for (const char* name : {"OMP_NUM_THREADS", "MKL_NUM_THREADS"}) {
     const char* value = std::getenv(name);
-    if (!value) continue;
+    if (!value || *value == '\0') continue;  // empty: as unset
     char* end = nullptr;
     const long n = std::strtol(value, &end, 10);
-    if (*value == '\0' || *end != '\0' || n < 1) {
+    if (end == value || (*end != '\0' && *end != ',') || n < 1) {  // OpenMP's "8,1" (nested levels) is fine
       return std::string(name) + "=" + value + ": expected a positive integer, the threads per process (unset it "
              "to use every core)";
     }

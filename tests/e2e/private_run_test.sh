@@ -217,6 +217,10 @@ out=$("$privdiff" run --resume "$tmp/nomodel" 2>&1); code=$?
 cp -r "$tmp/whole" "$tmp/badsummary" && truncate -s 10 "$tmp/badsummary/summary.json"
 out=$("$privdiff" run --resume "$tmp/badsummary" 2>&1); code=$?
 [ $code -eq 2 ] && grep -q "its summary.json is damaged" <<<"$out" || fail "finished run, damaged summary: exit $code: $out"
+# A plan without stages trains no model: finished, it resumes to nothing without a checkpoint.pt.
+"$privdiff" run "$fixtures/../../examples/recipes/privacy_plan.toml" --out "$tmp/plan" > "$tmp/log" 2>&1 || fail "the plan: $(cat "$tmp/log")"
+out=$("$privdiff" run --resume "$tmp/plan" 2>&1) || fail "resume of a finished plan: $out"
+grep -q "nothing to resume" <<<"$out" || fail "a finished plan did not resume to nothing: $out"
 
 # Data the model cannot take (issue 29): refused by validate and run alike, exit 2, one line, no
 # run directory — channels, size, and labels beyond num_classes.

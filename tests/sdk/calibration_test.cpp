@@ -68,6 +68,7 @@ TEST(Calibration, RejectsBadTargetsAndUnreachableOnes) {
   // The message says what no noise can meet, in figures that show a small target (not "0.000000").
   try {
     calibrate_noise_multiplier(acc, events, 1e-9, 1e-5, 1e-3, 10);
+    ADD_FAILURE() << "a target no noise meets was met";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("no noise multiplier up to 10 meets the target epsilon 1e-09"), std::string::npos)
         << e.what();
@@ -78,8 +79,10 @@ namespace {
 // Cannot evaluate below sigma 4 (as PRV's grid cannot at a tiny sigma): runtime_error there.
 class FailsAtLittleNoise : public ZcdpGaussian {
  public:
+  explicit FailsAtLittleNoise(double below = 4) : below_(below) {}
+  double below_;
   EpsilonResult epsilon(const PrivacyEvent& e, double delta) const override {
-    if (e.inner().noise_multiplier() < 4) throw std::runtime_error("the grid would need 1e12 points");
+    if (e.inner().noise_multiplier() < below_) throw std::runtime_error("the grid would need 1e12 points");
     return ZcdpGaussian::epsilon(e, delta);
   }
 };
@@ -94,6 +97,11 @@ TEST(Calibration, LittleNoiseTheAccountantCannotEvaluateIsAboveTheTarget) {
   const double expected = calibrate_noise_multiplier(plain, events, 2.0, 1e-5).noise_multiplier;
   ASSERT_GT(expected, 8);  // above the region the fragile accountant refuses
   EXPECT_DOUBLE_EQ(calibrate_noise_multiplier(fragile, events, 2.0, 1e-5).noise_multiplier, expected);
+  // Failing up to just below the answer: the downward search and the bisection meet failures too.
+  const FailsAtLittleNoise close(0.9 * expected);
+  const NoiseCalibration near = calibrate_noise_multiplier(close, events, 2.0, 1e-5);
+  EXPECT_NEAR(near.noise_multiplier, expected, 1e-3 * expected);
+  EXPECT_LE(near.epsilon, 2.0);
   try {
     calibrate_noise_multiplier(fragile, events, 2.0, 1e-5, 1e-3, 2);
     ADD_FAILURE() << "calibrated where the accountant evaluates nothing";

@@ -207,7 +207,7 @@ Schema schema() {
   schema
       .add(Key::string("public_data").doc("the [data.NAME] section of public data the embedding classifier trains on"))
       .add(Key::integer("iterations").at_least(1).at_most(1000).defaults(5).doc("T: vote histograms released (one ledger event each)"))
-      .add(Key::integer("samples_per_class").at_least(1).at_most(100000).defaults(100)
+      .add(Key::integer("samples_per_class").at_least(2).at_most(100000).defaults(100)
                .doc("synthetic images per class (the whole set for a model without classes); the release's size"))
       .add(Key::integer("votes_per_record").at_least(1).defaults(1)
                .doc("nearest synthetic images each private image votes for (sensitivity sqrt of it)"))

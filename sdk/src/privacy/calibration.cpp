@@ -38,8 +38,8 @@ NoiseCalibration calibrate_noise_multiplier(const Accountant& accountant,
   check_target(target_epsilon, delta);
   if (!(tolerance > 0)) throw std::invalid_argument("calibration: tolerance must be > 0");
   auto eps = [&](double sigma) { return epsilon_of(accountant, events(sigma), delta); };
-  // While bracketing, an accountant that cannot evaluate so little noise (PRV's grid at a tiny sigma
-  // over many steps) is above the target: more noise is tried.
+  // An accountant that cannot evaluate so little noise (PRV's grid at a tiny sigma over many steps)
+  // is above the target: more noise is tried. The sigma returned always has its epsilon computed.
   std::string failed;
   auto eps_or_above = [&](double sigma) {
     try {
@@ -66,7 +66,7 @@ NoiseCalibration calibrate_noise_multiplier(const Accountant& accountant,
     eps_hi = eps_or_above(hi);
   }
   double lo = hi / 2;
-  while (eps(lo) <= target_epsilon) {
+  while (eps_or_above(lo) <= target_epsilon) {
     hi = lo;
     lo /= 2;
     if (lo < 1e-6) return {hi, eps(hi)};  // practically no noise needed
@@ -74,7 +74,7 @@ NoiseCalibration calibrate_noise_multiplier(const Accountant& accountant,
   // Bisection in log space; the invariant eps(hi) <= target keeps the answer on the safe side.
   while (hi / lo - 1 > tolerance) {
     const double mid = std::sqrt(lo * hi);
-    if (eps(mid) <= target_epsilon) hi = mid;
+    if (eps_or_above(mid) <= target_epsilon) hi = mid;
     else lo = mid;
   }
   return {hi, eps(hi)};
