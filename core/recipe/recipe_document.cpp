@@ -43,9 +43,10 @@ RecipeDocument RecipeDocument::load(const fs::path& file) {
                                                           "or a device; a recipe is a .toml file)"}});
   }
   constexpr std::uintmax_t max_recipe_bytes = 1u << 20;
-  if (fs::is_regular_file(status) && fs::file_size(file, ec) > max_recipe_bytes) {
-    throw RecipeError({Diagnostic{file.string(), "", "is " + std::to_string(fs::file_size(file, ec)) +
-                                                         " bytes: a recipe is at most 1 MiB of TOML"}});
+  if (const std::uintmax_t bytes = fs::is_regular_file(status) ? fs::file_size(file, ec) : 0;
+      !ec && bytes > max_recipe_bytes) {
+    throw RecipeError({Diagnostic{file.string(), "", "is " + std::to_string(bytes) + " bytes: a recipe is at most "
+                                                         "1 MiB of TOML"}});
   }
   std::ifstream in(file, std::ios::binary);
   if (!in) throw RecipeError({Diagnostic{file.string(), "", "cannot read recipe file (does it exist?)"}});

@@ -58,15 +58,6 @@ void check_same_code(RunSession& s, const CheckpointPosition& position, const st
   }
 }
 
-// The run's ledger.json; a damaged one refuses the resume (bad input, exit 2), naming the file.
-RunLedger ledger_or_refuse(const fs::path& run_dir) {
-  try {
-    return read_run_ledger(run_dir);
-  } catch (const std::runtime_error& e) {
-    throw RunRefused("cannot resume " + run_dir.string() + ": " + e.what());
-  }
-}
-
 }  // namespace
 
 void RunOrchestrator::open_run_directory(RunSession& s) {
@@ -97,7 +88,7 @@ void RunOrchestrator::open_run_directory(RunSession& s) {
       // Killed before its first checkpoint: the steps it took are redone and spent again; what it
       // spent stays (its ledger.json, carried entries included), its metrics start over.
       std::error_code ec;
-      if (fs::is_regular_file(s.run_dir / "ledger.json", ec)) s.summary.ledger = ledger_or_refuse(s.run_dir).ledger;
+      if (fs::is_regular_file(s.run_dir / "ledger.json", ec)) s.summary.ledger = resumed_ledger(s.run_dir).ledger;
       remove_stale_temporary_files(s.run_dir);
       fs::resize_file(s.metrics_path(), 0, ec);
       s.log << "no checkpoint yet: the run starts over in place; the privacy it spent stays in the ledger\n";
@@ -142,7 +133,7 @@ void RunOrchestrator::open_run_directory(RunSession& s) {
     }
     // Spent privacy never shrinks: ledger.json may also hold steps done after the checkpoint by a
     // run that then failed or was killed. Those stay spent, and their redone steps are spent again.
-    const RunLedger spent = ledger_or_refuse(s.run_dir);
+    const RunLedger spent = resumed_ledger(s.run_dir);
     s.summary.ledger = spent.ledger;
     if (!spent.note.empty()) s.log << spent.note << "; the steps redone from the checkpoint are spent again\n";
     if (s.writes()) {

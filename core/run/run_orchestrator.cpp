@@ -54,11 +54,7 @@ RunSummary finished_run(const fs::path& run_dir, bool has_stages) {
   }
   RunSummary finished;
   finished.run_dir = run_dir;
-  try {
-    finished.ledger = read_run_ledger(run_dir).ledger;
-  } catch (const std::runtime_error& e) {
-    throw RunRefused(refused + e.what());
-  }
+  finished.ledger = resumed_ledger(run_dir).ledger;
   return finished;
 }
 

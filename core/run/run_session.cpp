@@ -51,6 +51,14 @@ std::string format_duration(double seconds) {
 
 // A run killed after writing its recipe.toml but before its first checkpoint: --resume starts it
 // over in place, keeping what its ledger.json says was spent.
+RunLedger resumed_ledger(const fs::path& run_dir) {
+  try {
+    return read_run_ledger(run_dir);
+  } catch (const std::runtime_error& e) {
+    throw RunRefused("cannot resume " + run_dir.string() + ": " + e.what());
+  }
+}
+
 bool killed_before_first_checkpoint(const fs::path& run_dir) {
   std::error_code ec;
   return fs::is_regular_file(run_dir / "recipe.toml", ec) && !fs::exists(run_dir / "checkpoint.pt", ec);

@@ -12,6 +12,7 @@
 #include "util/process_cpu.hpp"
 #include "run/init_from.hpp"
 #include "run/run_checkpoint.hpp"
+#include "run/run_ledger.hpp"
 #include "run/run_orchestrator.hpp"
 
 #include <privdiff/privacy/event_json.hpp>
@@ -134,6 +135,9 @@ std::string format_duration(double seconds);
 bool same_sigma(double a, double b);
 /// A run killed after writing its recipe.toml but before its first checkpoint.
 bool killed_before_first_checkpoint(const fs::path& run_dir);
+/// The ledger.json of a run being resumed; a damaged one refuses the resume (RunRefused: bad input,
+/// exit 2), naming the file.
+RunLedger resumed_ledger(const fs::path& run_dir);
 /// Refuses a run directory that cannot be used, before anything is computed or written.
 void check_run_dir(const fs::path& run_dir, bool resume, bool restart);
 /// Examples per logical step as planned (q N of the stage's first Gaussian kind).

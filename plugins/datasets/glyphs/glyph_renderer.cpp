@@ -45,6 +45,12 @@ using Face = std::unique_ptr<std::remove_pointer_t<FT_Face>, FaceCloser>;
 
 }  // namespace
 
+std::string code_point_name(char32_t c) {
+  char name[16];
+  std::snprintf(name, sizeof name, "U+%04X", static_cast<unsigned>(c));
+  return name;
+}
+
 std::vector<char32_t> code_points(const std::string& s) {
   std::vector<char32_t> out;
   for (std::size_t i = 0; i < s.size();) {
@@ -138,9 +144,7 @@ void render_glyphs(const std::vector<std::filesystem::path>& fonts, const std::v
       if (FT_Get_Char_Index(faces[f].get(), characters[c]) != 0) fonts_for[c].push_back(f);
     }
     if (fonts_for[c].empty()) {
-      char code[16];
-      std::snprintf(code, sizeof code, "U+%04X", static_cast<unsigned>(characters[c]));
-      throw std::runtime_error(std::string("no font has the character ") + code);
+      throw std::runtime_error("no font has the character " + code_point_name(characters[c]));
     }
   }
   const std::int64_t k = static_cast<std::int64_t>(characters.size()), n = k * per_class, size = style.image_size;

@@ -28,6 +28,9 @@ void fill_enclosed(std::uint8_t* image, std::int64_t size, std::uint8_t grey);
 /// Decodes UTF-8 into code points; throws std::invalid_argument for malformed text.
 std::vector<char32_t> code_points(const std::string& utf8);
 
+/// "U+0378": a code point as Unicode writes it, for messages.
+std::string code_point_name(char32_t c);
+
 /// per_class images of each character (example i has class i % characters), uint8
 /// [N, 1, size, size] and labels [N]. Each image draws its font among those that have the
 /// character. Throws std::runtime_error naming a font that cannot be opened or a character no font has.

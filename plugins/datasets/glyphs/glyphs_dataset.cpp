@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -90,9 +89,7 @@ LabelledBytes render(const Config& c) {
   for (std::size_t i = 0; i < characters.size(); ++i) {
     if (std::find(characters.begin(), characters.begin() + static_cast<std::ptrdiff_t>(i), characters[i]) !=
         characters.begin() + static_cast<std::ptrdiff_t>(i)) {
-      char code[16];
-      std::snprintf(code, sizeof code, "U+%04X", static_cast<unsigned>(characters[i]));
-      throw std::runtime_error(std::string("characters: ") + code + " appears twice (each character is one class)");
+      throw std::runtime_error("characters: " + code_point_name(characters[i]) + " appears twice (each character is one class)");
     }
   }
   const auto fonts = find_fonts(c);

@@ -47,9 +47,14 @@ PrivacyEvent step_event_of(double sigma, double q, const std::vector<DpSgdMechan
   return PrivacyEvent::poisson_sampled(q, PrivacyEvent::composed(std::move(parts)));
 }
 
-at::Tensor DpSgdMechanism::StepReleases::release(const std::string& name, const at::Tensor& value) {
+std::size_t DpSgdMechanism::StepReleases::index_of(const std::string& name) const {
   std::size_t i = 0;
   while (i < declared.size() && declared[i].name != name) ++i;
+  return i;
+}
+
+at::Tensor DpSgdMechanism::StepReleases::release(const std::string& name, const at::Tensor& value) {
+  const std::size_t i = index_of(name);
   if (i == declared.size()) {
     throw std::logic_error("release_statistic('" + name + "'): not among the mechanism's step_releases() (a release "
                            "must be declared, so that its noise is on the ledger)");
@@ -83,8 +88,7 @@ void DpSgdMechanism::StepReleases::check_all_made() const {
 }
 
 StepReport::NoiseBasis DpSgdMechanism::StepReleases::basis_of(const std::string& name, const at::Tensor& basis) const {
-  std::size_t i = 0;
-  while (i < declared.size() && declared[i].name != name) ++i;
+  const std::size_t i = index_of(name);
   if (i == declared.size() || !made[i]) {
     throw std::logic_error("state_noise_basis('" + name + "'): not a declared release made this step (release it "
                            "with release_statistic first)");

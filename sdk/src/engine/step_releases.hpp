@@ -28,6 +28,8 @@ struct DpSgdMechanism::StepReleases {
   Collective* ranks;
   std::int64_t step;  // from 1
 
+  /// The position of the declared release `name` (declared.size(): not declared).
+  std::size_t index_of(const std::string& name) const;
   at::Tensor release(const std::string& name, const at::Tensor& value);
   /// state_noise_basis's checks and report entry.
   StepReport::NoiseBasis basis_of(const std::string& name, const at::Tensor& basis) const;
