@@ -73,9 +73,9 @@ CLI::App* add_run_command(CLI::App& app, const GlobalOptions& global, int& exit_
                   "checkpoint and stop (exit code 3) after N logical steps; continue later with --resume")
       ->check(at_least(1));
   run->add_option("--nproc", args->nproc,
-                  "train as N processes on this machine (data parallel, one run directory written by rank 0); for "
+                  "train as N processes on this machine (at most 256; data parallel, one run directory written by rank 0); for "
                   "several machines start privdiff under torchrun instead")
-      ->check(at_least(1));
+      ->check(CLI::Range(1, 256));
   run->footer("Ctrl-C (or SIGTERM) stops at the end of the current step, after writing a checkpoint; a second Ctrl-C "
               "stops at once.");
   run->callback([&global, &exit_code, args] {

@@ -61,7 +61,12 @@ nlohmann::json evaluate(const Target& t, const AccountingQuestion& q) {
   if (q.calibrate) {
     const double tolerance = q.calibrate->tolerance.value_or(t.id == "prv" ? 1e-4 : 1e-10);
     auto events = [&](double sigma) { return then_schedule(q.spent, *q.calibrate, sigma); };
-    const auto c = sdk::calibrate_noise_multiplier(*t.accountant, events, q.calibrate->target_epsilon, q.delta, tolerance);
+    sdk::NoiseCalibration c;
+    try {
+      c = sdk::calibrate_noise_multiplier(*t.accountant, events, q.calibrate->target_epsilon, q.delta, tolerance);
+    } catch (const std::runtime_error& e) {  // a target no noise meets: the question, not the work, is wrong
+      throw UsageError(t.id + ": " + e.what());
+    }
     nlohmann::json j = result_json(t, t.accountant->epsilon(events(c.noise_multiplier), q.delta), q.delta);
     j["noise_multiplier"] = c.noise_multiplier;
     return j;

@@ -99,7 +99,31 @@ sdk::PrivacyEvent RunOrchestrator::plan_privacy(RunSession& s) {
   }
   log << "planned privacy: epsilon " << format_epsilon(planned_epsilon) << " of " << target << " ("
       << recipe_.privacy.get_string("accountant") << ", delta " << delta << ")\n";
+  log_stage_shares(s, accountant, delta);
   return total;
+}
+
+void RunOrchestrator::log_stage_shares(RunSession& s, const sdk::Accountant& accountant, double delta) const {
+  // Where several stages spend, each one's own epsilon (at the same delta), so that a query's or PE's
+  // share of the target is visible before anything runs. Composition is tighter than the sum, so the
+  // shares add up to more than the total.
+  std::vector<std::size_t> spending;
+  for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {
+    if (components_.mechanisms[i]->is_private()) spending.push_back(i);
+  }
+  const bool carried = s.carry && !s.init->ledger.entries().empty();
+  if (spending.size() + (carried ? 1 : 0) < 2) return;
+  s.log << "  each stage alone (at delta " << delta << "; composed they spend less than the sum):";
+  for (const std::size_t i : spending) {
+    const sdk::PrivacyEvent event = components_.mechanisms[i]->planned_events(s.stage_size(i));
+    s.log << (i == spending.front() ? " '" : ", '") << recipe_.stages[i].name << "' epsilon "
+          << format_epsilon(accountant.epsilon(event, delta).epsilon);
+  }
+  if (carried) {
+    s.log << ", the initial model (run.init_from) epsilon "
+          << format_epsilon(accountant.epsilon(s.init->ledger.total(), delta).epsilon);
+  }
+  s.log << "\n";
 }
 
 void RunOrchestrator::warn_about_noise(RunSession& s) const {

@@ -98,6 +98,9 @@ bad --sample-rate 0.1 --steps 10 --delta 1e-5 --calibrate
 bad --noise-multiplier 1 --sample-rate 0.1 --steps 10 --epsilon 1 --delta 1e-5 --calibrate
 bad --history 5:0.1:5 --epsilon 1 --delta 1e-5 --calibrate
 bad --history 5:0.1:5 --noise-multiplier 1 --sample-rate 0.1 --steps 10 --delta 1e-5
+# A target no noise can meet: the question is wrong (exit 2, said so), not the work.
+bad --sample-rate 0.01 --steps 1000 --epsilon 1e-9 --delta 1e-5 --calibrate --accountant rdp
+grep -q "no noise multiplier up to" <<<"$out" || fail "an unreachable target not said: $out"
 bad "$tmp/nonexistent"
 bad --noise-multiplier x --sample-rate 0.1 --steps 10 --delta 1e-5
 

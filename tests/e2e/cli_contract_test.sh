@@ -40,6 +40,7 @@ expect 2 "unknown option" -- "$privdiff" validate --bogus x.toml
 expect 2 "OMP_NUM_THREADS=0" -- env OMP_NUM_THREADS=0 "$privdiff" --version
 contains "error: OMP_NUM_THREADS=0: expected a positive integer"
 expect 2 "MKL_NUM_THREADS=two" -- env MKL_NUM_THREADS=two "$privdiff" --version; contains "MKL_NUM_THREADS=two"
+expect 2 "--nproc 100000" -- "$privdiff" run x.toml --nproc 100000; contains "--nproc: Value 100000 not in range 1 to 256"
 # A recipe that is a pipe or a device is refused before it is opened (it would block or never end).
 mkfifo "$tmp/fifo.toml"
 expect 2 "validate a FIFO" -- timeout 20 "$privdiff" validate "$tmp/fifo.toml"; contains "is not a regular file"
