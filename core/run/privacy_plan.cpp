@@ -74,7 +74,7 @@ sdk::PrivacyEvent RunOrchestrator::plan_privacy(RunSession& s) {
   }
   std::vector<sdk::PrivacyEvent> events{carried};
   for (std::size_t i = 0; i < mechanisms.size(); ++i) events.push_back(mechanisms[i]->planned_events(s.stage_size(i)));
-  const sdk::PrivacyEvent total = sdk::PrivacyEvent::composed(std::move(events));
+  const sdk::PrivacyEvent total = sdk::PrivacyEvent::composed(events);
   if (auto why = accountant.cannot_evaluate(total); !why.empty()) {
     throw std::runtime_error("privacy.accountant: " + why);
   }
@@ -99,14 +99,15 @@ sdk::PrivacyEvent RunOrchestrator::plan_privacy(RunSession& s) {
   }
   log << "planned privacy: epsilon " << format_epsilon(planned_epsilon) << " of " << target << " ("
       << recipe_.privacy.get_string("accountant") << ", delta " << delta << ")\n";
-  log_stage_shares(s, accountant, delta);
+  log_stage_shares(s, accountant, delta, events);
   return total;
 }
 
-void RunOrchestrator::log_stage_shares(RunSession& s, const sdk::Accountant& accountant, double delta) const {
+void RunOrchestrator::log_stage_shares(RunSession& s, const sdk::Accountant& accountant, double delta,
+                                       const std::vector<sdk::PrivacyEvent>& events) const {
   // Where several stages spend, each one's own epsilon (at the same delta), so that a query's or PE's
   // share of the target is visible before anything runs. Composition is tighter than the sum, so the
-  // shares add up to more than the total.
+  // shares add up to more than the total. `events`: what init_from carries, then each stage's plan.
   std::vector<std::size_t> spending;
   for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {
     if (components_.mechanisms[i]->is_private()) spending.push_back(i);
@@ -115,13 +116,11 @@ void RunOrchestrator::log_stage_shares(RunSession& s, const sdk::Accountant& acc
   if (spending.size() + (carried ? 1 : 0) < 2) return;
   s.log << "  each stage alone (at delta " << delta << "; composed they spend less than the sum):";
   for (const std::size_t i : spending) {
-    const sdk::PrivacyEvent event = components_.mechanisms[i]->planned_events(s.stage_size(i));
     s.log << (i == spending.front() ? " '" : ", '") << recipe_.stages[i].name << "' epsilon "
-          << format_epsilon(accountant.epsilon(event, delta).epsilon);
+          << format_epsilon(accountant.epsilon(events.at(i + 1), delta).epsilon);
   }
   if (carried) {
-    s.log << ", the initial model (run.init_from) epsilon "
-          << format_epsilon(accountant.epsilon(s.init->ledger.total(), delta).epsilon);
+    s.log << ", the initial model (run.init_from) epsilon " << format_epsilon(accountant.epsilon(events.front(), delta).epsilon);
   }
   s.log << "\n";
 }

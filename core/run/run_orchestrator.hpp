@@ -178,7 +178,8 @@ class RunOrchestrator {
   void initialise_from_source(RunSession& s);
   void warn_about_short_ema(RunSession& s) const;
   void warn_about_delta(RunSession& s, double delta) const;
-  void log_stage_shares(RunSession& s, const sdk::Accountant& accountant, double delta) const;
+  void log_stage_shares(RunSession& s, const sdk::Accountant& accountant, double delta,
+                        const std::vector<sdk::PrivacyEvent>& events) const;
   /// Pre-flight: each private stage's best-case noise-to-signal ratio, and a warning where it is high.
   void warn_about_noise(RunSession& s) const;
   sdk::PrivacyEvent plan_privacy(RunSession& s);
