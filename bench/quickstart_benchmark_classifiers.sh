@@ -12,7 +12,10 @@ samples=${2:-2000}
 epochs=${3:-10}
 privdiff=${4:-build/bin/privdiff}
 cd "$(dirname "$0")/.."
-[ -s "$run/checkpoint.pt" ] || "$privdiff" run examples/recipes/quickstart.toml --out "$run"
+if [ ! -s "$run/summary.json" ]; then  # not finished: resumed when interrupted, else started
+  if [ -s "$run/recipe.toml" ]; then "$privdiff" run --resume "$run"
+  else "$privdiff" run examples/recipes/quickstart.toml --out "$run"; fi
+fi
 images="$run/samples/edm_heun-$samples-images-idx3-ubyte.gz"
 [ -s "$images" ] || "$privdiff" sample "$run" --count "$samples"
 start=$(date +%s)

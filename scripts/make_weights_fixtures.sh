@@ -8,14 +8,8 @@
 # Usage: scripts/make_weights_fixtures.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-venv=${PRIVDIFF_CACHE:-$HOME/.cache/privdiff}/weights-venv
-pins="$root/scripts/weights_fixtures/requirements.txt"
-if ! cmp -s "$pins" "$venv/pins.txt" 2>/dev/null; then
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet -r "$pins"
-  cp "$pins" "$venv/pins.txt"
-fi
+source "$root/scripts/pinned_venv.sh"
+pinned_venv weights-venv "$root/scripts/weights_fixtures/requirements.txt"
 "$venv/bin/python" "$root/scripts/weights_fixtures/safetensors_reference.py" "$root/tests/fixtures/weights"
 "$venv/bin/python" "$root/scripts/weights_fixtures/diffusers_reference.py" "$root/tests/fixtures/weights"
 dpdm_commit=29bb94d92bb5440a664dbaa915c06a7397ea9ff3  # github.com/nv-tlabs/DPDM, "updated TMLR"

@@ -7,16 +7,15 @@
 #include "evaluate/evaluation.hpp"
 #include "recipe/core_schemas.hpp"
 #include "recipe/recipe_validator.hpp"
+#include "run/eval_record.hpp"
 #include "run/run_ledger.hpp"
 #include "run/sample_origin.hpp"
-#include "util/atomic_file.hpp"
 #include "util/cpu_threads.hpp"
 #include "sample/sample_set.hpp"
 
 #include <privdiff/config/value.hpp>
 
 #include <algorithm>
-#include <fstream>
 #include <optional>
 #include <iostream>
 #include <sstream>
@@ -78,13 +77,17 @@ EvaluationChoice checked_choice(const EvalArguments& args, const ComponentRegist
   }
 }
 
-void record_in_run(const fs::path& run, const nlohmann::json& result, const std::string& caveat, std::ostream& log) {
-  fs::create_directories(run);  // --run may name a new directory
-  // The caveat first: a kill between the writes never leaves the scores without it.
-  if (!caveat.empty() && has_run_records(run)) add_run_caveat(run, caveat);
-  write_file_atomically(run / "eval.json", result.dump(2) + "\n");
-  std::ofstream(run / "metrics.jsonl", std::ios::app) << nlohmann::json{{"eval", result}}.dump() << "\n";
-  log << "recorded in " << (run / "eval.json").string() << " and metrics.jsonl\n";
+/// What decides the scores besides the images: kept with them, and what tells two evaluations of
+/// one sample set apart (RUN/evals/).
+nlohmann::json evaluation_settings(const EvalArguments& args, const EvaluationChoice& choice) {
+  nlohmann::json evaluators = nlohmann::json::object();
+  for (const auto& e : choice.evaluators) {
+    nlohmann::json keys = nlohmann::json::object();  // as TOML writes them: 3, 0.5, "cnn", [1, 2]
+    for (const auto& [key, value] : e.config.values()) keys[key] = sdk::to_toml(value);
+    evaluators[e.id] = keys;
+  }
+  return {{"evaluators", evaluators}, {"real", args.real}, {"real_path", args.real_path},
+          {"reference", args.reference}, {"max_samples", args.max_samples}, {"seed", args.seed}};
 }
 
 }  // namespace
@@ -192,7 +195,10 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions& global, int& exit
     result["labels"] = labels.string();
     const std::string caveat = guards->caveat("eval.json");
     if (!caveat.empty()) result["caveats"].push_back(caveat);
-    if (!run.empty()) record_in_run(run, result, caveat, log);
+    result["settings"] = evaluation_settings(*args, choice);
+    if (!run.empty()) {
+      record_evaluation(run, result, caveat, args->max_samples == 0 || args->max_samples >= set.count(), log);
+    }
     for (const auto& caveat : result["caveats"]) log << "caveat: " << caveat.get<std::string>() << "\n";
     if (args->json) std::cout << result.dump() << "\n";
     exit_code = exit_ok;

@@ -67,6 +67,20 @@ std::vector<std::pair<std::string, std::string>> evaluation_columns(const std::v
   return columns;
 }
 
+/// Which sample set the run's eval.json scored: its file, within the run directory when it is there,
+/// and the --max-samples it was cut to.
+std::string scored_set(const RunRecord& r) {
+  const std::string samples = r.eval.value("samples", std::string());
+  if (samples.empty()) return "?";
+  std::error_code ec;
+  const fs::path relative = fs::relative(samples, r.dir, ec);
+  const bool inside = !ec && !relative.empty() && *relative.begin() != "..";
+  std::string out = inside ? relative.string() : samples;
+  const std::int64_t cut = r.eval.value("settings", nlohmann::json::object()).value("max_samples", std::int64_t{0});
+  if (cut > 0) out += " (--max-samples " + std::to_string(cut) + ")";
+  return out;
+}
+
 }  // namespace
 
 ComparisonTable make_comparison_table(const std::vector<RunRecord>& runs, const std::vector<std::string>& labels) {
@@ -105,6 +119,7 @@ ComparisonTable make_comparison_table(const std::vector<RunRecord>& runs, const 
   const auto metrics = evaluation_columns(runs);
   for (const auto& [id, metric] : metrics) column(metric + " [" + id + "]", id + "." + metric, id, metric);
   column("eval samples", "eval_samples", "evaluation", "samples");
+  column("eval set", "eval_set", "evaluation", "sample set");
   column("caveats", "caveats", privacy);
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const RunRecord& r = runs[i];
@@ -154,6 +169,7 @@ ComparisonTable make_comparison_table(const std::vector<RunRecord>& runs, const 
     for (const auto& [id, metric] : metrics) real(found(r.eval, {"evaluators", id.c_str(), "metrics", metric.c_str()}));
     const nlohmann::json samples = found(r.eval, {"counts", "samples"});
     text(samples.is_number() ? samples.dump() : none);
+    text(r.eval.is_object() ? scored_set(r) : none);
     text(std::to_string(r.privacy.value("caveats", nlohmann::json::array()).size()));
     t.rows.push_back(std::move(row));
     t.csv_rows.push_back(std::move(csv));

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <iomanip>
 #include <sstream>
@@ -38,8 +39,11 @@ std::int64_t shared_records(const std::vector<std::uint64_t>& a, const std::vect
   return n;
 }
 
-DatasetIdentity dataset_identity(const sdk::Dataset& data) {
+DatasetIdentity dataset_identity(const sdk::Dataset& data, std::ostream* log) {
   DatasetIdentity id;
+  const bool large = log && data.size() > 50'000;
+  if (large) *log << "fingerprinting " << data.name() << ": " << data.size() << " records\n" << std::flush;
+  auto last = std::chrono::steady_clock::now();
   id.name = data.name();
   id.size = data.size();
   std::vector<std::uint64_t> ordered;  // (record digest, label) per record, in order
@@ -50,6 +54,10 @@ DatasetIdentity dataset_identity(const sdk::Dataset& data) {
     const at::Tensor images = data.images(indices);
     const at::Tensor labels = data.labels(indices);
     if (!images.defined()) continue;  // (test stand-ins without content)
+    if (large && std::chrono::steady_clock::now() - last > std::chrono::seconds(10)) {
+      last = std::chrono::steady_clock::now();
+      *log << "  fingerprinted " << start << " of " << data.size() << " records\n" << std::flush;
+    }
     const at::Tensor bytes = sdk::pixels_to_bytes(images.to(at::kCPU)).contiguous();
     const at::Tensor label_values =
         labels.defined() ? labels.to(at::kCPU).to(at::kLong).contiguous() : at::zeros({bytes.size(0)}, at::kLong);

@@ -12,6 +12,7 @@
 #include <privdiff/components/dataset.hpp>
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -38,7 +39,8 @@ std::uint64_t record_digest(const std::uint8_t* pixels, std::int64_t channels, s
 /// How many values two sorted, distinct lists share (records two datasets have in common).
 std::int64_t shared_records(const std::vector<std::uint64_t>& a, const std::vector<std::uint64_t>& b);
 
-/// Reads the dataset once, in chunks (bounded memory).
-DatasetIdentity dataset_identity(const sdk::Dataset& data);
+/// Reads the dataset once, in chunks (bounded memory). `log` (may be null) gets a line for a large
+/// dataset (over 50,000 records) and one every 10 s while it is read (counts of records: public N).
+DatasetIdentity dataset_identity(const sdk::Dataset& data, std::ostream* log = nullptr);
 
 }  // namespace privdiff::core

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -236,8 +237,13 @@ std::vector<NearDuplicate> find_near_duplicates(const sdk::Dataset& a, const sdk
   const Candidates pairs = candidate_pairs(pa, pb);
   std::map<std::int64_t, NearDuplicate> best;
   constexpr std::int64_t batch = 2048;
+  auto last = std::chrono::steady_clock::now();
   for (std::int64_t i = 0; i < pairs.first.size(0); i += batch) {
     const std::int64_t n = std::min(batch, pairs.first.size(0) - i);
+    if (log && std::chrono::steady_clock::now() - last > std::chrono::seconds(10)) {  // (pair counts: not of records)
+      last = std::chrono::steady_clock::now();
+      *log << "  near-duplicates: aligned " << i << " of " << pairs.first.size(0) << " candidate pairs\n" << std::flush;
+    }
     const Alignment al = aligned(pa, pb, pairs, i, n, threshold);
     const at::Tensor found = (al.correlation >= threshold).nonzero().squeeze(1);
     for (std::int64_t f = 0; f < found.size(0); ++f) {

@@ -163,6 +163,12 @@ nlohmann::json evaluate_image_set(const sdk::LabelledImages& full, const Evaluat
   RealSplits real(plan.real, open, plan.check_split);
   const sdk::LabelledImages& test = real.split("test");
   sdk::LabelledImages set = full;
+  if (plan.max_samples > 0 && plan.max_samples < real.classes()) {
+    throw std::invalid_argument("--max-samples " + std::to_string(plan.max_samples) + " is below the " +
+                                std::to_string(real.classes()) + " classes of " + real.name() + ": a classifier "
+                                "trained on fewer images than classes scores nothing (give at least " +
+                                std::to_string(real.classes()) + ")");
+  }
   if (plan.max_samples > 0) set = class_spread_subset(set, plan.max_samples);
   check_comparable(set, test, real.classes(), real.name());
 

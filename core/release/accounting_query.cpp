@@ -64,7 +64,7 @@ nlohmann::json evaluate(const Target& t, const AccountingQuestion& q) {
     sdk::NoiseCalibration c;
     try {
       c = sdk::calibrate_noise_multiplier(*t.accountant, events, q.calibrate->target_epsilon, q.delta, tolerance);
-    } catch (const std::runtime_error& e) {  // a target no noise meets: the question, not the work, is wrong
+    } catch (const std::exception& e) {  // a target no noise meets, or none worth meeting: the question is wrong
       throw UsageError(t.id + ": " + e.what());
     }
     nlohmann::json j = result_json(t, t.accountant->epsilon(events(c.noise_multiplier), q.delta), q.delta);

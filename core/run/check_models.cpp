@@ -2,9 +2,11 @@
 
 #include "data/open_dataset.hpp"
 #include "run/composed_run.hpp"
+#include "recipe/diagnostic.hpp"
 #include "util/usage_error.hpp"
 
 #include <privdiff/components/mechanism.hpp>
+#include <privdiff/config/key_value_error.hpp>
 #include <privdiff/components/model.hpp>
 
 #include <ATen/ATen.h>
@@ -12,22 +14,31 @@
 namespace privdiff::core {
 
 std::unique_ptr<sdk::Dataset> open_public_data(const Recipe& recipe, const ComponentRegistry& registry,
-                                               const std::string& name) {
-  const DataSection& section = recipe.dataset(name);
+                                               const sdk::Mechanism& mechanism) {
+  const auto name = mechanism.public_data_name();
+  if (!name) return nullptr;
+  std::unique_ptr<sdk::Dataset> data;
   try {
-    return open_dataset(section, registry);
+    data = open_dataset(recipe.dataset(*name), registry);
+    mechanism.check_public_data(*data);
   } catch (const UsageError&) {
     throw;
+  } catch (const sdk::KeyValueError& e) {
+    throw RecipeError({recipe.diagnostic(e.key_path(), e.problem())});
   } catch (const std::runtime_error& e) {
     throw UsageError(recipe.file + ": " + e.what());
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(recipe.file + ": public data " + data->name() + ": " + e.what());
   }
+  return data;
 }
 
 MechanismPublicData mechanism_public_data(const Recipe& recipe, const ComponentRegistry& registry,
                                           const StageUnderTest& stage) {
   MechanismPublicData out;
-  out.name = stage.make(sdk::check::MechanismSettings{})->public_data_name();
-  if (out.name) out.data = open_public_data(recipe, registry, *out.name);
+  const auto mechanism = stage.make(sdk::check::MechanismSettings{});
+  out.name = mechanism->public_data_name();
+  out.data = open_public_data(recipe, registry, *mechanism);
   return out;
 }
 

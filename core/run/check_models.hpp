@@ -27,10 +27,12 @@ struct MechanismPublicData {
   std::unique_ptr<sdk::Dataset> data;   ///< it, opened (null: none)
 };
 
-/// The recipe's dataset `name` (a mechanism's public data), opened; a dataset that cannot be opened is
-/// bad input: UsageError naming the recipe file and the dataset's section.
+/// The public data `mechanism` reads (Mechanism::public_data_name), opened and passed through its
+/// check_public_data (null when it names none). A dataset that cannot be opened is bad input:
+/// UsageError naming the recipe file and the dataset's section; a key the data cannot serve, a
+/// RecipeError at its place.
 std::unique_ptr<sdk::Dataset> open_public_data(const Recipe& recipe, const ComponentRegistry& registry,
-                                               const std::string& name);
+                                               const sdk::Mechanism& mechanism);
 
 /// The public data of `stage`'s mechanism (built once with the check's settings to ask). Throws
 /// UsageError when the recipe has no such dataset or it cannot be opened.

@@ -412,6 +412,7 @@ void RunOrchestrator::preflight(RunSession& s) {
   }
   open_datasets(s);
   check_data_use(s);
+  check_public_data(s);
   for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {  // e.g. a batch larger than the data
     try {
       components_.mechanisms[i]->planned_events_with(1.0, s.stage_size(i));

@@ -4,6 +4,7 @@
 #include "run/run_session.hpp"
 
 #include "sample/sample_set.hpp"
+#include <privdiff/config/key_value_error.hpp>
 #include <privdiff/data/idx_file.hpp>
 #include <privdiff/data/image_dataset.hpp>
 
@@ -70,8 +71,27 @@ void RunOrchestrator::open_datasets(RunSession& s) {
   for (std::size_t i = 0; i < recipe_.stages.size(); ++i) refuse_release_without_classes(i);
   // What each dataset holds, by content: the data-use rules compare records, not names.
   for (const auto& [name, data] : s.datasets) {
-    s.identities.emplace(name, dataset_identity(*data));
+    s.identities.emplace(name, dataset_identity(*data, &s.log));
     check_data_fits_model(name, *data, trained_on(name));
+  }
+}
+
+void RunOrchestrator::check_public_data(const RunSession& s) const {
+  // The mechanism's own rules for the public data it reads (e.g. no more classes selected than it
+  // has), once the data-use rules found it public, before any run directory is made: a
+  // KeyValueError is reported at its key (file:line).
+  for (std::size_t i = 0; i < components_.mechanisms.size(); ++i) {
+    const auto name = components_.mechanisms[i]->public_data_name();
+    if (!name) continue;
+    const sdk::Dataset& data = *s.datasets.at(*name);
+    try {
+      components_.mechanisms[i]->check_public_data(data);
+    } catch (const sdk::KeyValueError&) {
+      throw;
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error("stage[" + std::to_string(i) + "] '" + recipe_.stages[i].name + "': public data " +
+                               data.name() + ": " + e.what());
+    }
   }
 }
 

@@ -166,7 +166,7 @@ void RunOrchestrator::open_run_directory(RunSession& s) {
   if (approximate_guarantee_) s.summary.ledger.add_caveat(release::approximation_caveat(recipe_.privacy.get_string("accountant")));
   for (const auto& caveat : s.data_caveats) s.summary.ledger.add_caveat(caveat);
   s.write_ledger();
-  if (s.writes()) s.metrics.open(s.metrics_path(), std::ios::app);
+  if (s.writes()) s.metrics.open(s.run_dir);
 }
 
 void RunOrchestrator::initialise_from_source(RunSession& s) {

@@ -149,6 +149,7 @@ class RunOrchestrator {
   std::string spending_note(const RunSession& s, std::int64_t planned_steps) const;
 
   void open_datasets(RunSession& s);
+  void check_public_data(const RunSession& s) const;
   /// The class count from public configuration (the model's num_classes; 0: unconditional).
   std::int64_t public_classes() const;
   /// Refuses data whose image shape or labels the model cannot take (pre-flight).

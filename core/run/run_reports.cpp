@@ -85,7 +85,8 @@ void RunOrchestrator::run_evals(RunSession& s) {
     result["eval"] = e;
     write_file_atomically(s.run_dir / ("eval-" + std::to_string(e) + ".json"), result.dump(2) + "\n");
     write_file_atomically(s.run_dir / "eval.json", result.dump(2) + "\n");
-    s.metrics << nlohmann::json{{"eval", result}}.dump() << "\n" << std::flush;
+    s.metrics.write(nlohmann::json{{"eval", result}});
+    s.metrics.flush();
   }
 }
 

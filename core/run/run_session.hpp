@@ -11,6 +11,7 @@
 #include "util/cpu_share.hpp"
 #include "util/process_cpu.hpp"
 #include "run/init_from.hpp"
+#include "run/metrics_log.hpp"
 #include "run/run_checkpoint.hpp"
 #include "run/run_ledger.hpp"
 #include "run/run_orchestrator.hpp"
@@ -86,7 +87,7 @@ struct RunSession {
   std::string recipe_sha;
   std::optional<LoadedCheckpoint> resumed;
   bool restart = false;  // --resume of a run killed before its first checkpoint: a fresh start in place
-  std::ofstream metrics;
+  MetricsLog metrics;  // metrics.jsonl and its TensorBoard events (rank 0 only)
   double earlier_seconds = 0;  // training time of earlier sessions of this run
   double earlier_cpu_seconds = 0;  // and their CPU time (this process's: rank 0's in a multi-process run)
   std::chrono::steady_clock::time_point session_start = std::chrono::steady_clock::now();

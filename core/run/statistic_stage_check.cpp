@@ -82,9 +82,9 @@ sdk::check::Report check_statistic_stage(const Recipe& recipe, const ComponentRe
   const auto make = mechanism_with_seeded_noise(recipe, registry, stage, log);
   at::manual_seed(seed);
   const std::unique_ptr<sdk::Model> model = create_model(recipe, registry);
-  const auto public_name = make(1)->public_data_name();
-  std::unique_ptr<sdk::Dataset> public_data;
-  if (public_name) public_data = open_public_data(recipe, registry, *public_name);
+  const auto asked = make(1);
+  const auto public_name = asked->public_data_name();
+  const std::unique_ptr<sdk::Dataset> public_data = open_public_data(recipe, registry, *asked);
   const std::int64_t classes = recipe.model->config.has("num_classes") ? recipe.model->config.get_int("num_classes") : 0;
   const std::vector<std::int64_t> shape = model->image_shape();
   const at::Tensor images = sdk::check::random_images(stand_in_records, 7 + seed, shape).to(at::kFloat);

@@ -55,7 +55,7 @@ void StepRecord::write_metrics_line(const sdk::StepReport& r, double epsilon) {
   if (!std::isnan(epsilon)) line["epsilon"] = epsilon;
   if (!r.engine.empty()) line["engine"] = r.engine;
   if (!r.metrics.empty()) line["mechanism"] = r.metrics;  // released figures (StepReport::metrics)
-  if (s_.writes()) s_.metrics << line.dump() << "\n";
+  if (s_.writes()) s_.metrics.write(line);
 }
 
 void StepRecord::print_engine(const std::map<std::string, std::string>& engine) {

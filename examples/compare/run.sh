@@ -14,7 +14,8 @@ mkdir -p "$out"
 for k in 1 8; do
   run="$out/k$k"
   if [ ! -s "$run/summary.json" ]; then
-    if [ -s "$run/checkpoint.pt" ]; then "$privdiff" run --resume "$run"
+    if [ -s "$run/recipe.toml" ]; then  # interrupted: resumed (or started over in place before its first checkpoint)
+      "$privdiff" run --resume "$run"
     else "$privdiff" run "examples/compare/dpdm_fmnist_k$k.toml" --out "$run"; fi
   fi
   "$privdiff" sample "$run" --count "$samples" --out "$run/samples/heun-$samples"

@@ -11,7 +11,9 @@ train() {  # NAME RECIPE [--set ...]
   local run="$out/$1" recipe=$2
   shift 2
   if [ -s "$run/summary.json" ]; then return; fi
-  if [ -s "$run/checkpoint.pt" ]; then "$privdiff" run --resume "$run"
+  # Interrupted, with or without a checkpoint: --resume continues it, or starts it over in place when it
+  # was killed before its first checkpoint (the privacy it spent stays in its ledger).
+  if [ -s "$run/recipe.toml" ]; then "$privdiff" run --resume "$run"
   else "$privdiff" run "$recipe" --out "$run" --set "run.name=\"$(basename "$run")\"" "$@"; fi
 }
 evaluate() {  # RUN_DIR

@@ -101,6 +101,11 @@ bad --history 5:0.1:5 --noise-multiplier 1 --sample-rate 0.1 --steps 10 --delta 
 # A target no noise can meet: the question is wrong (exit 2, said so), not the work.
 bad --sample-rate 0.01 --steps 1000 --epsilon 1e-9 --delta 1e-5 --calibrate --accountant rdp
 grep -q "no noise multiplier up to" <<<"$out" || fail "an unreachable target not said: $out"
+bad --sample-rate 0.01 --steps 1000 --epsilon 1e-9 --delta 1e-5 --calibrate --accountant prv
+grep -q "prv: calibration: no noise multiplier up to 10000" <<<"$out" || fail "prv, an unreachable target: $out"
+# A target where a guarantee promises nothing: refused, not searched for (PRV's grid grows with epsilon).
+bad --sample-rate 0.01 --steps 1000 --epsilon 1e6 --delta 1e-5 --calibrate --accountant prv
+grep -q "target epsilon 1e+06 is above 1000, where a guarantee promises nothing" <<<"$out" || fail "epsilon 1e6: $out"
 bad "$tmp/nonexistent"
 bad --noise-multiplier x --sample-rate 0.1 --steps 10 --delta 1e-5
 

@@ -35,13 +35,33 @@ done
 "$privdiff" sample "$tmp/k2" --count 20 --out "$tmp/k2/samples/s" >/dev/null 2>&1 || fail "sample failed"
 "$privdiff" eval "$tmp/k2/samples/s-images-idx3-ubyte.gz" --real-path "$tiny" --classifiers logreg --epochs 1 \
   >/dev/null 2>&1 || fail "eval failed"
+# A smoke test's scores are kept beside the real ones (RUN/evals/), never in their place (eval.json).
+smoke=$("$privdiff" eval "$tmp/k2/samples/s-images-idx3-ubyte.gz" --real-path "$tiny" --classifiers logreg --epochs 1 \
+  --max-samples 10 2>&1) || fail "smoke eval failed: $smoke"
+grep -q "kept $tmp/k2/eval.json as it was: this evaluation scored part of the sample set" <<<"$smoke" || fail "smoke: $smoke"
+python3 - "$tmp/k2" <<'PY' || fail "the evaluations kept in evals/"
+import glob, json, sys
+kept = sorted(glob.glob(sys.argv[1] + "/evals/s.*.json"))
+assert len(kept) == 2, kept  # the whole set's and the smoke test's (other settings)
+counts = sorted(json.load(open(f))["counts"]["samples"] for f in kept)
+assert counts == [10, 20], counts
+assert json.load(open(sys.argv[1] + "/eval.json"))["counts"]["samples"] == 20
+PY
+few=$("$privdiff" eval "$tmp/k2/samples/s-images-idx3-ubyte.gz" --real-path "$tiny" --max-samples 5 2>&1); rc=$?
+[ $rc = 2 ] && grep -q "max-samples 5 is below the 10 classes of" <<<"$few" || fail "--max-samples 5 (exit $rc): $few"
+# TensorBoard scalars beside metrics.jsonl (their bytes: TensorBoardEvents.*).
+for k in 1 2; do
+  for tag in /loss /epsilon; do grep -aq "$tag" "$tmp/k$k/events.out.tfevents.privdiff" || fail "k$k events: no $tag"; done
+done
+grep -aq "eval/dpdm_classifiers/accuracy.logreg" "$tmp/k2/events.out.tfevents.privdiff" || fail "k2 events: no eval"
 out=$("$privdiff" compare "$tmp/k1" "$tmp/k2" --out "$tmp/report" --points 6 2>&1) || fail "compare: $out"
 echo "$out"
 grep -q "^| run | mechanism | K | ε (rdp) | ε (prv) | calibrated by | δ | σ | steps | private steps | trainable params | ex/s (private) | train time (s) | train CPU-h | accuracy.logreg \[dpdm_classifiers\] | frechet_distance \[feature_cnn\] " <<<"$out" \
   || fail "markdown header"
 # (one caveat each: private_diagnostics)
-grep -Eq "^\| tiny-k1 \| dpdm \| 1 \| .* \| rdp \| .* \| 20 \| 1 \|$" <<<"$out" || fail "k1 row (evaluated by [[eval]])"
-grep -Eq "^\| tiny-k2 \| dpdm \| 2 \| .* \| 6 \| .* \| 20 \| 1 \|$" <<<"$out" || fail "k2 row (6 steps, 20 eval samples)"
+grep -Eq "^\| tiny-k1 \| dpdm \| 1 \| .* \| rdp \| .* \| 20 \| [^|]+ \| 1 \|$" <<<"$out" || fail "k1 row (evaluated by [[eval]])"
+grep -Eq "^\| tiny-k2 \| dpdm \| 2 \| .* \| 6 \| .* \| 20 \| samples/s-images-idx3-ubyte.gz \| 1 \|$" <<<"$out" \
+  || fail "k2 row (6 steps, 20 eval samples of samples/s)"
 # Without gnuplot (the GPU machine has none) the report has no plots, and says so.
 has_gnuplot=0; command -v gnuplot > /dev/null && has_gnuplot=1
 [ $has_gnuplot = 1 ] || grep -q "warning: privdiff compare draws its plots with gnuplot" <<<"$out" || fail "no gnuplot warning: $out"

@@ -107,4 +107,8 @@ for votes in 3 4; do
   [ "$code" = 2 ] && grep -q "votes_per_record: must be below samples_per_class (3), got $votes" <<<"$out" ||
     fail "votes $votes: exit $code: $out"
 done
+# A classifier embedding needs public data of two classes or more: refused at the key before a run.
+code=0
+out=$("$privdiff" validate "$tmp/r.toml" --set 'data.public.classes=[3]' 2>&1) || code=$?
+[ "$code" = 2 ] && grep -q "stage\[1\]\.embedding: .*needs records of at least 2 classes" <<<"$out" || fail "one public class: exit $code: $out"
 echo "1 passed, 0 failed"

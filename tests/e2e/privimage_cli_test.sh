@@ -107,6 +107,20 @@ out=$("$privdiff" validate "$tmp/none.toml" 2>&1) || code=$?
 code=0
 out=$("$privdiff" validate "$tmp/r.toml" --set stage.0.classifier_depth=10 2>&1) || code=$?
 [ "$code" = 2 ] && grep -q "classifier_depth: a ResNet's depth is 6n + 2" <<<"$out" || fail "depth 10: exit $code: $out"
+# More classes selected or counted than the public data has: refused by validate at the key (the
+# mechanism's check_public_data), and by run before the run directory is made (issue 69).
+sed 's/^top_k = 2$/top_k = 17/' "$tmp/r.toml" > "$tmp/top17.toml"
+code=0
+out=$("$privdiff" validate "$tmp/top17.toml" 2>&1) || code=$?
+[ "$code" = 2 ] && grep -q "top17.toml:[0-9]*:[0-9]*: stage\[0\]\.top_k: 17 is more than the public data's 16 classes" <<<"$out" \
+  || fail "top_k 17: exit $code: $out"
+code=0
+out=$("$privdiff" validate "$tmp/r.toml" --set stage.0.select=17 2>&1) || code=$?
+[ "$code" = 2 ] && grep -q "stage\[0\]\.select: 17 is more than the public data's 16 classes" <<<"$out" \
+  || fail "select 17: exit $code: $out"
+code=0
+out=$("$privdiff" run "$tmp/r.toml" --set stage.0.top_k=17 --out "$tmp/top17" 2>&1) || code=$?
+[ "$code" = 2 ] && [ ! -e "$tmp/top17" ] || fail "run with top_k 17: exit $code, $(ls "$tmp/top17" 2>&1): $out"
 sed -e 's/^num_classes = 10$/num_classes = 0/' -e '/^\[\[stage\]\]$/,$d' "$tmp/r.toml" > "$tmp/uncond.toml"
 sed -n '/^\[\[stage\]\]$/,/^secure_noise/p' "$tmp/r.toml" | sed '/^secure_noise/q' >> "$tmp/uncond.toml"
 code=0

@@ -149,6 +149,18 @@ TEST(ImageFolderDataset, BadFoldersAndImagesAreNamed) {
   fs::create_symlink(dir / "gone.png", dir / "other" / "link.png");
   const std::string link = error_of([&] { open_data("image_folder", {{"path", text(dir.string())}}); });
   EXPECT_NE(link.find("link.png: a broken link"), std::string::npos) << link;
+  fs::remove(dir / "other" / "link.png");
+  // An image of another format in a class folder, an image beside the class folders; a README is no data.
+  std::ofstream(dir / "README.txt") << "what these images are";
+  std::ofstream(dir / ".DS_Store") << "hidden";
+  EXPECT_NO_THROW(open_data("image_folder", {{"path", text(dir.string())}}));
+  std::ofstream(dir / "other" / "c.gif") << "GIF89a";
+  const std::string gif = error_of([&] { open_data("image_folder", {{"path", text(dir.string())}}); });
+  EXPECT_NE(gif.find("c.gif: an image in a format image_folder does not read"), std::string::npos) << gif;
+  fs::remove(dir / "other" / "c.gif");
+  write_png(dir / "stray.png", 28, 28, 1, 5);
+  const std::string stray = error_of([&] { open_data("image_folder", {{"path", text(dir.string())}}); });
+  EXPECT_NE(stray.find("stray.png: an image outside every class folder"), std::string::npos) << stray;
   fs::remove_all(dir);
 }
 

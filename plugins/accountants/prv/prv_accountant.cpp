@@ -21,6 +21,8 @@ using sdk::prv::PrvComposition;
 namespace {
 
 constexpr double inf = std::numeric_limits<double>::infinity();
+// The most points a refined grid may have (a few seconds of FFTs, 0.4 GB).
+constexpr double refined_cells = 1 << 24;
 
 }  // namespace
 
@@ -46,15 +48,18 @@ class PrvAccountant : public Accountant {
     }
     // eps_error is absolute: where epsilon is small against it, the upper bound would be mostly
     // discretisation error (0.016 for an estimate of 0.006). There the grid is refined to a relative
-    // error of 1% of the estimate (at most 1000 times finer; the grid is small at small epsilon).
+    // error of 1% of the estimate: at most 1000 times finer, and to at most refined_cells points
+    // (the grid's size grows as 1/eps_error; a coarser grid's upper bound is looser, never wrong).
     auto compose = [&](double eps_error) {
       return std::make_unique<PrvComposition>(atoms, eps_error, delta_error, PrvComposition::Question{true, delta});
     };
     double eps_error = eps_error_;
     auto composition = compose(eps_error);
     EpsilonBounds b = composition->epsilon_bounds(delta);
-    if (b.estimate < 10 * eps_error_) {
-      eps_error = std::max(eps_error_ / 1000, 0.01 * b.estimate);
+    const double finest = eps_error_ * 2 * static_cast<double>(composition->grid_size()) / refined_cells;
+    const double refined = std::max({eps_error_ / 1000, 0.01 * b.estimate, finest});
+    if (b.estimate < 10 * eps_error_ && refined < eps_error_ / 2) {
+      eps_error = refined;
       composition = compose(eps_error);
       b = composition->epsilon_bounds(delta);
     }

@@ -24,10 +24,24 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool is_image(const fs::path& p) {
+std::string extension_of(const fs::path& p) {
   std::string ext = p.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return ext;
+}
+
+bool is_image(const fs::path& p) {
+  const std::string ext = extension_of(p);
   return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
+}
+
+// An image in a format this plugin does not read: meant as data, so never skipped without a word.
+bool is_other_image(const fs::path& p) {
+  const std::string ext = extension_of(p);
+  for (const char* other : {".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".pnm", ".heic", ".avif", ".jxl"}) {
+    if (ext == other) return true;
+  }
+  return false;
 }
 
 // One image as uint8 [C, size, size].
@@ -59,7 +73,13 @@ LabelledBytes read(const Config& c) {
   auto hidden = [](const fs::path& p) { return p.filename().string().rfind('.', 0) == 0; };
   std::vector<fs::path> classes;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
-    if (entry.is_directory() && !hidden(entry.path())) classes.push_back(entry.path());
+    if (hidden(entry.path())) continue;
+    if (entry.is_directory()) classes.push_back(entry.path());
+    // Other files beside the class folders (a README, a licence) are not data; an image is meant as some.
+    if (!entry.is_directory() && is_image(entry.path())) {
+      throw std::runtime_error(entry.path().string() + ": an image outside every class folder (it has no class: move it "
+                               "into the folder of its class)");
+    }
   }
   std::sort(classes.begin(), classes.end());
   std::vector<at::Tensor> images;
@@ -77,7 +97,11 @@ LabelledBytes read(const Config& c) {
       if (entry.is_symlink() && !fs::exists(entry.path(), ec)) {
         throw std::runtime_error(entry.path().string() + ": a broken link (its target is gone)");
       }
-      if (entry.is_regular_file() && is_image(entry.path())) files.push_back(entry.path());
+      if (is_other_image(entry.path())) {
+        throw std::runtime_error(entry.path().string() + ": an image in a format image_folder does not read (it reads "
+                                 ".png, .jpg and .jpeg: convert it, or move it out of the class folder)");
+      }
+      if (is_image(entry.path())) files.push_back(entry.path());  // (other files, notes or licences, are no data)
     }
     if (files.empty()) throw std::runtime_error(classes[k].string() + ": a class folder without PNG/JPEG images");
     std::sort(files.begin(), files.end());
@@ -111,7 +135,7 @@ void register_components(Registrar* registrar) {
   registrar->add<ImageFolderDataset>(
       "image_folder", "one sub-folder of PNG/JPEG images per class, resized to image_size",
       Schema{}
-          .add(Key::string("path").doc("directory with one sub-folder per class (classes in sorted name order)"))
+          .add(Key::string("path").doc("directory with one sub-folder of .png/.jpg/.jpeg images per class (classes in sorted name order; other image formats refused by name, hidden and non-image files skipped)"))
           .add(Key::integer("image_size").at_least(4).at_most(1024).defaults(28).doc("height and width the images are resized to (at most 1024)"))
           .add(Key::integer("channels").at_least(1).defaults(1).doc("1 = grey, 3 = RGB"))
           .add(Key::boolean("public").defaults(false).doc("true marks the images as public (non-private stages may use them)")));

@@ -8,6 +8,7 @@
 // after the stage.
 #include <privdiff/components/dataset.hpp>
 #include <privdiff/components/mechanism.hpp>
+#include <privdiff/config/key_value_error.hpp>
 #include <privdiff/components/model.hpp>
 #include <privdiff/diffusion/sampling.hpp>
 #include <privdiff/engine/nearest_neighbour_votes.hpp>
@@ -32,7 +33,7 @@ using namespace privdiff::sdk;
 
 class PrivateEvolution : public Mechanism {
  public:
-  explicit PrivateEvolution(const Config& c) : public_data_(c.get_string("public_data")) {
+  explicit PrivateEvolution(const Config& c) : path_(c.path()), public_data_(c.get_string("public_data")) {
     iterations_ = c.get_int("iterations");
     samples_per_class_ = c.get_int("samples_per_class");
     o_.votes_per_record = c.get_int("votes_per_record");
@@ -77,6 +78,18 @@ class PrivateEvolution : public Mechanism {
     return samples_per_class_ * std::max<std::int64_t>(classes, 1);
   }
   // Nothing trains: the model is the public generator.
+  void check_public_data(const Dataset& pub) const override {
+    // A classifier trained on one class embeds every image alike: every vote would say nothing.
+    if (pixel_embedding_) return;
+    const at::Tensor counts = at::bincount(pub.labels(at::arange(pub.size(), at::kLong)), {}, pub.num_classes());
+    const std::int64_t held = counts.gt(0).sum().item<std::int64_t>();
+    if (held < 2) {
+      throw KeyValueError(path_ + ".embedding", "\"classifier\" trains a classifier on the public data, which needs "
+                          "records of at least 2 classes (" + pub.name() + " has records of " + std::to_string(held) +
+                          "; or set embedding = \"pixels\")");
+    }
+  }
+
   void select_trainable(Model& model) const override {
     for (auto& p : model.module().parameters()) p.set_requires_grad(false);
   }
@@ -190,6 +203,7 @@ class PrivateEvolution : public Mechanism {
     return at::cat(chosen);
   }
 
+  std::string path_;
   std::string public_data_;
   std::int64_t iterations_ = 5, samples_per_class_ = 100;
   engine::NearestNeighbourVoteOptions o_;

@@ -5,6 +5,7 @@
 // non-private pretraining stage. The classifier sees public data only.
 #include <privdiff/components/dataset.hpp>
 #include <privdiff/components/mechanism.hpp>
+#include <privdiff/config/key_value_error.hpp>
 #include <privdiff/engine/random_stream.hpp>
 #include <privdiff/engine/release_noise.hpp>
 #include <privdiff/engine/semantic_query.hpp>
@@ -17,6 +18,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace privdiff::plugins::semantic_query {
 
@@ -38,7 +40,7 @@ std::string listed(const at::Tensor& row) {
 
 class SemanticQuery : public Mechanism {
  public:
-  explicit SemanticQuery(const Config& c) : public_data_(c.get_string("public_data")) {
+  explicit SemanticQuery(const Config& c) : path_(c.path()), public_data_(c.get_string("public_data")) {
     o_.top_k = c.get_int("top_k");
     o_.select = c.get_int("select");
     o_.noise_multiplier = c.get_double("noise_multiplier");
@@ -58,24 +60,31 @@ class SemanticQuery : public Mechanism {
     return images_per_class_ * classes;
   }
 
+  void check_public_data(const Dataset& pub) const override {
+    const std::int64_t classes = pub.num_classes();
+    for (const auto& [key, value] : {std::pair<const char*, std::int64_t>{"top_k", o_.top_k}, {"select", o_.select}}) {
+      if (value > classes) {
+        throw KeyValueError(path_ + "." + key, std::to_string(value) + " is more than the public data's " +
+                                           std::to_string(classes) + " classes (" + pub.name() + ")");
+      }
+    }
+    // Every public class must hold a record, or a selection of it could not be released after the
+    // query is spent.
+    const at::Tensor counts = at::bincount(pub.labels(at::arange(pub.size(), at::kLong)), {}, classes);
+    if (counts.min().item<std::int64_t>() == 0) {
+      throw KeyValueError(path_ + ".public_data", "class " + std::to_string(counts.argmin().item<std::int64_t>()) + " of " +
+                                                    pub.name() + " holds no record (every class may be selected)");
+    }
+  }
+
   void run(StageContext& context) override {
     if (!context.release || !context.public_data) {
       throw std::logic_error("semantic_query: the host gave the stage no public data or nowhere to release to");
     }
     if (context.resume) throw std::runtime_error("semantic_query cannot resume mid-stage: its query is spent");
     const Dataset& pub = *context.public_data;
-    if (o_.top_k > pub.num_classes() || o_.select > pub.num_classes()) {
-      throw std::invalid_argument("semantic_query: top_k and select must be at most the public data's " +
-                                  std::to_string(pub.num_classes()) + " classes");
-    }
-    // Every public class must hold a record, or a selection of it could not be released after the
-    // query is spent (public data only: checked before anything private is read).
+    check_public_data(pub);  // (the host has; public data only, before anything private is read)
     const at::Tensor public_labels = pub.labels(at::arange(pub.size(), at::kLong));
-    const at::Tensor counts = at::bincount(public_labels, {}, pub.num_classes());
-    if (counts.min().item<std::int64_t>() == 0) {
-      throw std::invalid_argument("semantic_query: public_data " + pub.name() + " has a class without records (class " +
-                                  std::to_string(counts.argmin().item<std::int64_t>()) + ")");
-    }
     const at::Tensor all = at::arange(context.data.size(), at::kLong);
     const evaluation::PublicClassifier classifier(pub, public_labels, classifier_, context.seed, std::cout, "semantic_query");
     std::cout << "semantic_query: classifying the private images (their counts stay hidden until the noisy "
@@ -105,6 +114,7 @@ class SemanticQuery : public Mechanism {
   }
 
  private:
+  std::string path_;
   std::string public_data_;
   engine::SemanticQueryOptions o_;
   std::int64_t images_per_class_ = 1000;

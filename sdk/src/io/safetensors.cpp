@@ -62,27 +62,41 @@ std::string known_dtypes() {
   throw std::runtime_error(what + ": safetensors: " + why);
 }
 
-// The JSON header, refusing a name given twice in any object (nlohmann would keep the last).
-nlohmann::json parse_json(std::string_view text, const std::string& what) {
+// The first name given twice in one object, found by a SAX pass over the text (nlohmann's parser
+// with a callback would rescan the enclosing object at every object's end: quadratic in the number
+// of tensors).
+struct RepeatedKey : nlohmann::json_sax<nlohmann::json> {
   std::vector<std::set<std::string>> keys;  // one set per open object
   std::string repeated;
-  auto callback = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    using Event = nlohmann::json::parse_event_t;
-    if (event == Event::object_start) keys.emplace_back();
-    if (event == Event::object_end && !keys.empty()) keys.pop_back();
-    if (event == Event::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second &&
-        repeated.empty()) {
-      repeated = parsed.get<std::string>();
-    }
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return keys.emplace_back(), true; }
+  bool end_object() override { return keys.pop_back(), true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool key(string_t& name) override {
+    if (!keys.back().insert(name).second && repeated.empty()) repeated = name;
     return true;
-  };
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+};
+
+// The JSON header, refusing a name given twice in any object (nlohmann would keep the last).
+nlohmann::json parse_json(std::string_view text, const std::string& what) {
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(text.begin(), text.end(), callback);
+    header = nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::exception& e) {
     refuse(what, std::string("the header is not valid JSON (") + e.what() + ")");
   }
-  if (!repeated.empty()) refuse(what, "the header names '" + repeated + "' twice");
+  RepeatedKey sax;
+  nlohmann::json::sax_parse(text.begin(), text.end(), &sax);
+  if (!sax.repeated.empty()) refuse(what, "the header names '" + sax.repeated + "' twice");
   if (!header.is_object()) refuse(what, "the header is JSON but not an object");
   return header;
 }
@@ -243,13 +257,12 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
     throw std::runtime_error(what + ": cannot map (" + std::strerror(errno) + ")");
   }
   header_ = parse_safetensors(std::string_view(mapping_->size ? mapping_->bytes() : "", mapping_->size), what);
+  for (std::size_t i = 0; i < header_.entries.size(); ++i) index_.emplace(header_.entries[i].name, i);
 }
 
 const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
-  for (const auto& e : header_.entries) {
-    if (e.name == name) return &e;
-  }
-  return nullptr;
+  const auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &header_.entries[it->second];
 }
 
 at::Tensor SafetensorsFile::tensor(const std::string& name) const {
@@ -301,15 +314,19 @@ std::string safetensors_bytes(const std::vector<std::pair<std::string, at::Tenso
   std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
     return a.dtype->rank != b.dtype->rank ? a.dtype->rank > b.dtype->rank : a.name < b.name;
   });
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  // The header's object written member by member (an ordered_json would search its keys at each
+  // insertion: quadratic in the number of tensors).
+  std::string text = "{";
+  if (!metadata.empty()) text += "\"__metadata__\":" + nlohmann::json(metadata).dump();
   std::uint64_t at = 0;
   for (const auto& item : items) {
     const auto bytes = static_cast<std::uint64_t>(item.data.nbytes());
-    header[item.name] = {{"dtype", item.dtype->name}, {"shape", item.data.sizes().vec()}, {"data_offsets", {at, at + bytes}}};
+    const nlohmann::ordered_json spec = {
+        {"dtype", item.dtype->name}, {"shape", item.data.sizes().vec()}, {"data_offsets", {at, at + bytes}}};
+    text += (text.size() > 1 ? "," : "") + nlohmann::json(item.name).dump() + ":" + spec.dump();
     at += bytes;
   }
-  std::string text = header.dump();
+  text += "}";
   text.append((8 - text.size() % 8) % 8, ' ');
   std::string out(8, '\0');
   const std::uint64_t length = text.size();

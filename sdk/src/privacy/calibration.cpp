@@ -10,11 +10,26 @@ namespace privdiff::sdk {
 
 namespace {
 
+// Above it (e^1000 as the bound on the likelihood ratio) a guarantee promises nothing, and the
+// accountants' work grows with epsilon (PRV's grid): such a noise target is refused rather than
+// searched for (a step count's search stays cheap: it needs no smaller noise).
+constexpr double largest_target = 1000;
+
 void check_target(double target_epsilon, double delta) {
   if (!(target_epsilon > 0) || !std::isfinite(target_epsilon)) {
     throw std::invalid_argument("calibration: target epsilon must be finite and > 0");
   }
   if (!(delta > 0 && delta < 1)) throw std::invalid_argument("calibration: delta must be in (0, 1)");
+}
+
+void check_meaningful(double target_epsilon) {
+  if (target_epsilon > largest_target) {
+    char text[160];
+    std::snprintf(text, sizeof text, "calibration: target epsilon %.6g is above %g, where a guarantee promises nothing "
+                  "(set the noise multiplier instead, or a target of at most %g)", target_epsilon, largest_target,
+                  largest_target);
+    throw std::invalid_argument(text);
+  }
 }
 
 double epsilon_of(const Accountant& accountant, const PrivacyEvent& event, double delta) {
@@ -36,6 +51,7 @@ NoiseCalibration calibrate_noise_multiplier(const Accountant& accountant,
                                             double target_epsilon, double delta, double tolerance,
                                             double max_noise_multiplier) {
   check_target(target_epsilon, delta);
+  check_meaningful(target_epsilon);
   if (!(tolerance > 0)) throw std::invalid_argument("calibration: tolerance must be > 0");
   auto eps = [&](double sigma) { return epsilon_of(accountant, events(sigma), delta); };
   // An accountant that cannot evaluate so little noise (PRV's grid at a tiny sigma over many steps)

@@ -211,11 +211,11 @@ double rdp_domain_half_width(const RdpCurves& curves, std::int64_t n_total, doub
   return std::max(L, eps_error) + 3;
 }
 
-// The mesh of Thm 5.5 over [-L, L], refused before allocation when it would not fit in memory.
+// The mesh of Thm 5.5 over [-L, L], refused before allocation when it would take over a GB and a minute.
 Grid make_grid(double L, std::int64_t n_total, double eps_error, double delta_error) {
   const double dt = eps_error / std::sqrt(static_cast<double>(n_total) * std::log(12 / delta_error) / 2);
   const double cells = 2 * std::ceil(L / dt);
-  if (cells > 1.5e9) {
+  if (cells > 1.5e8) {
     std::ostringstream os;
     os << "prv: the grid would need " << std::setprecision(3) << cells << " points (domain +-" << L << ", mesh "
        << dt << "): the plan's privacy loss is too spread out for its mesh (a tiny noise multiplier, or very many "

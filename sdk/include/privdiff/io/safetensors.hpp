@@ -51,7 +51,7 @@ class PRIVDIFF_SDK_API SafetensorsFile {
   const std::filesystem::path& path() const { return path_; }
   const std::vector<SafetensorsEntry>& entries() const { return header_.entries; }
   const std::map<std::string, std::string>& metadata() const { return header_.metadata; }
-  /// The entry `name`, or null.
+  /// The entry `name`, or null (logarithmic in the number of tensors).
   const SafetensorsEntry* find(const std::string& name) const;
   /// The tensor `name` on the CPU, sharing the mapped file's pages where its bytes are aligned (a
   /// write into it stays in this process). Throws std::out_of_range for an unknown name and
@@ -65,6 +65,7 @@ class PRIVDIFF_SDK_API SafetensorsFile {
   std::filesystem::path path_;
   std::shared_ptr<Mapping> mapping_;
   SafetensorsHeader header_;
+  std::map<std::string, std::size_t> index_;  ///< entry by name
 };
 
 /// The bytes of a safetensors file holding `tensors` (any device, any layout; written contiguous,

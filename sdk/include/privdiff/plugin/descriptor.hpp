@@ -18,8 +18,9 @@ class Registrar;
 /// 7: Mechanism::public_data_name and StageContext::public_data, for PrivImage's semantic query;
 /// 8: DpSgdMechanism's step releases, after_step_gradient, clip norm, mechanism state, step metrics and
 /// noise bases, StepRelease::relative_to_sigma, ReleasedStatistic::noise_multiplier, StepReport's
-/// sensitivity and noise bases: the mechanism checks' second round).
-inline constexpr std::uint32_t plugin_abi_version = 8;
+/// sensitivity and noise bases: the mechanism checks' second round; 9: Mechanism::check_public_data,
+/// a virtual before run).
+inline constexpr std::uint32_t plugin_abi_version = 9;
 
 /// Name of the exported alias that holds a pointer to the descriptor.
 inline constexpr const char* plugin_descriptor_symbol = "privdiff_plugin";

@@ -50,7 +50,7 @@ class PRIVDIFF_SDK_API PrvComposition {
   /// count >= 1; an empty list composes to "spends nothing"). `delta_error` in (0, 1) sizes the
   /// domain (truncated tail mass) and `eps_error` > 0 the mesh, as in Gopi et al. Thm 5.5 /
   /// Remark 5.6. Throws std::invalid_argument for bad arguments or steps, and std::runtime_error
-  /// when the grid would be too large (over 1.5e9 points: raise eps_error) or a step's
+  /// when the grid would be too large (over 1.5e8 points: raise eps_error) or a step's
   /// discretisation fails its mean check.
   PrvComposition(const std::vector<GaussianSteps>& steps, double eps_error, double delta_error, Question question);
 
