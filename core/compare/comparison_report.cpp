@@ -70,14 +70,16 @@ std::vector<std::pair<std::string, std::string>> evaluation_columns(const std::v
 /// Which sample set the run's eval.json scored: its file, within the run directory when it is there,
 /// and the --max-samples it was cut to.
 std::string scored_set(const RunRecord& r) {
-  const std::string samples = r.eval.value("samples", std::string());
+  const nlohmann::json& given = r.eval.contains("samples") ? r.eval["samples"] : nlohmann::json();
+  const std::string samples = given.is_string() ? given.get<std::string>() : "";
   if (samples.empty()) return "?";
   std::error_code ec;
   const fs::path relative = fs::relative(samples, r.dir, ec);
   const bool inside = !ec && !relative.empty() && *relative.begin() != "..";
   std::string out = inside ? relative.string() : samples;
-  const std::int64_t cut = r.eval.value("settings", nlohmann::json::object()).value("max_samples", std::int64_t{0});
-  if (cut > 0) out += " (--max-samples " + std::to_string(cut) + ")";
+  const nlohmann::json settings = r.eval.contains("settings") ? r.eval["settings"] : nlohmann::json();
+  const nlohmann::json cut = settings.is_object() && settings.contains("max_samples") ? settings["max_samples"] : nlohmann::json();
+  if (cut.is_number_integer() && cut.get<std::int64_t>() > 0) out += " (--max-samples " + cut.dump() + ")";
   return out;
 }
 

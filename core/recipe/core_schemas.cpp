@@ -36,8 +36,8 @@ const Schema& run_schema() {
       .add(Key::integer("checkpoint_every").at_least(0).defaults(500)
                .doc("write checkpoint.pt every N logical steps (and always at the end of each stage); 0 = only then"))
       .add(Key::boolean("private_diagnostics").defaults(false)
-               .doc("also log each private step's loss and realised batch size in metrics.jsonl (computed without "
-                    "noise: the run then carries a caveat, do not publish metrics.jsonl)"));
+               .doc("also log each private step's loss and realised batch size in metrics.jsonl and its TensorBoard "
+                    "events (computed without noise: the run then carries a caveat, do not publish either)"));
   return schema;
 }
 

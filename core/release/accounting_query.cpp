@@ -64,7 +64,9 @@ nlohmann::json evaluate(const Target& t, const AccountingQuestion& q) {
     sdk::NoiseCalibration c;
     try {
       c = sdk::calibrate_noise_multiplier(*t.accountant, events, q.calibrate->target_epsilon, q.delta, tolerance);
-    } catch (const std::exception& e) {  // a target no noise meets, or none worth meeting: the question is wrong
+    } catch (const std::invalid_argument& e) {  // a target none worth meeting, events it cannot evaluate
+      throw UsageError(t.id + ": " + e.what());
+    } catch (const std::runtime_error& e) {  // a target no noise meets: the question, not the work, is wrong
       throw UsageError(t.id + ": " + e.what());
     }
     nlohmann::json j = result_json(t, t.accountant->epsilon(events(c.noise_multiplier), q.delta), q.delta);

@@ -20,7 +20,8 @@ std::unique_ptr<sdk::Dataset> open_public_data(const Recipe& recipe, const Compo
   std::unique_ptr<sdk::Dataset> data;
   try {
     data = open_dataset(recipe.dataset(*name), registry);
-    mechanism.check_public_data(*data);
+    // Only data that is public: the hook's refusals describe the data (its classes, their records).
+    if (data->is_public()) mechanism.check_public_data(*data);
   } catch (const UsageError&) {
     throw;
   } catch (const sdk::KeyValueError& e) {
@@ -28,7 +29,7 @@ std::unique_ptr<sdk::Dataset> open_public_data(const Recipe& recipe, const Compo
   } catch (const std::runtime_error& e) {
     throw UsageError(recipe.file + ": " + e.what());
   } catch (const std::invalid_argument& e) {
-    throw UsageError(recipe.file + ": public data " + data->name() + ": " + e.what());
+    throw UsageError(recipe.file + ": public data '" + *name + "': " + e.what());
   }
   return data;
 }

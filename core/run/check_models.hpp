@@ -27,8 +27,8 @@ struct MechanismPublicData {
   std::unique_ptr<sdk::Dataset> data;   ///< it, opened (null: none)
 };
 
-/// The public data `mechanism` reads (Mechanism::public_data_name), opened and passed through its
-/// check_public_data (null when it names none). A dataset that cannot be opened is bad input:
+/// The public data `mechanism` reads (Mechanism::public_data_name), opened and, when it is public,
+/// passed through its check_public_data (null when it names none). A dataset that cannot be opened is bad input:
 /// UsageError naming the recipe file and the dataset's section; a key the data cannot serve, a
 /// RecipeError at its place.
 std::unique_ptr<sdk::Dataset> open_public_data(const Recipe& recipe, const ComponentRegistry& registry,

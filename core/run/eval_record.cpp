@@ -41,7 +41,7 @@ void record_evaluation(const fs::path& run, const nlohmann::json& result, const 
   write_file_atomically(kept, result.dump(2) + "\n");
   if (whole_set) write_file_atomically(run / "eval.json", result.dump(2) + "\n");
   MetricsLog metrics;  // metrics.jsonl, and the TensorBoard events rebuilt from it
-  metrics.open(run);
+  metrics.open(run, MetricsLog::Events::append);
   metrics.write(nlohmann::json{{"eval", result}});
   log << "recorded in " << kept.string() << (whole_set ? ", " + (run / "eval.json").string() : std::string()) << " and "
       << "metrics.jsonl\n";

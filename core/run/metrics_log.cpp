@@ -3,6 +3,7 @@
 #include "run/tensorboard_events.hpp"
 #include "util/atomic_file.hpp"
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -14,8 +15,10 @@ namespace fs = std::filesystem;
 
 std::string MetricsLog::events_of(const nlohmann::json& line) {
   std::vector<std::pair<std::string, float>> scalars;
+  // (A non-finite value, a diverged loss, is null in metrics.jsonl: left out here too, so that the
+  // events rebuilt from metrics.jsonl are the events written live.)
   auto add = [&](const std::string& tag, const nlohmann::json& v) {
-    if (v.is_number()) scalars.emplace_back(tag, v.get<float>());
+    if (v.is_number() && std::isfinite(v.get<double>())) scalars.emplace_back(tag, v.get<float>());
   };
   double wall_time = 0;
   if (line.contains("stage") && line.contains("step")) {
@@ -38,7 +41,7 @@ std::string MetricsLog::events_of(const nlohmann::json& line) {
   return scalars.empty() ? std::string() : tfrecord(scalars_event(wall_time, step_, scalars));
 }
 
-void MetricsLog::open(const fs::path& run_dir) {
+void MetricsLog::open(const fs::path& run_dir, Events mode) {
   const fs::path jsonl = run_dir / "metrics.jsonl", events = run_dir / tensorboard_events_file;
   step_ = 0;
   std::string bytes = tfrecord(file_version_event(0));
@@ -47,7 +50,8 @@ void MetricsLog::open(const fs::path& run_dir) {
     const nlohmann::json line = nlohmann::json::parse(text, nullptr, false);
     if (line.is_object()) bytes += events_of(line);  // (a damaged line: in metrics.jsonl only)
   }
-  write_file_atomically(events, bytes);
+  std::error_code ec;
+  if (mode == Events::rebuild || !fs::is_regular_file(events, ec)) write_file_atomically(events, bytes);
   jsonl_.open(jsonl, std::ios::app);
   events_.open(events, std::ios::app | std::ios::binary);
   if (!jsonl_ || !events_) throw std::runtime_error("cannot open " + jsonl.string() + " or " + events.string() + " for writing");

@@ -23,9 +23,12 @@ inline constexpr const char* tensorboard_events_file = "events.out.tfevents.priv
 
 class MetricsLog {
  public:
+  enum class Events { rebuild, append };
   /// Opens RUN/metrics.jsonl for appending and rewrites RUN/events.out.tfevents.privdiff from the
-  /// lines it holds. Throws std::runtime_error naming a file that cannot be written.
-  void open(const std::filesystem::path& run_dir);
+  /// lines it holds, or (`append`: privdiff eval, perhaps while the run still trains and appends to
+  /// the same file) appends to the event file as it is, when there is one. Throws
+  /// std::runtime_error naming a file that cannot be written.
+  void open(const std::filesystem::path& run_dir, Events events = Events::rebuild);
   bool is_open() const { return jsonl_.is_open(); }
   /// Appends `line` to metrics.jsonl and its scalars to the event file (buffered: see flush).
   void write(const nlohmann::json& line);

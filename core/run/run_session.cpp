@@ -112,8 +112,9 @@ void test_kill_point(const char* name) {
 }
 
 const char* const private_diagnostics_caveat =
-    "metrics.jsonl records each private step's loss and realised batch size, computed without noise "
-    "([run] private_diagnostics = true): publishing it is outside the guarantee";
+    "metrics.jsonl and its TensorBoard copy events.out.tfevents.privdiff record each private step's loss and "
+    "realised batch size, computed without noise ([run] private_diagnostics = true): publishing them is outside "
+    "the guarantee";
 // The ranks of a multi-process run start training together or not at all: a refusal on any rank
 // (rank 0's run directory check, a device) refuses the run on every rank, said once — by rank 0
 // when it refused, else by the ranks that did — instead of leaving the others waiting.

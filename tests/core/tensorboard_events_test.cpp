@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <iterator>
 
@@ -65,8 +66,25 @@ TEST(TensorBoardEvents, ARunsEventFileFollowsItsMetrics) {
     log.open(run);
     log.write(step2);
   }
-  EXPECT_EQ(read_bytes(events), tfrecord(file_version_event(0)) + tfrecord(scalars_event(0, 1, {{"train/epsilon", 0.5f}})) +
-                                    tfrecord(scalars_event(3.5, 2, {{"train/loss", 0.25f}, {"train/clip_fraction", 0.125f}})));
+  const std::string resumed = tfrecord(file_version_event(0)) + tfrecord(scalars_event(0, 1, {{"train/epsilon", 0.5f}})) +
+                              tfrecord(scalars_event(3.5, 2, {{"train/loss", 0.25f}, {"train/clip_fraction", 0.125f}}));
+  EXPECT_EQ(read_bytes(events), resumed);
+  // privdiff eval appends (the run may still be writing the file); a diverged loss (NaN, null in
+  // metrics.jsonl) is left out live as it is when rebuilt.
+  {
+    MetricsLog log;
+    log.open(run, MetricsLog::Events::append);
+    log.write(eval);
+    log.write({{"stage", "train"}, {"step", 3}, {"loss", std::nan("")}, {"epsilon", 0.75}});
+  }
+  const std::string appended = resumed + tfrecord(scalars_event(0, 2, {{"eval/dpdm_classifiers/accuracy.logreg", 0.75f}})) +
+                               tfrecord(scalars_event(0, 3, {{"train/epsilon", 0.75f}}));
+  EXPECT_EQ(read_bytes(events), appended);
+  {
+    MetricsLog log;
+    log.open(run);
+  }
+  EXPECT_EQ(read_bytes(events), appended);
   fs::remove_all(run);
 }
 
