@@ -67,18 +67,27 @@ std::vector<std::pair<std::string, std::string>> evaluation_columns(const std::v
   return columns;
 }
 
+/// The value at `path` in `j` (null where a key is missing or a value on the way is no object).
+nlohmann::json found(const nlohmann::json& j, std::initializer_list<const char*> path) {
+  const nlohmann::json* at = &j;
+  for (const char* key : path) {
+    if (!at->is_object() || !at->contains(key)) return nlohmann::json();
+    at = &(*at)[key];
+  }
+  return *at;
+}
+
 /// Which sample set the run's eval.json scored: its file, within the run directory when it is there,
 /// and the --max-samples it was cut to.
 std::string scored_set(const RunRecord& r) {
-  const nlohmann::json& given = r.eval.contains("samples") ? r.eval["samples"] : nlohmann::json();
+  const nlohmann::json given = found(r.eval, {"samples"});
   const std::string samples = given.is_string() ? given.get<std::string>() : "";
   if (samples.empty()) return "?";
   std::error_code ec;
   const fs::path relative = fs::relative(samples, r.dir, ec);
   const bool inside = !ec && !relative.empty() && *relative.begin() != "..";
   std::string out = inside ? relative.string() : samples;
-  const nlohmann::json settings = r.eval.contains("settings") ? r.eval["settings"] : nlohmann::json();
-  const nlohmann::json cut = settings.is_object() && settings.contains("max_samples") ? settings["max_samples"] : nlohmann::json();
+  const nlohmann::json cut = found(r.eval, {"settings", "max_samples"});
   if (cut.is_number_integer() && cut.get<std::int64_t>() > 0) out += " (--max-samples " + cut.dump() + ")";
   return out;
 }
@@ -136,14 +145,6 @@ ComparisonTable make_comparison_table(const std::vector<RunRecord>& runs, const 
     auto real = [&](const nlohmann::json& v, int precision = 4) {
       if (v.is_number()) cell(number(v.get<double>(), precision), number(v.get<double>(), 17));
       else cell(none, "");
-    };
-    auto found = [](const nlohmann::json& j, std::initializer_list<const char*> path) {
-      const nlohmann::json* at = &j;
-      for (const char* key : path) {
-        if (!at->is_object() || !at->contains(key)) return nlohmann::json();
-        at = &(*at)[key];
-      }
-      return *at;
     };
     text(labels[i]);
     text(join_stage_values(stages, "mechanism", false));

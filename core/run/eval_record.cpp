@@ -6,7 +6,6 @@
 #include "util/atomic_file.hpp"
 #include "util/content_hash.hpp"
 
-
 namespace privdiff::core {
 
 namespace fs = std::filesystem;
@@ -38,9 +37,10 @@ void record_evaluation(const fs::path& run, const nlohmann::json& result, const 
   if (!caveat.empty() && has_run_records(run)) add_run_caveat(run, caveat);
   const fs::path kept = kept_evaluation_path(run, result);
   fs::create_directories(kept.parent_path());
-  write_file_atomically(kept, result.dump(2) + "\n");
-  if (whole_set) write_file_atomically(run / "eval.json", result.dump(2) + "\n");
-  MetricsLog metrics;  // metrics.jsonl, and the TensorBoard events rebuilt from it
+  const std::string text = result.dump(2) + "\n";
+  write_file_atomically(kept, text);
+  if (whole_set) write_file_atomically(run / "eval.json", text);
+  MetricsLog metrics;  // metrics.jsonl, and its TensorBoard events appended to (the run may be writing them)
   metrics.open(run, MetricsLog::Events::append);
   metrics.write(nlohmann::json{{"eval", result}});
   log << "recorded in " << kept.string() << (whole_set ? ", " + (run / "eval.json").string() : std::string()) << " and "

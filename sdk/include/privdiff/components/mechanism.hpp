@@ -157,9 +157,10 @@ class PRIVDIFF_SDK_API Mechanism : public Component {
   /// it has at least as many classes as a key asks to select), so that `privdiff validate` and a run's
   /// pre-flight refuse it before any run directory is made or private data is read. Called by the
   /// host once that dataset is open and found public and disjoint from the private data, before run()
-  /// (by validate, run and check-mechanism alike); it sees public data only. Throw sdk::KeyValueError(config.path() + ".KEY", problem) for a key's value
-  /// the data cannot serve (the host reports it at the recipe's file:line, exit 2); any other
-  /// std::invalid_argument is reported with the stage and the dataset named. Default: accepts any.
+  /// (by validate, run and check-mechanism alike); it sees public data only. Throw
+  /// sdk::KeyValueError(config.path() + ".KEY", problem) for a key's value the data cannot serve (the
+  /// host reports it at the recipe's file:line, exit 2); any other std::invalid_argument is reported
+  /// with the stage and the dataset named. Default: accepts any.
   virtual void check_public_data(const Dataset& public_data) const { (void)public_data; }
   /// How many labelled images the stage releases from a dataset of `dataset_size` examples in
   /// `num_classes` classes (StageContext::num_classes: public) (0: it trains, releases nothing). A release is differentially private

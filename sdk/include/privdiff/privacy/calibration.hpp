@@ -22,8 +22,8 @@ struct NoiseCalibration {
 /// Smallest noise multiplier sigma, to within a relative `tolerance`, with
 /// epsilon(events(sigma), delta) <= target_epsilon. `events(sigma)` builds everything the run
 /// spends for that sigma (including other stages' fixed events). Throws std::invalid_argument for
-/// bad targets (epsilon outside (0, 1000], delta outside (0, 1)) or events the accountant cannot evaluate, and std::runtime_error when even
-/// sigma = `max_noise_multiplier` misses the target.
+/// bad targets (epsilon outside (0, 1000], delta outside (0, 1)) or events the accountant cannot
+/// evaluate, and std::runtime_error when even sigma = `max_noise_multiplier` misses the target.
 PRIVDIFF_SDK_API NoiseCalibration calibrate_noise_multiplier(
     const Accountant& accountant, const std::function<PrivacyEvent(double)>& events, double target_epsilon,
     double delta, double tolerance = 1e-3, double max_noise_multiplier = 1e4);
