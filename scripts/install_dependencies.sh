@@ -11,6 +11,7 @@ packages=(
   libeigen3-dev libfftw3-dev nlohmann-json3-dev  # numerics (Eigen FFT on FFTW), JSON
   libgloo-dev                                    # headers of Gloo, the CPU backend of LibTorch's c10d (run --nproc)
   zlib1g-dev libstb-dev                          # gzip-compressed IDX data, PNG sample grids and image folders
+  libicu-dev                                     # Unicode for the caption tokenizers (NFC/NFD, case, classes)
   libfreetype-dev                                # the glyphs dataset's renderer, and its fonts (print + handwriting-like):
   fonts-dejavu-core fonts-liberation2 fonts-freefont-ttf fonts-humor-sans fonts-comic-neue fonts-dancingscript fonts-breip
   fonts-symbola                                  # ... and clothing pictograms (public data that can draw clothing)

@@ -1,0 +1,191 @@
+#include <privdiff/text/clip_tokenizer.hpp>
+
+#include "unicode.hpp"
+#include "vocabulary_file.hpp"
+
+#include <limits>
+#include <stdexcept>
+
+namespace privdiff::sdk {
+namespace {
+
+constexpr std::string_view kStart = "<|startoftext|>";
+constexpr std::string_view kEnd = "<|endoftext|>";
+
+// CLIP's byte characters (GPT-2's): the printable bytes stand for themselves, the other 68 for
+// U+0100 onwards, in the order the vocabulary lists them (the printable ones first).
+std::vector<unsigned> byte_order() {
+  std::vector<unsigned> order;
+  for (unsigned b = 33; b <= 126; ++b) order.push_back(b);
+  for (unsigned b = 161; b <= 172; ++b) order.push_back(b);
+  for (unsigned b = 174; b <= 255; ++b) order.push_back(b);
+  std::vector<bool> printable(256, false);
+  for (unsigned b : order) printable[b] = true;
+  for (unsigned b = 0; b < 256; ++b)
+    if (!printable[b]) order.push_back(b);
+  return order;
+}
+
+char32_t byte_character(unsigned byte) {
+  static const std::vector<char32_t> table = [] {
+    std::vector<char32_t> t(256);
+    char32_t next = 256;
+    for (unsigned b = 0; b < 256; ++b) {
+      const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
+      t[b] = printable ? static_cast<char32_t>(b) : next++;
+    }
+    return t;
+  }();
+  return table[byte];
+}
+
+// The pieces of CLIP's split: 's|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+ (leftmost first).
+std::vector<std::u32string> pieces_of(const std::u32string& text) {
+  std::vector<std::u32string> pieces;
+  const std::size_t n = text.size();
+  for (std::size_t i = 0; i < n;) {
+    const char32_t c = text[i];
+    std::size_t end = i + 1;
+    if (unicode::is_white_space(c)) {
+      ++i;
+      continue;
+    }
+    const char32_t next = i + 1 < n ? text[i + 1] : 0, after = i + 2 < n ? text[i + 2] : 0;
+    if (c == U'\'' && (next == U's' || next == U't' || next == U'm' || next == U'd')) {
+      end = i + 2;
+    } else if (c == U'\'' && ((next == U'r' && after == U'e') || (next == U'v' && after == U'e') ||
+                              (next == U'l' && after == U'l'))) {
+      end = i + 3;
+    } else if (unicode::is_letter(c)) {
+      while (end < n && unicode::is_letter(text[end])) ++end;
+    } else if (!unicode::is_number(c)) {
+      while (end < n && !unicode::is_white_space(text[end]) && !unicode::is_letter(text[end]) &&
+             !unicode::is_number(text[end]))
+        ++end;
+    }
+    pieces.push_back(text.substr(i, end - i));
+    i = end;
+  }
+  return pieces;
+}
+
+// CLIPTokenizerFast's normaliser: NFC, each run of whitespace one space, each character lower-cased.
+std::u32string normalized(std::string_view utf8) {
+  std::u32string collapsed;
+  bool in_run = false;
+  for (const char32_t c : unicode::nfc(unicode::decode(utf8))) {
+    const bool space = unicode::is_white_space(c);
+    if (!space) collapsed += c;
+    else if (!in_run) collapsed += U' ';
+    in_run = space;
+  }
+  return unicode::lower_each(collapsed);
+}
+
+}  // namespace
+
+ClipTokenizer::ClipTokenizer(std::size_t context_length, Padding padding)
+    : context_length_(context_length), padding_(padding) {
+  if (context_length_ < 2)
+    throw std::invalid_argument("CLIP tokenizer: a context length of at least 2 (<|startoftext|>, <|endoftext|>)");
+  byte_symbol_.resize(256);
+  for (unsigned b = 0; b < 256; ++b) byte_symbol_[b] = unicode::encode(std::u32string(1, byte_character(b)));
+  const std::vector<unsigned> order = byte_order();
+  for (unsigned b : order) add_token(byte_symbol_[b]);
+  for (unsigned b : order) add_token(byte_symbol_[b] + "</w>");
+}
+
+void ClipTokenizer::add_token(const std::string& token) {
+  ids_.emplace(token, static_cast<std::int64_t>(vocabulary_.size()));
+  vocabulary_.push_back(token);
+}
+
+ClipTokenizer ClipTokenizer::from_file(const std::filesystem::path& merges, std::size_t context_length,
+                                       Padding padding, std::size_t max_merges) {
+  const std::vector<std::string> lines = vocabulary_file::read_lines(merges);
+  if (lines.empty() || lines[0].find("#version") == std::string::npos)
+    throw vocabulary_file::error_at(merges, 1, "expected the '#version: …' line that starts a CLIP merges file");
+  ClipTokenizer tokenizer(context_length, padding);
+  std::unordered_map<std::string, std::size_t> made_on;  // a merge's result → its line
+  const std::size_t last = std::min(lines.size(), max_merges + 1);
+  for (std::size_t i = 1; i < last; ++i) {
+    auto at = [&](const std::string& problem) { return vocabulary_file::error_at(merges, i + 1, problem); };
+    const std::string& line = lines[i];
+    const std::size_t space = line.find(' ');
+    if (space == std::string::npos || space == 0 || space + 1 == line.size() ||
+        line.find(' ', space + 1) != std::string::npos)
+      throw at("expected a merge, two symbols with one space between them: '" + line + "'");
+    try {
+      unicode::decode(line);
+    } catch (const std::invalid_argument& e) {
+      throw at(e.what());
+    }
+    const std::string left = line.substr(0, space), right = line.substr(space + 1);
+    for (const std::string* symbol : {&left, &right})
+      if (tokenizer.ids_.count(*symbol) == 0)
+        throw at("symbol '" + *symbol + "' is neither a byte character nor made by an earlier merge");
+    const std::string joined = left + right;
+    const auto [first, fresh] = made_on.emplace(joined, i + 1);
+    if (!fresh) throw at("the merge makes '" + joined + "' again (first on line " + std::to_string(first->second) + ")");
+    tokenizer.ranks_.emplace(line, i - 1);
+    tokenizer.add_token(joined);
+  }
+  tokenizer.start_ = static_cast<std::int64_t>(tokenizer.vocabulary_.size());
+  tokenizer.add_token(std::string(kStart));
+  tokenizer.end_ = static_cast<std::int64_t>(tokenizer.vocabulary_.size());
+  tokenizer.add_token(std::string(kEnd));
+  return tokenizer;
+}
+
+void ClipTokenizer::encode_piece(const std::string& bytes, std::vector<std::int64_t>& out) const {
+  std::vector<std::string> word;
+  for (const char b : bytes) word.push_back(byte_symbol_[static_cast<unsigned char>(b)]);
+  word.back() += "</w>";
+  while (word.size() > 1) {
+    std::size_t best = std::numeric_limits<std::size_t>::max(), at = 0;
+    for (std::size_t j = 0; j + 1 < word.size(); ++j) {
+      const auto rank = ranks_.find(word[j] + ' ' + word[j + 1]);
+      if (rank != ranks_.end() && rank->second < best) best = rank->second, at = j;
+    }
+    if (best == std::numeric_limits<std::size_t>::max()) break;
+    const std::string left = word[at], right = word[at + 1];
+    std::vector<std::string> merged;
+    for (std::size_t j = 0; j < word.size(); ++j) {
+      if (j + 1 < word.size() && word[j] == left && word[j + 1] == right) {
+        merged.push_back(left + right);
+        ++j;
+      } else {
+        merged.push_back(word[j]);
+      }
+    }
+    word = std::move(merged);
+  }
+  for (const std::string& symbol : word) out.push_back(ids_.at(symbol));
+}
+
+void ClipTokenizer::encode_plain(const std::u32string& text, std::vector<std::int64_t>& out) const {
+  for (const std::u32string& piece : pieces_of(text)) encode_piece(unicode::encode(piece), out);
+}
+
+std::vector<std::int64_t> ClipTokenizer::encode(std::string_view utf8_text) const {
+  const std::u32string text = normalized(utf8_text);
+  const std::u32string start = unicode::decode(kStart), end = unicode::decode(kEnd);
+  std::vector<std::int64_t> content;
+  std::size_t plain = 0;
+  for (std::size_t at = 0; at < text.size(); ++at) {
+    const bool is_start = text.compare(at, start.size(), start) == 0;
+    if (!is_start && text.compare(at, end.size(), end) != 0) continue;
+    encode_plain(text.substr(plain, at - plain), content);
+    content.push_back(is_start ? start_ : end_);
+    plain = at + (is_start ? start.size() : end.size());
+    at = plain - 1;
+  }
+  encode_plain(text.substr(plain), content);
+  if (content.size() > context_length_ - 2) content.resize(context_length_ - 2);
+  std::vector<std::int64_t> ids{start_};
+  ids.insert(ids.end(), content.begin(), content.end());
+  ids.push_back(end_);
+  return ids;
+}
+
+}  // namespace privdiff::sdk

@@ -1,0 +1,52 @@
+#include "vocabulary_file.hpp"
+
+#include <zlib.h>
+
+#include <memory>
+
+namespace privdiff::sdk::vocabulary_file {
+namespace {
+
+constexpr std::size_t kMaxBytes = std::size_t{64} << 20;
+
+struct GzClose {
+  void operator()(gzFile f) const { gzclose(f); }
+};
+
+}  // namespace
+
+std::invalid_argument error_at(const std::filesystem::path& file, std::size_t line, const std::string& problem) {
+  return std::invalid_argument(file.string() + ":" + std::to_string(line) + ": " + problem);
+}
+
+std::vector<std::string> read_lines(const std::filesystem::path& file) {
+  auto fail = [&](const std::string& why) { return std::invalid_argument(file.string() + ": " + why); };
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec)) throw fail("no such file (a tokenizer's vocabulary file)");
+  // gzread reads a plain file as it is, so one reader serves vocab.txt and bpe_simple_vocab_16e6.txt.gz.
+  std::unique_ptr<gzFile_s, GzClose> f(gzopen(file.c_str(), "rb"));
+  if (!f) throw fail("cannot be opened");
+  std::string bytes;
+  char buffer[1 << 16];
+  for (;;) {
+    const int got = gzread(f.get(), buffer, sizeof buffer);
+    if (got < 0) throw fail("cannot be read (damaged gzip data?)");
+    if (got == 0) break;
+    bytes.append(buffer, static_cast<std::size_t>(got));
+    if (bytes.size() > kMaxBytes) throw fail("holds over 64 MiB: not a tokenizer's vocabulary");
+  }
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  while (start < bytes.size()) {
+    const std::size_t end = bytes.find('\n', start);
+    if (end == std::string::npos) {
+      lines.push_back(bytes.substr(start));
+      break;
+    }
+    lines.push_back(bytes.substr(start, end - start));
+    start = end + 1;
+  }
+  return lines;
+}
+
+}  // namespace privdiff::sdk::vocabulary_file
