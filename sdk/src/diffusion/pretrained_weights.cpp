@@ -50,6 +50,16 @@ bool ldm_bookkeeping(const SafetensorsFile& weights, const std::string& name) {
   return name != "scale_factor";
 }
 
+// transformers' text encoders saved before transformers 4.31 (Stable Diffusion 1.x's text_encoder/)
+// keep their position ids, 0 … P-1, as a tensor: bookkeeping, skipped once it is that range.
+bool position_ids_bookkeeping(const SafetensorsFile& weights, const SafetensorsEntry& entry) {
+  const std::string suffix = "embeddings.position_ids";
+  if (entry.name.size() < suffix.size() || entry.name.compare(entry.name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return false;
+  const at::Tensor ids = weights.tensor(entry.name).flatten().to(at::kLong);
+  return ids.equal(at::arange(ids.numel(), ids.options()));
+}
+
 }  // namespace
 
 // A float parameter takes float weights only, and only finite ones: an integer tensor (a wrong file
@@ -109,7 +119,7 @@ void load_pretrained_weights(const fs::path& file, torch::nn::Module& module) {
     copies.emplace_back(target, (transposed ? source.t() : source).reshape(target.sizes()));
   }
   for (const auto& entry : weights.entries()) {
-    if (!used.count(entry.name) && !ldm_bookkeeping(weights, entry.name)) {
+    if (!used.count(entry.name) && !ldm_bookkeeping(weights, entry.name) && !position_ids_bookkeeping(weights, entry)) {
       throw std::runtime_error(where + " has '" + entry.name + "', which this recipe's [model] lacks (the weights "
                                "are of another model or configuration)");
     }
