@@ -6,7 +6,9 @@
 #include "util/usage_error.hpp"
 
 #include <privdiff/build_config.hpp>
+#include <privdiff/config/key_value_error.hpp>
 #include <privdiff/engine/host_allocator.hpp>
+#include <privdiff/io/json_error.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -100,6 +102,9 @@ int run_command_line(int argc, char** argv, bool parse_only) {
   } catch (const UsageError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return exit_bad_input;
+  } catch (const privdiff::sdk::KeyValueError& e) {  // a component's refusal of a value, where no recipe places it
+    std::cerr << "error: " << e.what() << "\n";
+    return exit_bad_input;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return exit_failure;
@@ -118,7 +123,7 @@ int parse_command_lines() {
     try {
       for (const auto& argument : nlohmann::json::parse(line)) arguments.push_back(argument.get<std::string>());
     } catch (const nlohmann::json::exception& e) {
-      std::cerr << "error: PRIVDIFF_PARSE_ONLY=lines: not a JSON array of strings: " << line << " (" << e.what() << ")\n";
+      std::cerr << "error: PRIVDIFF_PARSE_ONLY=lines: not a JSON array of strings: " << line << " (" << privdiff::sdk::json_error_text(e) << ")\n";
       return exit_bad_input;
     }
     std::vector<char*> argv;

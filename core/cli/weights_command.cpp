@@ -68,26 +68,29 @@ std::string recognise(const sdk::SafetensorsFile& file, const std::string& confi
   return "not recognised";
 }
 
+// What makes an export's privacy metadata unreadable, or "" when it reads.
+std::string privacy_damage(const std::map<std::string, std::string>& m) {
+  if (!m.count(export_keys::privacy)) return "";
+  if (m.count(export_keys::epsilon) && m.at(export_keys::epsilon).empty()) return "";
+  for (const char* key : {export_keys::accountant, export_keys::epsilon, export_keys::delta}) {  // read, not set
+    if (!m.count(key)) return std::string("damaged privdiff metadata (") + export_keys::privacy + " without " + key + ")";
+  }
+  if (!nlohmann::json::accept(m.at(export_keys::privacy)))
+    return std::string("damaged privdiff metadata (") + export_keys::privacy + " is not valid JSON)";
+  return "";
+}
+
 // The guarantee an export carries, in one line.
 std::string privacy_line(const std::map<std::string, std::string>& m) {
   if (!m.count(export_keys::privacy)) return "";
   if (m.count(export_keys::epsilon) && m.at(export_keys::epsilon).empty()) return "privacy: none (no private stage)";
-  for (const char* key : {export_keys::accountant, export_keys::epsilon, export_keys::delta}) {  // read, not set
-    if (!m.count(key)) {
-      return std::string("privacy: damaged privdiff metadata (") + export_keys::privacy + " without " + key +
-             "): the guarantee cannot be read";
-    }
-  }
+  if (const std::string damage = privacy_damage(m); !damage.empty()) return "privacy: " + damage + ": the guarantee cannot be read";
   std::string line = "privacy: (epsilon, delta) = (" + m.at(export_keys::epsilon) + ", " + m.at(export_keys::delta) +
                      ") by " + m.at(export_keys::accountant);
-  try {
-    const auto p = nlohmann::json::parse(m.at(export_keys::privacy));
-    if (p.contains("data")) line += "; data " + p["data"].get<std::string>();
-    const auto caveats = p.value("caveats", nlohmann::json::array());
-    line += "; caveats: " + (caveats.empty() ? std::string("none") : std::to_string(caveats.size()) + " (see README.md)");
-  } catch (const nlohmann::json::exception&) {
-    line += "; privdiff.privacy is not valid JSON";
-  }
+  const auto p = nlohmann::json::parse(m.at(export_keys::privacy));
+  if (p.contains("data") && p["data"].is_string()) line += "; data " + p["data"].get<std::string>();
+  const auto caveats = p.is_object() ? p.value("caveats", nlohmann::json::array()) : nlohmann::json::array();
+  line += "; caveats: " + (caveats.empty() ? std::string("none") : std::to_string(caveats.size()) + " (see README.md)");
   return line;
 }
 
@@ -117,6 +120,9 @@ void inspect_file(const fs::path& path, const std::string& config_class, bool al
         << shape_text(entries[i].shape) << "\n";
   }
   if (shown < entries.size()) out << "  ... " << entries.size() - shown << " more (--all lists them)\n";
+  // Shown in full, and then refused: weights whose guarantee cannot be read are not to be published.
+  if (const std::string damage = privacy_damage(file.metadata()); !damage.empty())
+    throw UsageError("weights inspect: " + path.string() + ": " + damage + ": the guarantee it carries cannot be read");
 }
 
 // A diffusers folder's config.json: what inspect says of it, and for a UNet2DModel that privdiff's

@@ -2,6 +2,8 @@
 
 #include "data/class_subset.hpp"
 
+#include <privdiff/config/key_value_error.hpp>
+
 #include <stdexcept>
 
 namespace privdiff::core {
@@ -15,6 +17,8 @@ std::unique_ptr<sdk::Dataset> open_dataset(const DataSection& section, const Com
     data.reset(dynamic_cast<sdk::Dataset*>(component.get()));
     if (!data) throw std::runtime_error("the plugin's '" + section.dataset.id + "' is not a dataset");
     component.release();
+  } catch (const sdk::KeyValueError&) {  // bad input at a key: the caller places it in the recipe
+    throw;
   } catch (const std::exception& e) {
     throw std::runtime_error(section.path + ": " + e.what());
   }

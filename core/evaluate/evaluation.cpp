@@ -160,6 +160,16 @@ nlohmann::json evaluate_image_set(const sdk::LabelledImages& full, const Evaluat
   if (plan.reference != "test" && plan.reference != "train") {
     throw std::invalid_argument("reference: expected \"test\" or \"train\", got \"" + plan.reference + "\"");
   }
+  // Before the real data are opened (and the samples checked against them for near-copies, which takes
+  // minutes): the sample set's own classes already say whether --max-samples can be right.
+  if (plan.max_samples > 0 && full.labels.defined()) {
+    const std::int64_t present = std::get<0>(at::_unique(full.labels)).numel();
+    if (plan.max_samples < present) {
+      throw std::invalid_argument("--max-samples " + std::to_string(plan.max_samples) + " is below the " +
+                                  std::to_string(present) + " classes of the sample set: a classifier trained on fewer "
+                                  "images than classes scores nothing (give at least " + std::to_string(present) + ")");
+    }
+  }
   RealSplits real(plan.real, open, plan.check_split);
   const sdk::LabelledImages& test = real.split("test");
   sdk::LabelledImages set = full;

@@ -1,4 +1,5 @@
 #include "loader/component_library.hpp"
+#include <privdiff/io/json_error.hpp>
 
 #include <algorithm>
 #include <stdexcept>
@@ -35,7 +36,7 @@ std::vector<ComponentLibrary> component_libraries_from_json(const nlohmann::json
                      c.at("sha256").get<std::string>()});
     }
   } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(std::string("not a list of component libraries (") + e.what() + ")");
+    throw std::runtime_error(std::string("not a list of component libraries (") + privdiff::sdk::json_error_text(e) + ")");
   }
   if (!j.is_array()) throw std::runtime_error("not a list of component libraries");
   return out;

@@ -2,6 +2,7 @@
 
 #include "loader/plugin_loader.hpp"
 
+#include <privdiff/config/key_value_error.hpp>
 #include <privdiff/io/content_hash.hpp>
 
 #include <algorithm>
@@ -219,6 +220,8 @@ std::unique_ptr<sdk::Component> ComponentRegistry::create(sdk::ComponentKind kin
     auto component = found->registration->factory(config);
     if (!component) throw std::runtime_error("its factory returned nothing");
     return component;
+  } catch (const sdk::KeyValueError&) {  // bad input at a key: the caller places it in the recipe
+    throw;
   } catch (const std::exception& e) {
     throw std::runtime_error(context + e.what());
   } catch (...) {

@@ -111,15 +111,23 @@ AccountingAnswer answer(const ComponentRegistry& registry, const AccountingQuest
     }
   }
   if (usable.empty()) throw UsageError("no installed accountant can evaluate these events");
+  bool question_wrong = true;  // every failure a UsageError: the question, not the work, is wrong
+  std::string reasons;
   for (auto& t : usable) {
     try {
       a.results.push_back(evaluate(t, q));
     } catch (const std::exception& e) {
       if (!q.accountants.empty()) throw;  // asked for by name: its failure is the command's
+      question_wrong = question_wrong && dynamic_cast<const UsageError*>(&e) != nullptr;
       a.skipped.push_back({{"accountant", t.id}, {"reason", e.what()}});
+      reasons += (reasons.empty() ? "" : "; ") + std::string(e.what());
     }
   }
-  if (a.results.empty()) throw std::runtime_error("no accountant could evaluate these events: " + a.skipped.dump());
+  if (a.results.empty()) {
+    const std::string message = "no accountant could answer: " + reasons;
+    if (question_wrong) throw UsageError(message);
+    throw std::runtime_error(message);
+  }
   return a;
 }
 

@@ -25,7 +25,9 @@ std::unique_ptr<sdk::Model> create_model(const Recipe& recipe, const ComponentRe
   return model;
 }
 
-ComposedRun compose(const Recipe& recipe, const ComponentRegistry& registry) {
+namespace {
+
+ComposedRun compose_components(const Recipe& recipe, const ComponentRegistry& registry) {
   // Components draw their initial weights from LibTorch's global generator: seed it from the run,
   // so the same recipe and seed give the same run.
   at::manual_seed(static_cast<std::uint64_t>(recipe.run.get_int("seed")));
@@ -42,6 +44,16 @@ ComposedRun compose(const Recipe& recipe, const ComponentRegistry& registry) {
   }
   for (const auto& entry : recipe.evals) run.evaluators.push_back(create_evaluators(entry.evaluators, registry));
   return run;
+}
+
+}  // namespace
+
+ComposedRun compose(const Recipe& recipe, const ComponentRegistry& registry) {
+  try {
+    return compose_components(recipe, registry);
+  } catch (const sdk::KeyValueError& e) {  // a component's constructor refused a value: at its key (file:line)
+    throw RecipeError({recipe.diagnostic(e.key_path(), e.problem())});
+  }
 }
 
 }  // namespace privdiff::core

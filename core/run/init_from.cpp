@@ -7,6 +7,7 @@
 #include "weights/model_export.hpp"
 #include "weights/safetensors_weights.hpp"
 
+#include <privdiff/io/json_error.hpp>
 #include <privdiff/io/safetensors.hpp>
 
 #include <privdiff/privacy/event_json.hpp>
@@ -69,7 +70,7 @@ InitSource read_safetensors_source(const fs::path& file) {
     p = nlohmann::json::parse(privacy->second);
     p.at("private").get<bool>();
   } catch (const std::exception& e) {
-    throw damaged(e.what());
+    throw damaged(privdiff::sdk::json_error_text(e));
   }
   if (p["private"].get<bool>() && !p.contains("ledger") && p.contains("theorem")) {
     throw std::runtime_error("run.init_from: " + source.checkpoint.string() + " was released by privdiff sweep: its cost (" +
@@ -81,7 +82,7 @@ InitSource read_safetensors_source(const fs::path& file) {
     if (p["private"].get<bool>() && !p.contains("ledger")) throw std::runtime_error("a private model without its ledger");
     if (p.contains("ledger")) source.ledger = sdk::privacy_ledger_from_json(p["ledger"].dump());
   } catch (const std::exception& e) {
-    throw damaged(e.what());
+    throw damaged(privdiff::sdk::json_error_text(e));
   }
   if (const auto model = metadata.find(export_keys::model); model != metadata.end()) source.model_type = model->second;
   if (p.contains("data") && p["data"].is_string()) source.data_fingerprint = p["data"].get<std::string>();

@@ -3,6 +3,7 @@
 // drown the signal or delta is too large.
 #include "run/run_session.hpp"
 
+#include "recipe/diagnostic.hpp"
 #include "release/privacy_statement.hpp"
 
 #include <privdiff/components/accountant.hpp>
@@ -10,11 +11,36 @@
 #include <privdiff/privacy/gaussian_steps.hpp>
 
 #include <cmath>
+#include <functional>
 #include <stdexcept>
 
 namespace privdiff::core {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// The accountant's epsilon of `parts` composed; where it cannot evaluate them (PRV's grid cannot hold
+// the privacy loss of a noise far too small for any target), `blame` is told which part it cannot
+// evaluate on its own, and why: the user's to change, rather than the accountant's grid.
+sdk::EpsilonResult epsilon_naming_part(const sdk::Accountant& accountant, const std::vector<sdk::PrivacyEvent>& parts,
+                                       double delta, const std::function<void(std::size_t, const std::string&)>& blame) {
+  try {
+    return accountant.epsilon(sdk::PrivacyEvent::composed(parts), delta);
+  } catch (const std::exception&) {
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      if (parts[i].kind() == sdk::PrivacyEvent::Kind::no_op) continue;
+      try {
+        accountant.epsilon(parts[i], delta);
+      } catch (const std::exception& e) {
+        blame(i, e.what());
+      }
+    }
+    throw;
+  }
+}
+
+}  // namespace
 
 sdk::PrivacyEvent RunOrchestrator::plan_privacy(RunSession& s) {
   auto& mechanisms = components_.mechanisms;
@@ -55,12 +81,29 @@ sdk::PrivacyEvent RunOrchestrator::plan_privacy(RunSession& s) {
     events.push_back(carried);
     return sdk::PrivacyEvent::composed(std::move(events));
   };
+  // Where the accountant cannot evaluate a stage at all, its noise is far too small for any target:
+  // refused at its noise_multiplier (file:line) where it has one. `stage` indexes the stages; the
+  // initial model's spend (index mechanisms.size()) is init_from's.
+  const std::string accountant_id = recipe_.privacy.get_string("accountant");
+  auto blame_stage = [&](std::size_t stage, const std::string& why) {
+    const std::string problem = "spends more than " + accountant_id + " can account (" + why + "): too little noise "
+                                "(or too many steps) for any target epsilon";
+    if (stage == mechanisms.size()) throw std::runtime_error("run.init_from: its ledger " + problem);
+    const sdk::Config& config = recipe_.stages[stage].mechanism.config;
+    throw RecipeError({recipe_.diagnostic(config.path() + (config.has("noise_multiplier") ? ".noise_multiplier" : ""),
+                                          problem)});
+  };
   if (auto_stage != mechanisms.size()) {
     std::vector<sdk::PrivacyEvent> others{carried};
+    std::vector<std::size_t> stage_of{mechanisms.size()};
     for (std::size_t i = 0; i < mechanisms.size(); ++i) {
-      if (i != auto_stage) others.push_back(mechanisms[i]->planned_events(s.stage_size(i)));
+      if (i == auto_stage) continue;
+      others.push_back(mechanisms[i]->planned_events(s.stage_size(i)));
+      stage_of.push_back(i);
     }
-    const double others_epsilon = accountant.epsilon(sdk::PrivacyEvent::composed(others), delta).epsilon;
+    const double others_epsilon =
+        epsilon_naming_part(accountant, others, delta, [&](std::size_t j, const std::string& why) { blame_stage(stage_of[j], why); })
+            .epsilon;
     if (!(others_epsilon < target)) {
       throw std::runtime_error("privacy: the stages other than '" + recipe_.stages[auto_stage].name +
                                "'" + (s.carry ? " and the initial model (run.init_from)" : "") + " already spend epsilon " + format_epsilon(others_epsilon) + " of the target " +
@@ -78,7 +121,9 @@ sdk::PrivacyEvent RunOrchestrator::plan_privacy(RunSession& s) {
   if (auto why = accountant.cannot_evaluate(total); !why.empty()) {
     throw std::runtime_error("privacy.accountant: " + why);
   }
-  const sdk::EpsilonResult planned_result = accountant.epsilon(total, delta);
+  const sdk::EpsilonResult planned_result = epsilon_naming_part(accountant, events, delta, [&](std::size_t j, const std::string& why) {
+    blame_stage(j == 0 ? mechanisms.size() : j - 1, why);  // events: init_from's, then each stage's
+  });
   const double planned_epsilon = planned_result.epsilon;
   approximate_guarantee_ = !release::certifies_upper_bound(accountant, planned_result);
   if (approximate_guarantee_ && !approximation_allowed()) {

@@ -1,4 +1,5 @@
 #include "run/run_session.hpp"
+#include <privdiff/io/json_error.hpp>
 
 #include "recipe/reproducible_noise.hpp"
 #include "run/run_ledger.hpp"
@@ -45,7 +46,7 @@ RunSummary finished_run(const fs::path& run_dir, bool has_stages) {
     std::ifstream in(run_dir / "summary.json");
     if (!nlohmann::json::parse(in).is_object()) throw RunRefused(refused + "its summary.json is not a JSON object");
   } catch (const nlohmann::json::exception& e) {
-    throw RunRefused(refused + "its summary.json is damaged (" + e.what() + "): restore it, or start a new run");
+    throw RunRefused(refused + "its summary.json is damaged (" + privdiff::sdk::json_error_text(e) + "): restore it, or start a new run");
   }
   std::error_code ec;
   if (has_stages && !fs::is_regular_file(run_dir / "checkpoint.pt", ec)) {  // a plan-only run trains no model

@@ -1,4 +1,5 @@
 #include "selection/sweep_state.hpp"
+#include <privdiff/io/json_error.hpp>
 
 #include <privdiff/io/atomic_file.hpp>
 #include <privdiff/io/content_hash.hpp>
@@ -103,7 +104,7 @@ SweepState read_sweep_state(const fs::path& dir) {
   try {
     j = json::parse(sdk::read_file(file));
   } catch (const json::exception& e) {
-    throw std::runtime_error(file.string() + " is damaged (" + e.what() + ")");
+    throw std::runtime_error(file.string() + " is damaged (" + privdiff::sdk::json_error_text(e) + ")");
   }
   return sweep_state_from_json(j, file);
 }

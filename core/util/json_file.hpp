@@ -2,6 +2,7 @@
 // A JSON report read from a file, with the file named when it is not valid JSON.
 
 #include <privdiff/io/atomic_file.hpp>
+#include <privdiff/io/json_error.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -15,7 +16,7 @@ inline nlohmann::json read_json_file(const std::filesystem::path& path) {
   try {
     return nlohmann::json::parse(sdk::read_file(path));
   } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(path.string() + ": not valid JSON (" + e.what() + ")");
+    throw std::runtime_error(path.string() + ": not valid JSON (" + privdiff::sdk::json_error_text(e) + ")");
   }
 }
 

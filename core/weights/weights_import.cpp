@@ -1,4 +1,5 @@
 #include "weights/weights_import.hpp"
+#include <privdiff/io/json_error.hpp>
 
 #include "util/content_hash.hpp"
 #include "weights/safetensors_weights.hpp"
@@ -105,7 +106,7 @@ std::string scheduler_keys(const fs::path& unet_folder, sdk::diffusion::Precondi
     try {
       s = nlohmann::json::parse(sdk::read_file(candidate));
     } catch (const nlohmann::json::exception& e) {
-      throw std::runtime_error(candidate.string() + " is not valid JSON (" + e.what() + ")");
+      throw std::runtime_error(candidate.string() + " is not valid JSON (" + privdiff::sdk::json_error_text(e) + ")");
     }
     if (s.value("prediction_type", "epsilon") != "epsilon") {
       throw std::runtime_error(candidate.string() + ": prediction_type \"" + s.value("prediction_type", "") +
@@ -219,7 +220,7 @@ std::string diffusers_class_name(const fs::path& config_json) {
   try {
     return nlohmann::json::parse(sdk::read_file(config_json)).value("_class_name", "");
   } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(config_json.string() + " is not valid JSON (" + e.what() + ")");
+    throw std::runtime_error(config_json.string() + " is not valid JSON (" + privdiff::sdk::json_error_text(e) + ")");
   }
 }
 

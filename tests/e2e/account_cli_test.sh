@@ -106,6 +106,10 @@ grep -q "prv: calibration: no noise multiplier up to 10000" <<<"$out" || fail "p
 # A target where a guarantee promises nothing: refused, not searched for (PRV's grid grows with epsilon).
 bad --sample-rate 0.01 --steps 1000 --epsilon 1e6 --delta 1e-5 --calibrate --accountant prv
 grep -q "target epsilon 1e+06 is above 1000, where a guarantee promises nothing" <<<"$out" || fail "epsilon 1e6: $out"
+# ... and with no --accountant (every installed one tried): exit 2, each one's reason in words, no JSON.
+bad --sample-rate 0.01 --steps 1000 --epsilon 1e6 --delta 1e-5 --calibrate
+grep -q "no accountant could answer: .*rdp: calibration: target epsilon 1e+06 is above 1000" <<<"$out" &&
+  ! grep -q '"reason"' <<<"$out" || fail "epsilon 1e6, every accountant: $out"
 bad "$tmp/nonexistent"
 bad --noise-multiplier x --sample-rate 0.1 --steps 10 --delta 1e-5
 

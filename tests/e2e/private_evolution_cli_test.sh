@@ -104,8 +104,8 @@ out=$("$privdiff" run "$tmp/bad.toml" --out "$tmp/bad" 2>&1) || code=$?
 for votes in 3 4; do
   code=0
   out=$("$privdiff" validate "$tmp/r.toml" --set stage.1.votes_per_record=$votes 2>&1) || code=$?
-  [ "$code" = 2 ] && grep -q "votes_per_record: must be below samples_per_class (3), got $votes" <<<"$out" ||
-    fail "votes $votes: exit $code: $out"
+  [ "$code" = 2 ] && grep -q "^--set 'stage.1.votes_per_record=$votes': stage\[1\]\.votes_per_record: must be below samples_per_class (3), got $votes" <<<"$out" ||
+    fail "votes $votes (at its --set): exit $code: $out"
 done
 # A classifier embedding needs public data of two classes or more: refused at the key before a run.
 code=0

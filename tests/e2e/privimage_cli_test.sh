@@ -106,7 +106,14 @@ out=$("$privdiff" validate "$tmp/none.toml" 2>&1) || code=$?
 # without classes, even when no later stage names it.
 code=0
 out=$("$privdiff" validate "$tmp/r.toml" --set stage.0.classifier_depth=10 2>&1) || code=$?
-[ "$code" = 2 ] && grep -q "classifier_depth: a ResNet's depth is 6n + 2" <<<"$out" || fail "depth 10: exit $code: $out"
+[ "$code" = 2 ] && grep -q "^--set 'stage.0.classifier_depth=10': stage\[0\]\.classifier_depth: a ResNet's depth is 6n + 2" <<<"$out" ||
+  fail "depth 10 (at its --set): exit $code: $out"
+# A query noise no target can afford: PRV cannot even hold its privacy loss; the stage's noise is
+# blamed at its key, not the accountant's grid (issue 69's re-trial).
+code=0
+out=$("$privdiff" validate "$tmp/r.toml" --set stage.0.noise_multiplier=1e-6 --set privacy.accountant=prv 2>&1) || code=$?
+[ "$code" = 2 ] && grep -q "stage\[0\]\.noise_multiplier: spends more than prv can account" <<<"$out" ||
+  fail "query noise 1e-6: exit $code: $out"
 # More classes selected or counted than the public data has: refused by validate at the key (the
 # mechanism's check_public_data), and by run before the run directory is made (issue 69).
 sed 's/^top_k = 2$/top_k = 17/' "$tmp/r.toml" > "$tmp/top17.toml"

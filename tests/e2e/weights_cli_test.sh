@@ -78,6 +78,12 @@ expect_refusal "no checkpoint at" weights export "$tmp/nowhere" -o "$tmp/x"
 # but without the other privdiff keys is shown as damaged, not as a library's text.
 cp -r "$tmp/run" "$tmp/badledger" && truncate -s 40 "$tmp/badledger/ledger.json"
 expect_refusal "badledger/ledger.json" weights export "$tmp/badledger" -o "$tmp/bl"
+grep -q "json.exception" <<<"$out" && fail "the JSON library's own text shown: $out"
+# The re-trial of issue 69: resume says it in the same words; a FIFO is refused at once, not read.
+expect_refusal "badledger/ledger.json: malformed JSON: line " run --resume "$tmp/badledger"
+mkfifo "$tmp/fifo.safetensors"
+out=$(timeout 60 "$privdiff" weights inspect "$tmp/fifo.safetensors" 2>&1); code=$?
+[ "$code" = 2 ] && grep -qF "not a regular file (a pipe or a device)" <<<"$out" || fail "inspect of a FIFO (exit $code): $out"
 python3 - "$tmp/export/model.safetensors" "$tmp/damaged.safetensors" <<'PY' || fail "could not write the damaged file"
 import json, struct, sys
 data = open(sys.argv[1], "rb").read()
@@ -88,9 +94,12 @@ text = json.dumps(header).encode()
 text += b" " * (-len(text) % 8)
 open(sys.argv[2], "wb").write(struct.pack("<Q", len(text)) + text + data[8 + n:])
 PY
-out=$("$privdiff" weights inspect "$tmp/damaged.safetensors" 2>&1) || fail "inspect of damaged metadata failed: $out"
+# Shown in full, then refused (exit 2): a guarantee that cannot be read is not one to publish.
+out=$("$privdiff" weights inspect "$tmp/damaged.safetensors" 2>&1); code=$?
+[ "$code" = 2 ] || fail "inspect of damaged metadata exited $code, not 2: $out"
 grep -qF "privacy: damaged privdiff metadata (privdiff.privacy without privdiff.epsilon)" <<<"$out" ||
   fail "damaged metadata not said: $out"
+grep -qF "metadata privdiff.privacy = " <<<"$out" || fail "the damaged file's metadata not shown: $out"
 # Issue 52, finding 6: a PyTorch checkpoint is named as one; import -o keeps what a folder holds;
 # --image-size 0 says what it needs in plain words.
 expect_refusal "this is a zip archive, as torch.save writes a PyTorch checkpoint" weights inspect "$tmp/run/checkpoint.pt"

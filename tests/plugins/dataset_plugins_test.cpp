@@ -202,6 +202,10 @@ TEST(GlyphsDataset, PublicDeterministicPerSeedAndCached) {
   EXPECT_NE(error_of([&] { open_data("glyphs", {{"characters", text("AB")}, {"cache", text(file.string())}}); })
                 .find("is not a directory"),
             std::string::npos);
+  // ... and so is one under a file, where nothing could ever be written (it was skipped silently).
+  EXPECT_NE(error_of([&] { open_data("glyphs", {{"characters", text("AB")}, {"cache", text((file / "sub").string())}}); })
+                .find("cannot be made: " + file.string() + " is a file"),
+            std::string::npos);
   fs::remove(file);
   // A code point no font has, in hex (U+0378 is unassigned).
   EXPECT_NE(error_of([] { open_data("glyphs", {{"characters", text("A\u0378")}, {"cache", text("none")}}); })

@@ -144,7 +144,7 @@ void render_glyphs(const std::vector<std::filesystem::path>& fonts, const std::v
       if (FT_Get_Char_Index(faces[f].get(), characters[c]) != 0) fonts_for[c].push_back(f);
     }
     if (fonts_for[c].empty()) {
-      throw std::runtime_error("no font has the character " + code_point_name(characters[c]));
+      throw std::invalid_argument("no font has the character " + code_point_name(characters[c]));
     }
   }
   const std::int64_t k = static_cast<std::int64_t>(characters.size()), n = k * per_class, size = style.image_size;

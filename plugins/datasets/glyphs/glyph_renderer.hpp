@@ -33,7 +33,8 @@ std::string code_point_name(char32_t c);
 
 /// per_class images of each character (example i has class i % characters), uint8
 /// [N, 1, size, size] and labels [N]. Each image draws its font among those that have the
-/// character. Throws std::runtime_error naming a font that cannot be opened or a character no font has.
+/// character. Throws std::runtime_error naming a font that cannot be opened, std::invalid_argument naming a
+/// character no font has.
 void render_glyphs(const std::vector<std::filesystem::path>& fonts, const std::vector<char32_t>& characters,
                    std::int64_t per_class, std::uint64_t seed, const GlyphStyle& style, at::Tensor& images,
                    at::Tensor& labels);

@@ -5,6 +5,7 @@
 // filled into silhouettes). Deterministic for a seed and a font set; rendered once and cached as an IDX pair.
 #include "glyph_renderer.hpp"
 
+#include <privdiff/config/key_value_error.hpp>
 #include <privdiff/data/idx_file.hpp>
 #include <privdiff/data/image_dataset.hpp>
 #include <privdiff/plugin/export.hpp>
@@ -83,13 +84,28 @@ fs::path cache_directory(const Config& c) {
   return fs::temp_directory_path() / "privdiff-glyphs";
 }
 
+// The cache folder, or where it will be made: the nearest part of it that exists must be a folder
+// (a file there would make every write fail, and the cache silently do nothing).
+void check_cache_directory(const fs::path& dir, const std::string& key) {
+  std::error_code ec;
+  for (fs::path p = dir; !p.empty(); p = p.parent_path()) {
+    if (fs::exists(p, ec)) {
+      if (!fs::is_directory(p, ec))
+        throw KeyValueError(key, p == dir ? dir.string() + " is not a directory (give a directory, or \"none\")"
+                                          : dir.string() + " cannot be made: " + p.string() + " is a file");
+      return;
+    }
+    if (p == p.parent_path()) return;
+  }
+}
+
 LabelledBytes render(const Config& c) {
   const auto characters = code_points(c.get_string("characters"));
   if (characters.size() < 2) throw std::runtime_error("characters: give at least two characters (one class each)");
   for (std::size_t i = 0; i < characters.size(); ++i) {
     if (std::find(characters.begin(), characters.begin() + static_cast<std::ptrdiff_t>(i), characters[i]) !=
         characters.begin() + static_cast<std::ptrdiff_t>(i)) {
-      throw std::runtime_error("characters: " + code_point_name(characters[i]) + " appears twice (each character is one class)");
+      throw KeyValueError(c.path() + ".characters", code_point_name(characters[i]) + " appears twice (each character is one class)");
     }
   }
   const auto fonts = find_fonts(c);
@@ -107,10 +123,7 @@ LabelledBytes render(const Config& c) {
   if (style.fill_max > 0) key << "|fill " << style.fill_max;  // absent otherwise: earlier caches stay valid
   for (const auto& f : fonts) key << "|" << f.string() << ":" << fs::file_size(f);
   const fs::path dir = cache_directory(c);
-  std::error_code exists;
-  if (c.get_string("cache") != "none" && fs::exists(dir, exists) && !fs::is_directory(dir, exists)) {
-    throw std::runtime_error("cache: " + dir.string() + " is not a directory (give a directory, or \"none\")");
-  }
+  if (c.get_string("cache") != "none") check_cache_directory(dir, c.path() + ".cache");
   const std::string stem = "glyphs-" + fnv_hex(key.str());
   const fs::path images_file = dir / (stem + "-images-idx3-ubyte.gz"), labels_file = dir / (stem + "-labels-idx1-ubyte.gz");
   LabelledBytes out;
@@ -125,7 +138,11 @@ LabelledBytes render(const Config& c) {
       return out;
     }
   }
-  render_glyphs(fonts, characters, per_class, seed, style, out.images, out.labels);
+  try {
+    render_glyphs(fonts, characters, per_class, seed, style, out.images, out.labels);
+  } catch (const std::invalid_argument& e) {  // a character no font has
+    throw KeyValueError(c.path() + ".characters", e.what());
+  }
   if (c.get_string("cache") != "none") {  // best effort: a read-only cache only costs the next render
     fs::create_directories(dir, ec);
     const std::string tmp = "." + std::to_string(::getpid()) + ".tmp.gz";

@@ -13,6 +13,7 @@
 #include <privdiff/io/content_hash.hpp>
 #include <privdiff/data/pixels.hpp>
 #include <privdiff/plugin/export.hpp>
+#include <privdiff/config/key_value_error.hpp>
 
 #include <ATen/ATen.h>
 #include <torch/serialize/archive.h>
@@ -45,7 +46,7 @@ fs::path weights_file(const Config& c) {
         "weights = \"FILE\" or $" + std::string(weights_variable));
   }
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) throw std::invalid_argument(c.path() + ".weights: " + path + " is not a file");
+  if (!fs::is_regular_file(path, ec)) throw KeyValueError(c.path() + ".weights", path + " is not a file");
   return path;
 }
 
@@ -68,10 +69,10 @@ evaluation::FidInceptionWeights load_weights(const Config& c, const fs::path& fi
   try {
     return evaluation::load_fid_inception(file, allow_unverified);
   } catch (const evaluation::UnverifiedInceptionWeights& e) {
-    throw std::invalid_argument(c.path() + ".weights: " + e.what() + " (for tests, allow_unverified_weights = true "
+    throw KeyValueError(c.path() + ".weights", std::string(e.what()) + " (for tests, allow_unverified_weights = true "
                                 "accepts them and labels every result not comparable)");
   } catch (const std::runtime_error& e) {
-    throw std::invalid_argument(c.path() + ".weights: " + e.what());
+    throw KeyValueError(c.path() + ".weights", e.what());
   }
 }
 

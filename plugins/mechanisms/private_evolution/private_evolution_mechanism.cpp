@@ -48,7 +48,7 @@ class PrivateEvolution : public Mechanism {
     classifier_ = evaluation::public_classifier_options(c);
     noise_ = engine::ReleaseNoise::from(c);
     if (o_.votes_per_record >= samples_per_class_) {
-      throw std::invalid_argument(c.path() + ".votes_per_record: must be below samples_per_class (" +
+      throw KeyValueError(c.path() + ".votes_per_record", "must be below samples_per_class (" +
                                   std::to_string(samples_per_class_) + "), got " + std::to_string(o_.votes_per_record) +
                                   ": with a vote for every sample of its class, the histogram says nothing");
     }

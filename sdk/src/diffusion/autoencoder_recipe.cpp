@@ -1,5 +1,6 @@
 #include <privdiff/diffusion/autoencoder_recipe.hpp>
 
+#include <privdiff/config/key_value_error.hpp>
 #include <privdiff/components/dataset.hpp>
 #include <privdiff/engine/device.hpp>
 
@@ -47,7 +48,7 @@ std::int64_t latent_side(const Config& c) {
   const std::int64_t size = c.get_int("image_size");
   const std::int64_t f = downsampling_factor(autoencoder_config(c));
   if (size % f != 0) {
-    throw std::invalid_argument(c.path() + ".image_size: " + std::to_string(size) + " is not divisible by the "
+    throw KeyValueError(c.path() + ".image_size", std::to_string(size) + " is not divisible by the "
                                 "autoencoder's downsampling factor " + std::to_string(f) +
                                 " (2^(levels of autoencoder_channel_mult - 1))");
   }

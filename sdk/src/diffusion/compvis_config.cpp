@@ -2,6 +2,7 @@
 // scripts/convert_to_safetensors.py --ldm-config keeps it. Every option the ports do not reproduce
 // is refused by its YAML path.
 #include <privdiff/diffusion/compvis_ldm.hpp>
+#include <privdiff/io/json_error.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -99,7 +100,7 @@ CompVisLdmConfig compvis_ldm_config(const std::string& json_text, const std::str
   try {
     p = json::parse(json_text);
   } catch (const json::exception& e) {
-    throw std::invalid_argument(what + ": not valid JSON (" + e.what() + ")");
+    throw std::invalid_argument(what + ": not valid JSON (" + json_error_text(e) + ")");
   }
   CompVisLdmConfig c;
   try {
@@ -127,7 +128,7 @@ CompVisLdmConfig compvis_ldm_config(const std::string& json_text, const std::str
     c.timesteps = p.value("timesteps", c.timesteps);
     c.scale_factor = p.value("scale_factor", c.scale_factor);
   } catch (const json::exception& e) {
-    throw std::invalid_argument(what + ": " + e.what());
+    throw std::invalid_argument(what + ": " + json_error_text(e));
   }
   return c;
 }

@@ -1,4 +1,5 @@
 #include <privdiff/diffusion/diffusers_autoencoder.hpp>
+#include <privdiff/io/json_error.hpp>
 
 #include "diffusers_blocks.hpp"
 #include "diffusers_config.hpp"
@@ -138,7 +139,7 @@ DiffusersAutoencoderKLConfig diffusers_autoencoder_kl_config(const std::string& 
       }
     }
   } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(what + ": " + e.what());
+    throw std::invalid_argument(what + ": " + json_error_text(e));
   }
   return c;
 }

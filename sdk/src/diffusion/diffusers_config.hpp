@@ -3,6 +3,7 @@
 // class, and refusals of the options a port lacks, each naming the key.
 
 #include <nlohmann/json.hpp>
+#include <privdiff/io/json_error.hpp>
 
 #include <stdexcept>
 #include <string>
@@ -17,7 +18,7 @@ inline nlohmann::json diffusers_config_json(const std::string& text, const std::
   try {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(what + ": not valid JSON (" + e.what() + ")");
+    throw std::invalid_argument(what + ": not valid JSON (" + json_error_text(e) + ")");
   }
   if (j.value("_class_name", "") != class_name) {
     throw std::invalid_argument(what + ": _class_name is " + j.value("_class_name", std::string("missing")) + ", not " +

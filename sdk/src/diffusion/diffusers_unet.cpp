@@ -1,4 +1,5 @@
 #include <privdiff/diffusion/diffusers_unet.hpp>
+#include <privdiff/io/json_error.hpp>
 
 #include "diffusers_blocks.hpp"
 #include "diffusers_config.hpp"
@@ -221,7 +222,7 @@ DiffusersUNet2DConfig diffusers_unet2d_config(const std::string& json_text, cons
     c.mid_attention = j.value("add_attention", c.mid_attention);
     if (j.contains("sample_size") && j["sample_size"].is_number_integer()) c.sample_size = j["sample_size"];
   } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(what + ": " + e.what());
+    throw std::invalid_argument(what + ": " + json_error_text(e));
   }
   const auto down = j.value("down_block_types", std::vector<std::string>{"DownBlock2D", "AttnDownBlock2D", "AttnDownBlock2D", "AttnDownBlock2D"});
   const auto up = j.value("up_block_types", std::vector<std::string>{"AttnUpBlock2D", "AttnUpBlock2D", "AttnUpBlock2D", "UpBlock2D"});

@@ -12,6 +12,7 @@
 #include <privdiff/engine/seeds.hpp>
 #include <privdiff/parallel/collective.hpp>
 #include <privdiff/privacy/ledger.hpp>
+#include <privdiff/config/key_value_error.hpp>
 
 #include "chunk_trainer.hpp"
 #include "step_releases.hpp"
@@ -133,11 +134,11 @@ DpSgdOptions dp_sgd_options(const Config& c, bool is_private) {
   o.augment.min_magnitude = c.get_int("augment_min_magnitude");
   o.augment.max_magnitude = c.get_int("augment_max_magnitude");
   if (o.augment.min_magnitude > o.augment.max_magnitude) {
-    throw std::invalid_argument(c.path() + ".augment_min_magnitude: larger than augment_max_magnitude");
+    throw KeyValueError(c.path() + ".augment_min_magnitude", "larger than augment_max_magnitude");
   }
   if (c.has("seed")) {
     if (o.secure_noise) {
-      throw std::invalid_argument(c.path() + ".seed: a stage seed would make the noise reproducible, but "
+      throw KeyValueError(c.path() + ".seed", "a stage seed would make the noise reproducible, but "
                                   "secure_noise = true draws it from the OS CSPRNG; set secure_noise = false to opt "
                                   "into reproducible noise (the privacy reports then carry a caveat)");
     }

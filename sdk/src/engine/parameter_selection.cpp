@@ -1,5 +1,6 @@
 #include <privdiff/engine/linear_adapter.hpp>
 #include <privdiff/engine/parameter_selection.hpp>
+#include <privdiff/config/key_value_error.hpp>
 
 #include <algorithm>
 #include <regex>
@@ -69,7 +70,7 @@ ParameterSelection parameter_selection(const Config& c) {
     const auto& known = known_roles();
     for (const auto& role : selection.roles) {
       if (std::find(known.begin(), known.end(), role) == known.end()) {
-        throw std::invalid_argument(c.path() + ".train_roles: unknown role '" + role +
+        throw KeyValueError(c.path() + ".train_roles", "unknown role '" + role +
                                     "' (attention, cross_attention, conditioning, resblock, embedding, norm, io, adapter, "
                                     "autoencoder)");
       }
@@ -78,7 +79,7 @@ ParameterSelection parameter_selection(const Config& c) {
   if (c.has("train_blocks")) {
     const auto b = c.get_int_list("train_blocks");
     if (b.size() != 2 || b[0] < 0 || (b[1] != -1 && b[1] < b[0])) {
-      throw std::invalid_argument(c.path() + ".train_blocks: expected [first, last] with 0 <= first <= last, or "
+      throw KeyValueError(c.path() + ".train_blocks", "expected [first, last] with 0 <= first <= last, or "
                                   "last = -1 for \"to the end\"");
     }
     selection.blocks = std::make_pair(static_cast<int>(b[0]), static_cast<int>(b[1]));
@@ -89,7 +90,7 @@ ParameterSelection parameter_selection(const Config& c) {
     try {
       std::regex check(selection.pattern);
     } catch (const std::regex_error& e) {
-      throw std::invalid_argument(c.path() + ".train_pattern: not a regular expression: " + e.what());
+      throw KeyValueError(c.path() + ".train_pattern", std::string("not a regular expression: ") + e.what());
     }
   }
   return selection;

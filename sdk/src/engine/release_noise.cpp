@@ -1,5 +1,6 @@
 #include <privdiff/engine/release_noise.hpp>
 
+#include <privdiff/config/key_value_error.hpp>
 #include <privdiff/engine/dp_sgd_mechanism.hpp>
 #include <privdiff/privacy/ledger.hpp>
 
@@ -11,7 +12,7 @@ ReleaseNoise ReleaseNoise::from(const Config& c) {
   ReleaseNoise out;
   out.secure = c.get_bool("secure_noise");
   if (c.has("seed")) {
-    if (out.secure) throw std::invalid_argument(c.path() + ".seed: only with secure_noise = false (reproducible noise)");
+    if (out.secure) throw KeyValueError(c.path() + ".seed", "only with secure_noise = false (reproducible noise)");
     out.seed = static_cast<std::uint64_t>(c.get_int("seed"));
   }
   return out;

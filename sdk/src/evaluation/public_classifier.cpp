@@ -1,5 +1,6 @@
 #include <privdiff/evaluation/public_classifier.hpp>
 
+#include <privdiff/config/key_value_error.hpp>
 #include <privdiff/evaluation/classifier_training.hpp>
 
 #include <ATen/ATen.h>
@@ -25,7 +26,7 @@ PublicClassifierOptions public_classifier_options(const Config& c) {
   const PublicClassifierOptions o{c.get_int("classifier_depth"), c.get_int("classifier_epochs"),
                                   c.get_int("classifier_batch_size"), c.get_double("classifier_lr")};
   if ((o.depth - 2) % 6 != 0) {
-    throw std::invalid_argument(c.path() + ".classifier_depth: a ResNet's depth is 6n + 2 (8, 14, 20, ...), got " +
+    throw KeyValueError(c.path() + ".classifier_depth", "a ResNet's depth is 6n + 2 (8, 14, 20, ...), got " +
                                 std::to_string(o.depth));
   }
   return o;

@@ -1,5 +1,6 @@
 #include <privdiff/io/atomic_file.hpp>
 #include <privdiff/io/safetensors.hpp>
+#include <privdiff/io/json_error.hpp>
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
@@ -92,7 +93,7 @@ nlohmann::json parse_json(std::string_view text, const std::string& what) {
   try {
     header = nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::exception& e) {
-    refuse(what, std::string("the header is not valid JSON (") + e.what() + ")");
+    refuse(what, std::string("the header is not valid JSON (") + json_error_text(e) + ")");
   }
   RepeatedKey sax;
   nlohmann::json::sax_parse(text.begin(), text.end(), &sax);
@@ -240,12 +241,13 @@ struct SafetensorsFile::Mapping {
 
 SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path), mapping_(std::make_shared<Mapping>()) {
   const std::string what = path.string();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO opens at once (and is refused below) instead of waiting for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw std::runtime_error(what + ": cannot open (" + std::strerror(errno) + ")");
   struct stat status {};
   if (::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode)) {
     ::close(fd);
-    throw std::runtime_error(what + ": not a regular file");
+    throw std::runtime_error(what + ": not a regular file (a pipe or a device)");
   }
   mapping_->size = static_cast<std::size_t>(status.st_size);
   if (mapping_->size > 0) {

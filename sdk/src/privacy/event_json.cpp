@@ -1,4 +1,5 @@
 #include <privdiff/privacy/event_json.hpp>
+#include <privdiff/io/json_error.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -80,7 +81,7 @@ auto read_json(const std::string& text, const Read& read) {
   try {
     return read(json::parse(text));
   } catch (const json::exception& e) {
-    throw std::invalid_argument(std::string("malformed JSON: ") + e.what());
+    throw std::invalid_argument(std::string("malformed JSON: ") + json_error_text(e));
   }
 }
 

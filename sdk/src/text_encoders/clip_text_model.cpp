@@ -1,4 +1,5 @@
 #include <privdiff/text_encoders/clip_text_model.hpp>
+#include <privdiff/io/json_error.hpp>
 
 #include <nlohmann/json.hpp>
 #include <torch/nn/modules/container/modulelist.h>
@@ -106,7 +107,7 @@ ClipTextConfig clip_text_config(const std::string& json_text, const std::string&
   try {
     j = nlohmann::json::parse(json_text);
   } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(what + ": not valid JSON (" + e.what() + ")");
+    throw std::invalid_argument(what + ": not valid JSON (" + json_error_text(e) + ")");
   }
   const std::string type = j.value("model_type", std::string());
   if (type != "clip_text_model")
