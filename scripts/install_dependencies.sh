@@ -16,7 +16,7 @@ packages=(
   fonts-dejavu-core fonts-liberation2 fonts-freefont-ttf fonts-humor-sans fonts-comic-neue fonts-dancingscript fonts-breip
   fonts-symbola                                  # ... and clothing pictograms (public data that can draw clothing)
   gnuplot-nox                                    # the plots of privdiff compare
-  libgtest-dev python3                           # tests (python3: JSON checks in the CLI tests)
+  libgtest-dev python3 python3-venv              # tests (python3: JSON checks in the CLI tests; venv: fixture scripts)
   chromium                                       # tests: report.html rendered headless (scripts/check_report_renders.sh)
   clang libclang-rt-14-dev                       # fuzzing with libFuzzer (scripts/fuzz.sh, the fuzz.short test)
   dataset-fashion-mnist                          # the default dataset

@@ -21,12 +21,6 @@ if [ "$(git -C "$dpdm" rev-parse HEAD 2>/dev/null)" != "$dpdm_commit" ]; then
   git -C "$dpdm" checkout --quiet "$dpdm_commit"
 fi
 "$venv/bin/python" "$root/scripts/weights_fixtures/dpdm_reference.py" "$dpdm" "$root/tests/fixtures/weights"
-compvis_commit=a506df5756472e2ebaf9078affdde2c4f1502cd4  # github.com/CompVis/latent-diffusion, the commit DP-LDM forks
-compvis=${COMPVIS_SRC:-${PRIVDIFF_CACHE:-$HOME/.cache/privdiff}/compvis-src}
-if [ "$(git -C "$compvis" rev-parse HEAD 2>/dev/null)" != "$compvis_commit" ] || [ ! -d "$compvis/ldm" ]; then
-  [ -n "${COMPVIS_SRC:-}" ] && { echo "COMPVIS_SRC=$compvis is not at $compvis_commit" >&2; exit 1; }
-  rm -rf "$compvis"
-  git clone --quiet --no-checkout https://github.com/CompVis/latent-diffusion "$compvis"
-  git -C "$compvis" checkout --quiet "$compvis_commit" -- ldm  # the model code only
-fi
+source "$root/scripts/compvis_source.sh"
+compvis_source
 "$venv/bin/python" "$root/scripts/weights_fixtures/compvis_reference.py" "$compvis" "$root/tests/fixtures/weights"

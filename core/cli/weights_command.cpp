@@ -94,7 +94,8 @@ std::string privacy_line(const std::map<std::string, std::string>& m) {
   return line;
 }
 
-void inspect_file(const fs::path& path, const std::string& config_class, bool all, std::ostream& out) {
+// Prints what the file holds; returns what makes its privacy metadata unreadable ("" when nothing).
+std::string inspect_file(const fs::path& path, const std::string& config_class, bool all, std::ostream& out) {
   const sdk::SafetensorsFile file(path);
   std::map<std::string, int> dtypes;
   std::int64_t values = 0;
@@ -120,9 +121,16 @@ void inspect_file(const fs::path& path, const std::string& config_class, bool al
         << shape_text(entries[i].shape) << "\n";
   }
   if (shown < entries.size()) out << "  ... " << entries.size() - shown << " more (--all lists them)\n";
-  // Shown in full, and then refused: weights whose guarantee cannot be read are not to be published.
-  if (const std::string damage = privacy_damage(file.metadata()); !damage.empty())
-    throw UsageError("weights inspect: " + path.string() + ": " + damage + ": the guarantee it carries cannot be read");
+  const std::string damage = privacy_damage(file.metadata());
+  return damage.empty() ? "" : path.string() + ": " + damage;
+}
+
+// Everything shown, then refused: weights whose guarantee cannot be read are not to be published.
+void refuse_damaged(const std::vector<std::string>& damaged) {
+  if (damaged.empty()) return;
+  std::string all;
+  for (const auto& d : damaged) all += (all.empty() ? "" : "; ") + d;
+  throw UsageError("weights inspect: " + all + ": the guarantee cannot be read");
 }
 
 // A diffusers folder's config.json: what inspect says of it, and for a UNet2DModel that privdiff's
@@ -160,7 +168,10 @@ DiffusersFolder diffusers_folder(const fs::path& dir) {
 
 void inspect(const fs::path& path, bool all) {
   if (!fs::exists(path)) throw UsageError("weights inspect: " + path.string() + " does not exist");
-  if (!fs::is_directory(path)) return inspect_file(path, "", all, std::cout);
+  if (!fs::is_directory(path)) {
+    const std::string d = inspect_file(path, "", all, std::cout);
+    return refuse_damaged(d.empty() ? std::vector<std::string>{} : std::vector<std::string>{d});
+  }
   DiffusersFolder diffusers;
   if (fs::is_regular_file(path / "config.json")) diffusers = diffusers_folder(path);
   std::vector<fs::path> files;
@@ -176,11 +187,14 @@ void inspect(const fs::path& path, bool all) {
   }
   // A diffusers config.json describes the folder's diffusion_pytorch_model.safetensors, not every file
   // beside it (a test's reference outputs, say): those are recognised on their own.
+  std::vector<std::string> damaged;
   for (const auto& file : files) {
     const bool described = file.filename() == "diffusion_pytorch_model.safetensors";
-    inspect_file(file, described ? diffusers.architecture : "", all, std::cout);
+    if (std::string d = inspect_file(file, described ? diffusers.architecture : "", all, std::cout); !d.empty())
+      damaged.push_back(std::move(d));
   }
   if (!diffusers.recipe.empty()) std::cout << "\nto fine-tune it under DP, a recipe's tables:\n" << diffusers.recipe;
+  refuse_damaged(damaged);
 }
 
 void export_run(const std::string& source, const std::string& format, const fs::path& out, const GlobalOptions& global) {

@@ -163,7 +163,7 @@ nlohmann::json evaluate_image_set(const sdk::LabelledImages& full, const Evaluat
   // Before the real data are opened (and the samples checked against them for near-copies, which takes
   // minutes): the sample set's own classes already say whether --max-samples can be right.
   if (plan.max_samples > 0 && full.labels.defined()) {
-    const std::int64_t present = std::get<0>(at::_unique(full.labels)).numel();
+    const std::int64_t present = (at::bincount(full.labels.flatten().to(at::kLong)) > 0).sum().item<std::int64_t>();
     if (plan.max_samples < present) {
       throw std::invalid_argument("--max-samples " + std::to_string(plan.max_samples) + " is below the " +
                                   std::to_string(present) + " classes of the sample set: a classifier trained on fewer "

@@ -66,7 +66,8 @@ class ComponentRegistry {
   std::string refused_hint(const std::string& id) const;
 
   /// Builds a component from its validated config. Throws std::runtime_error with context
-  /// ("while constructing mechanism 'dpdm' from /…/libdpdm.so: …").
+  /// ("while constructing mechanism 'dpdm' from /…/libdpdm.so: …"), or the component's
+  /// sdk::KeyValueError as it is (bad input at a key, for the caller to place in the recipe).
   std::unique_ptr<sdk::Component> create(sdk::ComponentKind kind, const std::string& id,
                                          const sdk::Config& config) const;
 

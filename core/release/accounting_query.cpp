@@ -120,10 +120,13 @@ AccountingAnswer answer(const ComponentRegistry& registry, const AccountingQuest
       if (!q.accountants.empty()) throw;  // asked for by name: its failure is the command's
       question_wrong = question_wrong && dynamic_cast<const UsageError*>(&e) != nullptr;
       a.skipped.push_back({{"accountant", t.id}, {"reason", e.what()}});
-      reasons += (reasons.empty() ? "" : "; ") + std::string(e.what());
     }
   }
   if (a.results.empty()) {
+    for (const auto& skipped : a.skipped) {  // each one's reason, those that could not evaluate the events too
+      const std::string id = skipped["accountant"], reason = skipped["reason"];
+      reasons += (reasons.empty() ? "" : "; ") + (reason.rfind(id, 0) == 0 ? reason : id + ": " + reason);
+    }
     const std::string message = "no accountant could answer: " + reasons;
     if (question_wrong) throw UsageError(message);
     throw std::runtime_error(message);

@@ -25,8 +25,11 @@ namespace {
 // evaluate on its own, and why: the user's to change, rather than the accountant's grid.
 sdk::EpsilonResult epsilon_naming_part(const sdk::Accountant& accountant, const std::vector<sdk::PrivacyEvent>& parts,
                                        double delta, const std::function<void(std::size_t, const std::string&)>& blame) {
+  const sdk::PrivacyEvent composed = sdk::PrivacyEvent::composed(parts);
+  // Events of a kind the accountant does not handle at all: its own reason, nobody's noise.
+  if (auto why = accountant.cannot_evaluate(composed); !why.empty()) throw std::runtime_error("privacy.accountant: " + why);
   try {
-    return accountant.epsilon(sdk::PrivacyEvent::composed(parts), delta);
+    return accountant.epsilon(composed, delta);
   } catch (const std::exception&) {
     for (std::size_t i = 0; i < parts.size(); ++i) {
       if (parts[i].kind() == sdk::PrivacyEvent::Kind::no_op) continue;
@@ -71,58 +74,12 @@ sdk::PrivacyEvent RunOrchestrator::plan_privacy(RunSession& s) {
     }
     auto_stage = i;
   }
-  // Everything the run plans to spend, with stage `auto_stage` at noise multiplier sigma.
-  auto planned = [&](double sigma) {
-    std::vector<sdk::PrivacyEvent> events;
-    for (std::size_t i = 0; i < mechanisms.size(); ++i) {
-      events.push_back(i == auto_stage ? mechanisms[i]->planned_events_with(sigma, s.stage_size(i))
-                                       : mechanisms[i]->planned_events(s.stage_size(i)));
-    }
-    events.push_back(carried);
-    return sdk::PrivacyEvent::composed(std::move(events));
-  };
-  // Where the accountant cannot evaluate a stage at all, its noise is far too small for any target:
-  // refused at its noise_multiplier (file:line) where it has one. `stage` indexes the stages; the
-  // initial model's spend (index mechanisms.size()) is init_from's.
-  const std::string accountant_id = recipe_.privacy.get_string("accountant");
-  auto blame_stage = [&](std::size_t stage, const std::string& why) {
-    const std::string problem = "spends more than " + accountant_id + " can account (" + why + "): too little noise "
-                                "(or too many steps) for any target epsilon";
-    if (stage == mechanisms.size()) throw std::runtime_error("run.init_from: its ledger " + problem);
-    const sdk::Config& config = recipe_.stages[stage].mechanism.config;
-    throw RecipeError({recipe_.diagnostic(config.path() + (config.has("noise_multiplier") ? ".noise_multiplier" : ""),
-                                          problem)});
-  };
-  if (auto_stage != mechanisms.size()) {
-    std::vector<sdk::PrivacyEvent> others{carried};
-    std::vector<std::size_t> stage_of{mechanisms.size()};
-    for (std::size_t i = 0; i < mechanisms.size(); ++i) {
-      if (i == auto_stage) continue;
-      others.push_back(mechanisms[i]->planned_events(s.stage_size(i)));
-      stage_of.push_back(i);
-    }
-    const double others_epsilon =
-        epsilon_naming_part(accountant, others, delta, [&](std::size_t j, const std::string& why) { blame_stage(stage_of[j], why); })
-            .epsilon;
-    if (!(others_epsilon < target)) {
-      throw std::runtime_error("privacy: the stages other than '" + recipe_.stages[auto_stage].name +
-                               "'" + (s.carry ? " and the initial model (run.init_from)" : "") + " already spend epsilon " + format_epsilon(others_epsilon) + " of the target " +
-                               format_epsilon(target) + "; nothing is left to calibrate its noise multiplier against");
-    }
-    const auto calibration = sdk::calibrate_noise_multiplier(accountant, planned, target, delta);
-    mechanisms[auto_stage]->set_noise_multiplier(calibration.noise_multiplier);
-    log << "calibrated stage '" << recipe_.stages[auto_stage].name << "' noise multiplier to "
-        << calibration.noise_multiplier << " (epsilon " << format_epsilon(calibration.epsilon) << " <= "
-        << target << " at delta " << delta << ")\n";
-  }
+  if (auto_stage != mechanisms.size()) calibrate_auto_stage(s, auto_stage, carried, target, delta);
   std::vector<sdk::PrivacyEvent> events{carried};
   for (std::size_t i = 0; i < mechanisms.size(); ++i) events.push_back(mechanisms[i]->planned_events(s.stage_size(i)));
   const sdk::PrivacyEvent total = sdk::PrivacyEvent::composed(events);
-  if (auto why = accountant.cannot_evaluate(total); !why.empty()) {
-    throw std::runtime_error("privacy.accountant: " + why);
-  }
   const sdk::EpsilonResult planned_result = epsilon_naming_part(accountant, events, delta, [&](std::size_t j, const std::string& why) {
-    blame_stage(j == 0 ? mechanisms.size() : j - 1, why);  // events: init_from's, then each stage's
+    blame_unaccountable(j == 0 ? mechanisms.size() : j - 1, why);  // events: init_from's, then each stage's
   });
   const double planned_epsilon = planned_result.epsilon;
   approximate_guarantee_ = !release::certifies_upper_bound(accountant, planned_result);
@@ -146,6 +103,51 @@ sdk::PrivacyEvent RunOrchestrator::plan_privacy(RunSession& s) {
       << recipe_.privacy.get_string("accountant") << ", delta " << delta << ")\n";
   log_stage_shares(s, accountant, delta, events);
   return total;
+}
+
+void RunOrchestrator::blame_unaccountable(std::size_t stage, const std::string& why) const {
+  const std::string problem = "spends more than " + recipe_.privacy.get_string("accountant") + " can account (" + why +
+                              "): too little noise (or too many steps) for any target epsilon";
+  if (stage == components_.mechanisms.size()) throw std::runtime_error("run.init_from: its ledger " + problem);
+  const sdk::Config& config = recipe_.stages[stage].mechanism.config;
+  throw RecipeError({recipe_.diagnostic(config.path() + (config.has("noise_multiplier") ? ".noise_multiplier" : ""), problem)});
+}
+
+void RunOrchestrator::calibrate_auto_stage(RunSession& s, std::size_t auto_stage, const sdk::PrivacyEvent& carried,
+                                           double target, double delta) {
+  auto& mechanisms = components_.mechanisms;
+  const sdk::Accountant& accountant = main_accountant();
+  // Everything the run plans to spend, with stage `auto_stage` at noise multiplier sigma.
+  auto planned = [&](double sigma) {
+    std::vector<sdk::PrivacyEvent> events;
+    for (std::size_t i = 0; i < mechanisms.size(); ++i) {
+      events.push_back(i == auto_stage ? mechanisms[i]->planned_events_with(sigma, s.stage_size(i))
+                                       : mechanisms[i]->planned_events(s.stage_size(i)));
+    }
+    events.push_back(carried);
+    return sdk::PrivacyEvent::composed(std::move(events));
+  };
+  std::vector<sdk::PrivacyEvent> others{carried};
+  std::vector<std::size_t> stage_of{mechanisms.size()};  // others[j] is stage stage_of[j]'s (init_from's first)
+  for (std::size_t i = 0; i < mechanisms.size(); ++i) {
+    if (i == auto_stage) continue;
+    others.push_back(mechanisms[i]->planned_events(s.stage_size(i)));
+    stage_of.push_back(i);
+  }
+  const double others_epsilon =
+      epsilon_naming_part(accountant, others, delta, [&](std::size_t j, const std::string& why) { blame_unaccountable(stage_of[j], why); })
+          .epsilon;
+  if (!(others_epsilon < target)) {
+    throw std::runtime_error("privacy: the stages other than '" + recipe_.stages[auto_stage].name + "'" +
+                             (s.carry ? " and the initial model (run.init_from)" : "") + " already spend epsilon " +
+                             format_epsilon(others_epsilon) + " of the target " + format_epsilon(target) +
+                             "; nothing is left to calibrate its noise multiplier against");
+  }
+  const auto calibration = sdk::calibrate_noise_multiplier(accountant, planned, target, delta);
+  mechanisms[auto_stage]->set_noise_multiplier(calibration.noise_multiplier);
+  s.log << "calibrated stage '" << recipe_.stages[auto_stage].name << "' noise multiplier to "
+        << calibration.noise_multiplier << " (epsilon " << format_epsilon(calibration.epsilon) << " <= " << target
+        << " at delta " << delta << ")\n";
 }
 
 void RunOrchestrator::log_stage_shares(RunSession& s, const sdk::Accountant& accountant, double delta,

@@ -184,6 +184,12 @@ class RunOrchestrator {
   /// Pre-flight: each private stage's best-case noise-to-signal ratio, and a warning where it is high.
   void warn_about_noise(RunSession& s) const;
   sdk::PrivacyEvent plan_privacy(RunSession& s);
+  /// The one noise_multiplier = "auto" stage's noise, calibrated so that everything meets the target.
+  void calibrate_auto_stage(RunSession& s, std::size_t auto_stage, const sdk::PrivacyEvent& carried, double target,
+                            double delta);
+  /// Refuses what the accountant cannot evaluate at all, at `stage`'s noise_multiplier (or init_from's
+  /// ledger, stage = the number of stages): far too little noise for any target.
+  [[noreturn]] void blame_unaccountable(std::size_t stage, const std::string& why) const;
   const sdk::Accountant& main_accountant() const;
   /// [privacy] allow_approximate_accountant: a guarantee by an accountant that is no upper bound.
   bool approximation_allowed() const;

@@ -1,6 +1,6 @@
 """Writes tests/fixtures/text/: a caption corpus and the token ids the reference tokenizers give it.
 
-privdiff's tokenizers (sdk/src/text/) are checked against these ids by tests/sdk/text_tokenizers_test.cpp:
+privdiff's tokenizers (sdk/src/text/) are checked against these ids by tests/sdk/text/tokenizers_test.cpp:
   * BERT WordPiece against HF's BertTokenizerFast (lower case), what CompVis's BERTTokenizer calls
     (ldm/modules/encoders/modules.py), on a small vocabulary made here (bert_vocab.txt);
   * CLIP's byte-level BPE against HF's CLIPTokenizerFast (Stable Diffusion's pipelines), HF's CLIPTokenizer
@@ -40,7 +40,7 @@ CORPUS = [
     "''s 's' !'s x'sy '''",
     "a cat \U0001F431 with \U0001F44D\U0001F3FD and \U0001F468\u200d\U0001F469\u200d\U0001F467 family \U0001F970 \U0001FAE0 \u2764\ufe0f",
     "3.14159 1,000,000 2nd 4k 1080p abc123def \u0663\u0664 \u00bd \u216b \u2460 \u00b2",
-    "中文字符 日本語のテキスト 한국어 \u3042\u3044\u3046",
+    "中文字符 日本語のテキスト 한국어 \u3042\u3044\u3046 a\U0002b820b a\U0002b920b a\U00020000b",
     "  tabs\tand\nnewlines\r\n and\u00a0nbsp\u2003em\u3000ideographic\u2028line\u2029para  ",
     "null\u0000char bell\u0007 vt\u000b ff\u000c nel\u0085 zero\u200bwidth soft\u00adhyphen bom\ufeff repl\ufffd",
     "private\ue000use \u0890 \U00013430 \u2e4f \u2e50 \U0001e944",
@@ -110,7 +110,8 @@ def bytes_to_unicode():
 
 
 def load_open_clip(open_clip_dir):
-    """open_clip's tokenizer.py imports torch only for its tensor output; a stand-in module lets it load."""
+    """open_clip's tokenizer.py imports torch only for its tensor output: without torch installed, a
+    stand-in module lets it load (with the pinned torch, the real one is used)."""
     stand_in = types.ModuleType("torch")
     stand_in.__getattr__ = lambda name: object  # only annotations (torch.LongTensor) are read at import
     sys.modules.setdefault("torch", stand_in)

@@ -91,8 +91,9 @@ for weights in "$tmp/absent.pth" "$tiny_weights" "$tmp/run/checkpoint.pt"; do
   validate=$("$privdiff" validate "$tmp/r-eval.toml" 2>&1); code=$?
   [ $code -eq 2 ] || fail "validate with [eval.inception] weights $weights: exit $code (want 2): $validate"
   for o in "$out" "$validate"; do
-    [ "$(wc -l <<<"$o")" -eq 1 ] || fail "[eval.inception] weights $weights: not one line: $o"
-    grep -qF "eval[0].inception.weights: $weights" <<<"$o" || fail "[eval.inception] weights $weights: not named in: $o"
+    # A recipe's refusal: one line at the key's place in the file, then the count ("1 error").
+    [ "$(wc -l <<<"$o")" -eq 2 ] && [ "$(tail -1 <<<"$o")" = "1 error" ] || fail "[eval.inception] weights $weights: not one error: $o"
+    grep -qF "r-eval.toml:26:11: eval[0].inception.weights: $weights" <<<"$o" || fail "[eval.inception] weights $weights: not placed at its key in: $o"
   done
 done
 passed=$((passed + 1))

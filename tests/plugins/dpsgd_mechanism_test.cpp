@@ -1,6 +1,7 @@
 // The dpsgd and nonprivate mechanism plugins driving a tiny model built from per-example layers.
 #include "installed_plugins.hpp"
 
+#include <privdiff/config/key_value_error.hpp>
 #include <privdiff/components/mechanism.hpp>
 #include <privdiff/components/model.hpp>
 #include <privdiff/components/dataset.hpp>
@@ -189,7 +190,8 @@ TEST(DpSgdMechanism, NoiseIsSecretByDefaultAndASeedNeedsTheReproducibleOptIn) {
   try {
     make("dpsgd", opts);
     FAIL();
-  } catch (const std::runtime_error& e) {
+  } catch (const sdk::KeyValueError& e) {  // at the stage's seed, for the host to place in the recipe
+    EXPECT_EQ(e.key_path(), "mechanism.seed");
     EXPECT_NE(std::string(e.what()).find("set secure_noise = false"), std::string::npos) << e.what();
   }
   opts.erase("seed");

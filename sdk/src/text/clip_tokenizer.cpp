@@ -13,30 +13,26 @@ constexpr std::string_view kStart = "<|startoftext|>";
 constexpr std::string_view kEnd = "<|endoftext|>";
 
 // CLIP's byte characters (GPT-2's): the printable bytes stand for themselves, the other 68 for
-// U+0100 onwards, in the order the vocabulary lists them (the printable ones first).
+// U+0100 onwards; the vocabulary lists the printable ones first.
+bool printable(unsigned b) { return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174; }
+
 std::vector<unsigned> byte_order() {
   std::vector<unsigned> order;
-  for (unsigned b = 33; b <= 126; ++b) order.push_back(b);
-  for (unsigned b = 161; b <= 172; ++b) order.push_back(b);
-  for (unsigned b = 174; b <= 255; ++b) order.push_back(b);
-  std::vector<bool> printable(256, false);
-  for (unsigned b : order) printable[b] = true;
   for (unsigned b = 0; b < 256; ++b)
-    if (!printable[b]) order.push_back(b);
+    if (printable(b)) order.push_back(b);
+  for (unsigned b = 0; b < 256; ++b)
+    if (!printable(b)) order.push_back(b);
   return order;
 }
 
-char32_t byte_character(unsigned byte) {
-  static const std::vector<char32_t> table = [] {
-    std::vector<char32_t> t(256);
-    char32_t next = 256;
-    for (unsigned b = 0; b < 256; ++b) {
-      const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
-      t[b] = printable ? static_cast<char32_t>(b) : next++;
-    }
-    return t;
-  }();
-  return table[byte];
+std::string byte_character(unsigned byte) {
+  char32_t next = 256;
+  for (unsigned b = 0; b < byte; ++b) next += printable(b) ? 0 : 1;
+  return unicode::encode(std::u32string(1, printable(byte) ? static_cast<char32_t>(byte) : next));
+}
+
+std::uint64_t pair_key(std::int64_t left, std::int64_t right) {
+  return static_cast<std::uint64_t>(left) << 32 | static_cast<std::uint64_t>(right);
 }
 
 // The pieces of CLIP's split: 's|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+ (leftmost first).
@@ -88,11 +84,11 @@ ClipTokenizer::ClipTokenizer(std::size_t context_length, Padding padding)
     : context_length_(context_length), padding_(padding) {
   if (context_length_ < 2)
     throw std::invalid_argument("CLIP tokenizer: a context length of at least 2 (<|startoftext|>, <|endoftext|>)");
-  byte_symbol_.resize(256);
-  for (unsigned b = 0; b < 256; ++b) byte_symbol_[b] = unicode::encode(std::u32string(1, byte_character(b)));
+  byte_id_.resize(256);
+  last_byte_id_.resize(256);
   const std::vector<unsigned> order = byte_order();
-  for (unsigned b : order) add_token(byte_symbol_[b]);
-  for (unsigned b : order) add_token(byte_symbol_[b] + "</w>");
+  for (unsigned b : order) byte_id_[b] = static_cast<std::int64_t>(vocabulary_.size()), add_token(byte_character(b));
+  for (unsigned b : order) last_byte_id_[b] = static_cast<std::int64_t>(vocabulary_.size()), add_token(byte_character(b) + "</w>");
 }
 
 void ClipTokenizer::add_token(const std::string& token) {
@@ -127,7 +123,8 @@ ClipTokenizer ClipTokenizer::from_file(const std::filesystem::path& merges, std:
     const std::string joined = left + right;
     const auto [first, fresh] = made_on.emplace(joined, i + 1);
     if (!fresh) throw at("the merge makes '" + joined + "' again (first on line " + std::to_string(first->second) + ")");
-    tokenizer.ranks_.emplace(line, i - 1);
+    tokenizer.merges_.emplace(pair_key(tokenizer.ids_.at(left), tokenizer.ids_.at(right)),
+                              Merge{i - 1, static_cast<std::int64_t>(tokenizer.vocabulary_.size())});
     tokenizer.add_token(joined);
   }
   tokenizer.start_ = static_cast<std::int64_t>(tokenizer.vocabulary_.size());
@@ -137,22 +134,24 @@ ClipTokenizer ClipTokenizer::from_file(const std::filesystem::path& merges, std:
   return tokenizer;
 }
 
+// Byte-level BPE over ids: the pair of lowest rank merged, every occurrence left to right, until no
+// pair is a merge (open_clip's bpe(), HF's BPE model).
 void ClipTokenizer::encode_piece(const std::string& bytes, std::vector<std::int64_t>& out) const {
-  std::vector<std::string> word;
-  for (const char b : bytes) word.push_back(byte_symbol_[static_cast<unsigned char>(b)]);
-  word.back() += "</w>";
+  std::vector<std::int64_t> word;
+  for (const char b : bytes) word.push_back(byte_id_[static_cast<unsigned char>(b)]);
+  word.back() = last_byte_id_[static_cast<unsigned char>(bytes.back())];
   while (word.size() > 1) {
-    std::size_t best = std::numeric_limits<std::size_t>::max(), at = 0;
+    const Merge* best = nullptr;
+    std::uint64_t best_key = 0;
     for (std::size_t j = 0; j + 1 < word.size(); ++j) {
-      const auto rank = ranks_.find(word[j] + ' ' + word[j + 1]);
-      if (rank != ranks_.end() && rank->second < best) best = rank->second, at = j;
+      const auto merge = merges_.find(pair_key(word[j], word[j + 1]));
+      if (merge != merges_.end() && (!best || merge->second.rank < best->rank)) best = &merge->second, best_key = merge->first;
     }
-    if (best == std::numeric_limits<std::size_t>::max()) break;
-    const std::string left = word[at], right = word[at + 1];
-    std::vector<std::string> merged;
+    if (!best) break;
+    std::vector<std::int64_t> merged;
     for (std::size_t j = 0; j < word.size(); ++j) {
-      if (j + 1 < word.size() && word[j] == left && word[j + 1] == right) {
-        merged.push_back(left + right);
+      if (j + 1 < word.size() && pair_key(word[j], word[j + 1]) == best_key) {
+        merged.push_back(best->result);
         ++j;
       } else {
         merged.push_back(word[j]);
@@ -160,14 +159,18 @@ void ClipTokenizer::encode_piece(const std::string& bytes, std::vector<std::int6
     }
     word = std::move(merged);
   }
-  for (const std::string& symbol : word) out.push_back(ids_.at(symbol));
+  out.insert(out.end(), word.begin(), word.end());
 }
 
 void ClipTokenizer::encode_plain(const std::u32string& text, std::vector<std::int64_t>& out) const {
-  for (const std::u32string& piece : pieces_of(text)) encode_piece(unicode::encode(piece), out);
+  for (const std::u32string& piece : pieces_of(text)) {
+    if (out.size() >= content_room()) return;  // pieces are independent: what follows would be cut
+    encode_piece(unicode::encode(piece), out);
+  }
 }
 
 std::vector<std::int64_t> ClipTokenizer::encode(std::string_view utf8_text) const {
+  check_length(utf8_text);
   const std::u32string text = normalized(utf8_text);
   const std::u32string start = unicode::decode(kStart), end = unicode::decode(kEnd);
   std::vector<std::int64_t> content;
@@ -181,11 +184,7 @@ std::vector<std::int64_t> ClipTokenizer::encode(std::string_view utf8_text) cons
     at = plain - 1;
   }
   encode_plain(text.substr(plain), content);
-  if (content.size() > context_length_ - 2) content.resize(context_length_ - 2);
-  std::vector<std::int64_t> ids{start_};
-  ids.insert(ids.end(), content.begin(), content.end());
-  ids.push_back(end_);
-  return ids;
+  return framed(std::move(content), start_, end_);
 }
 
 }  // namespace privdiff::sdk

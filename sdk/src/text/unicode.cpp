@@ -66,6 +66,7 @@ bool legacy_in(char32_t c, uint32_t mask) {
 }  // namespace
 
 std::u32string decode(std::string_view utf8) {
+  if (utf8.size() > static_cast<std::size_t>(INT32_MAX)) throw std::invalid_argument("a text of 2 GiB or more");
   std::u32string out;
   out.reserve(utf8.size());
   const auto* bytes = reinterpret_cast<const uint8_t*>(utf8.data());

@@ -22,7 +22,8 @@ std::invalid_argument error_at(const std::filesystem::path& file, std::size_t li
 std::vector<std::string> read_lines(const std::filesystem::path& file) {
   auto fail = [&](const std::string& why) { return std::invalid_argument(file.string() + ": " + why); };
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(file, ec)) throw fail("no such file (a tokenizer's vocabulary file)");
+  if (!std::filesystem::exists(file, ec)) throw fail("no such file (a tokenizer's vocabulary file)");
+  if (!std::filesystem::is_regular_file(file, ec)) throw fail("not a regular file (a folder, a pipe or a device)");
   // gzread reads a plain file as it is, so one reader serves vocab.txt and bpe_simple_vocab_16e6.txt.gz.
   std::unique_ptr<gzFile_s, GzClose> f(gzopen(file.c_str(), "rb"));
   if (!f) throw fail("cannot be opened");

@@ -12,10 +12,11 @@ namespace {
 constexpr std::size_t kMaxWordChars = 100;  // longer words are [UNK] (HF's max_input_chars_per_word)
 constexpr std::array<const char*, 5> kSpecial = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
 
-// The CJK Unified Ideographs blocks BERT spaces out (not Hiragana, Katakana or Hangul).
+// The CJK Unified Ideographs blocks BERT spaces out (not Hiragana, Katakana or Hangul), as HF tokenizers'
+// bert.rs lists them: from U+2B920, where Python BERT's list has U+2B820 (U+2B820..U+2B91F stay as they are).
 bool is_cjk(char32_t c) {
   return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
-         (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) ||
+         (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
          (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
 }
 
@@ -140,10 +141,14 @@ void WordPieceTokenizer::word_pieces(const std::u32string& word, std::vector<std
 }
 
 void WordPieceTokenizer::encode_plain(std::string_view text, std::vector<std::int64_t>& out) const {
-  for (const std::u32string& word : words_of(normalized(unicode::decode(text)))) word_pieces(word, out);
+  for (const std::u32string& word : words_of(normalized(unicode::decode(text)))) {
+    if (out.size() >= content_room()) return;  // words are independent: what follows would be cut
+    word_pieces(word, out);
+  }
 }
 
 std::vector<std::int64_t> WordPieceTokenizer::encode(std::string_view utf8_text) const {
+  check_length(utf8_text);
   unicode::decode(utf8_text);  // refuses what is not UTF-8 before any special token is looked for
   std::vector<std::int64_t> content;
   const std::array<std::int64_t, 5> special_ids = {pad_, unk_, cls_, sep_, mask_};
@@ -161,13 +166,7 @@ std::vector<std::int64_t> WordPieceTokenizer::encode(std::string_view utf8_text)
     }
   }
   encode_plain(utf8_text.substr(plain), content);
-  if (content.size() > context_length_ - 2) content.resize(context_length_ - 2);
-  std::vector<std::int64_t> ids;
-  ids.reserve(content.size() + 2);
-  ids.push_back(cls_);
-  ids.insert(ids.end(), content.begin(), content.end());
-  ids.push_back(sep_);
-  return ids;
+  return framed(std::move(content), cls_, sep_);
 }
 
 }  // namespace privdiff::sdk

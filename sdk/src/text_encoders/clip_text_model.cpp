@@ -1,12 +1,15 @@
 #include <privdiff/text_encoders/clip_text_model.hpp>
 #include <privdiff/io/json_error.hpp>
 
+#include "token_ids.hpp"
+
 #include <nlohmann/json.hpp>
 #include <torch/nn/modules/container/modulelist.h>
 
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <type_traits>
 
 namespace privdiff::sdk::text_encoders {
 namespace {
@@ -84,18 +87,30 @@ class TextTransformer : public torch::nn::Module {
 };
 
 // Causal, plus the padding mask when there is one, as additive terms: the dtype's lowest value where a
-// position may not be attended to (transformers' convention).
+// position may not be attended to, summed as transformers sums them (to -inf where both mask it).
 at::Tensor additive_mask(const at::Tensor& mask, std::int64_t n, std::int64_t t, const at::TensorOptions& options) {
   const double lowest = options.dtype() == at::kDouble ? std::numeric_limits<double>::lowest()
                                                        : std::numeric_limits<float>::lowest();
   at::Tensor causal = at::full({t, t}, lowest, options).triu(1).reshape({1, 1, t, t});
   if (!mask.defined()) return causal;
   const at::Tensor padding = (1 - mask.to(options.dtype())).reshape({n, 1, 1, t}) * lowest;
-  return (causal + padding).clamp_min(lowest);
+  return causal + padding;
+}
+
+// config.json's `key` (or `fallback` when absent) as T; std::invalid_argument naming the key otherwise.
+template <class T>
+T read(const nlohmann::json& j, const std::string& key, T fallback, const std::string& what) {
+  if (!j.contains(key)) return fallback;
+  try {
+    return j.at(key).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw std::invalid_argument(what + ": " + key + " = " + j.at(key).dump() + ": expected " +
+                                (std::is_same_v<T, std::string> ? "a string" : "a number"));
+  }
 }
 
 std::int64_t positive(const nlohmann::json& j, const std::string& key, std::int64_t fallback, const std::string& what) {
-  const std::int64_t v = j.value(key, fallback);
+  const std::int64_t v = read<std::int64_t>(j, key, fallback, what);
   if (v <= 0) throw std::invalid_argument(what + ": " + key + " = " + std::to_string(v) + ": expected a positive size");
   return v;
 }
@@ -109,7 +124,8 @@ ClipTextConfig clip_text_config(const std::string& json_text, const std::string&
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(what + ": not valid JSON (" + json_error_text(e) + ")");
   }
-  const std::string type = j.value("model_type", std::string());
+  if (!j.is_object()) throw std::invalid_argument(what + ": not a JSON object (a CLIPTextModel's config.json)");
+  const std::string type = read<std::string>(j, "model_type", "", what);
   if (type != "clip_text_model")
     throw std::invalid_argument(what + ": model_type is '" + type + "', not 'clip_text_model' (a CLIPTextModel's config.json)");
   ClipTextConfig c;
@@ -119,12 +135,13 @@ ClipTextConfig clip_text_config(const std::string& json_text, const std::string&
   c.layers = positive(j, "num_hidden_layers", c.layers, what);
   c.heads = positive(j, "num_attention_heads", c.heads, what);
   c.max_position_embeddings = positive(j, "max_position_embeddings", c.max_position_embeddings, what);
-  c.layer_norm_eps = j.value("layer_norm_eps", c.layer_norm_eps);
-  c.eos_token_id = j.value("eos_token_id", c.eos_token_id);
+  c.layer_norm_eps = read<double>(j, "layer_norm_eps", c.layer_norm_eps, what);
+  if (!(c.layer_norm_eps > 0)) throw std::invalid_argument(what + ": layer_norm_eps must be positive");
+  c.eos_token_id = read<std::int64_t>(j, "eos_token_id", c.eos_token_id, what);
   if (c.hidden_size % c.heads != 0)
     throw std::invalid_argument(what + ": num_attention_heads = " + std::to_string(c.heads) +
                                 " does not divide hidden_size = " + std::to_string(c.hidden_size));
-  const std::string act = j.value("hidden_act", std::string("quick_gelu"));
+  const std::string act = read<std::string>(j, "hidden_act", "quick_gelu", what);
   if (act != "quick_gelu" && act != "gelu")
     throw std::invalid_argument(what + ": hidden_act = '" + act + "' is not supported (quick_gelu or gelu)");
   c.quick_gelu = act == "quick_gelu";
@@ -137,14 +154,8 @@ ClipTextModel::ClipTextModel(ClipTextConfig config) : config_(config) {
 
 ClipTextOutput ClipTextModel::forward(const at::Tensor& ids, const at::Tensor& mask) {
   auto& m = static_cast<TextTransformer&>(*text_model_);
-  if (ids.dim() != 2 || ids.scalar_type() != at::kLong)
-    throw std::invalid_argument("CLIP text model: token ids must be int64 [N, T]");
+  check_token_ids(ids, config_.max_position_embeddings, config_.vocab_size, "CLIP text model");
   const std::int64_t n = ids.size(0), t = ids.size(1);
-  if (t > config_.max_position_embeddings)
-    throw std::invalid_argument("CLIP text model: " + std::to_string(t) + " tokens, over its " +
-                                std::to_string(config_.max_position_embeddings) + " positions");
-  if (ids.numel() > 0 && (ids.min().item<std::int64_t>() < 0 || ids.max().item<std::int64_t>() >= config_.vocab_size))
-    throw std::invalid_argument("CLIP text model: a token id outside its vocabulary of " + std::to_string(config_.vocab_size));
   const at::Tensor positions = at::arange(t, ids.options()).expand({n, t});  // per example, for the engine
   at::Tensor x = m.tokens->forward(ids) + m.positions->forward(positions);
   const at::Tensor additive = additive_mask(mask, n, t, x.options());

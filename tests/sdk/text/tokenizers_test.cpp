@@ -136,7 +136,7 @@ TEST(WordPieceTokenizer, DamagedVocabulariesAreRefusedByLine) {
             dir + "absent.txt: no such file (a tokenizer's vocabulary file)");
   const std::string fifo = dir + "fifo.txt";
   ::mkfifo(fifo.c_str(), 0600);  // refused without being opened, so nothing blocks
-  EXPECT_EQ(refusal([&] { WordPieceTokenizer::from_file(fifo); }), fifo + ": no such file (a tokenizer's vocabulary file)");
+  EXPECT_EQ(refusal([&] { WordPieceTokenizer::from_file(fifo); }), fifo + ": not a regular file (a folder, a pipe or a device)");
 }
 
 TEST(ClipTokenizer, DamagedMergesAreRefusedByLine) {
@@ -157,4 +157,26 @@ TEST(ClipTokenizer, DamagedMergesAreRefusedByLine) {
   const ClipTokenizer capped = ClipTokenizer::from_file(scratch_file("capped.txt", "#version: 0.2\nt h\nbad line here\n"), 77,
                                                         ClipTokenizer::Padding::end_of_text, 1);
   EXPECT_EQ(capped.vocabulary_size(), 512u + 1 + 2);
+}
+
+// A caption is refused beyond 16,384 bytes; up to there, encoding stops once the context is full (the
+// ids are the same as encoding all of it and cutting).
+TEST(Tokenizers, LongCaptionsStopAtTheContextAndOverlongOnesAreRefused) {
+  const WordPieceTokenizer bert = WordPieceTokenizer::from_file(kDir / "bert_vocab.txt");
+  const ClipTokenizer clip = ClipTokenizer::from_file(kDir / "clip_merges.txt");
+  std::string words;
+  while (words.size() + 8 <= privdiff::sdk::Tokenizer::kMaxCaptionBytes) words += "a photo ";
+  EXPECT_EQ(clip.encode(words).size(), 77u);
+  EXPECT_EQ(bert.encode(words).size(), 77u);
+  std::string short_words;
+  for (int i = 0; i < 60; ++i) short_words += "a photo ";
+  EXPECT_EQ(clip.encode(words), clip.encode(short_words));
+  EXPECT_EQ(bert.encode(words), bert.encode(short_words));
+  const std::string one_word(privdiff::sdk::Tokenizer::kMaxCaptionBytes, 'x');
+  EXPECT_EQ(clip.encode(one_word).size(), 77u);
+  EXPECT_EQ(bert.encode(one_word).size(), 3u);  // [CLS] [UNK] [SEP]: a word over 100 characters
+  const std::string over(privdiff::sdk::Tokenizer::kMaxCaptionBytes + 1, 'x');
+  EXPECT_EQ(refusal([&] { clip.encode(over); }),
+            "a caption of 16385 bytes, over the 16384 a caption may have (the encoder reads its first tokens only)");
+  EXPECT_EQ(refusal([&] { bert.encode(over); }).substr(0, 25), "a caption of 16385 bytes,");
 }

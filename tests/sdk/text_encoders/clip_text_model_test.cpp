@@ -103,6 +103,8 @@ TEST(ClipTextConfig, RefusesWhatThePortCannotRunByKey) {
             "config.json: num_attention_heads = 4 does not divide hidden_size = 30");
   EXPECT_EQ(refusal("{" + ok + R"(, "num_hidden_layers": 0})"), "config.json: num_hidden_layers = 0: expected a positive size");
   EXPECT_EQ(refusal("{not json").rfind("config.json: not valid JSON", 0), 0u);
+  EXPECT_EQ(refusal("{" + ok + R"(, "intermediate_size": "512"})"), "config.json: intermediate_size = \"512\": expected a number");
+  EXPECT_EQ(refusal("[1, 2]"), "config.json: not a JSON object (a CLIPTextModel's config.json)");
 }
 
 TEST(ClipTextModel, RefusesIdsItHasNoEmbeddingFor) {

@@ -11,6 +11,7 @@
 
 #include <privdiff/text/tokenizer.hpp>
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <unordered_map>
@@ -43,14 +44,18 @@ class PRIVDIFF_SDK_API ClipTokenizer final : public Tokenizer {
 
  private:
   ClipTokenizer(std::size_t context_length, Padding padding);
+  struct Merge {
+    std::size_t rank;
+    std::int64_t result;
+  };
   void add_token(const std::string& token);
   void encode_piece(const std::string& bytes, std::vector<std::int64_t>& out) const;
   void encode_plain(const std::u32string& text, std::vector<std::int64_t>& out) const;
 
   std::vector<std::string> vocabulary_;
   std::unordered_map<std::string, std::int64_t> ids_;
-  std::unordered_map<std::string, std::size_t> ranks_;  ///< "LEFT RIGHT" → the merge's rank
-  std::vector<std::string> byte_symbol_;                ///< a byte's character, UTF-8
+  std::unordered_map<std::uint64_t, Merge> merges_;  ///< (left id << 32 | right id) → rank and result
+  std::vector<std::int64_t> byte_id_, last_byte_id_;  ///< a byte's symbol, and with "</w>"
   std::size_t context_length_;
   Padding padding_;
   std::int64_t start_ = 0, end_ = 0;

@@ -26,12 +26,14 @@ struct ClipTextConfig {
   std::int64_t layers = 12, heads = 8, max_position_embeddings = 77;
   double layer_norm_eps = 1e-5;
   bool quick_gelu = true;         ///< hidden_act "quick_gelu" (OpenAI's CLIP, SD 1.x), else "gelu" (SD 2.x)
-  std::int64_t eos_token_id = 2;  ///< 2: the legacy rule, the highest id is <|endoftext|> (SD 1.x's configs)
+  /// The pooled position: that id's first. 2 is the legacy rule, the highest id is <|endoftext|> (SD 1.x's
+  /// configs say 2); transformers' default, for a config.json without it, is 49407.
+  std::int64_t eos_token_id = 49407;
 };
 
 /// A CLIPTextModel config.json (its text; `what` names it in errors). std::invalid_argument naming the
-/// key for what is not a CLIPTextModel, a size that is not positive, heads that do not divide
-/// hidden_size, an activation other than quick_gelu and gelu.
+/// key for what is not a CLIPTextModel, a value of the wrong type, a size that is not positive, heads that
+/// do not divide hidden_size, an activation other than quick_gelu and gelu.
 PRIVDIFF_SDK_API ClipTextConfig clip_text_config(const std::string& json_text, const std::string& what);
 
 /// What the encoder gives a batch of captions.
