@@ -126,11 +126,12 @@ std::string inspect_file(const fs::path& path, const std::string& config_class, 
 }
 
 // Everything shown, then refused: weights whose guarantee cannot be read are not to be published.
-void refuse_damaged(const std::vector<std::string>& damaged) {
-  if (damaged.empty()) return;
+// `damages`: inspect_file's answers, "" for a file whose metadata reads.
+void refuse_damaged(const std::vector<std::string>& damages) {
   std::string all;
-  for (const auto& d : damaged) all += (all.empty() ? "" : "; ") + d;
-  throw UsageError("weights inspect: " + all + ": the guarantee cannot be read");
+  for (const auto& d : damages)
+    if (!d.empty()) all += (all.empty() ? "" : "; ") + d;
+  if (!all.empty()) throw UsageError("weights inspect: " + all + ": the guarantee cannot be read");
 }
 
 // A diffusers folder's config.json: what inspect says of it, and for a UNet2DModel that privdiff's
@@ -168,10 +169,7 @@ DiffusersFolder diffusers_folder(const fs::path& dir) {
 
 void inspect(const fs::path& path, bool all) {
   if (!fs::exists(path)) throw UsageError("weights inspect: " + path.string() + " does not exist");
-  if (!fs::is_directory(path)) {
-    const std::string d = inspect_file(path, "", all, std::cout);
-    return refuse_damaged(d.empty() ? std::vector<std::string>{} : std::vector<std::string>{d});
-  }
+  if (!fs::is_directory(path)) return refuse_damaged({inspect_file(path, "", all, std::cout)});
   DiffusersFolder diffusers;
   if (fs::is_regular_file(path / "config.json")) diffusers = diffusers_folder(path);
   std::vector<fs::path> files;
@@ -187,14 +185,13 @@ void inspect(const fs::path& path, bool all) {
   }
   // A diffusers config.json describes the folder's diffusion_pytorch_model.safetensors, not every file
   // beside it (a test's reference outputs, say): those are recognised on their own.
-  std::vector<std::string> damaged;
+  std::vector<std::string> damages;
   for (const auto& file : files) {
     const bool described = file.filename() == "diffusion_pytorch_model.safetensors";
-    if (std::string d = inspect_file(file, described ? diffusers.architecture : "", all, std::cout); !d.empty())
-      damaged.push_back(std::move(d));
+    damages.push_back(inspect_file(file, described ? diffusers.architecture : "", all, std::cout));
   }
   if (!diffusers.recipe.empty()) std::cout << "\nto fine-tune it under DP, a recipe's tables:\n" << diffusers.recipe;
-  refuse_damaged(damaged);
+  refuse_damaged(damages);
 }
 
 void export_run(const std::string& source, const std::string& format, const fs::path& out, const GlobalOptions& global) {

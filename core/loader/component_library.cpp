@@ -1,4 +1,5 @@
 #include "loader/component_library.hpp"
+
 #include <privdiff/io/json_error.hpp>
 
 #include <algorithm>

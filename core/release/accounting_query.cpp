@@ -112,7 +112,6 @@ AccountingAnswer answer(const ComponentRegistry& registry, const AccountingQuest
   }
   if (usable.empty()) throw UsageError("no installed accountant can evaluate these events");
   bool question_wrong = true;  // every failure a UsageError: the question, not the work, is wrong
-  std::string reasons;
   for (auto& t : usable) {
     try {
       a.results.push_back(evaluate(t, q));
@@ -123,6 +122,7 @@ AccountingAnswer answer(const ComponentRegistry& registry, const AccountingQuest
     }
   }
   if (a.results.empty()) {
+    std::string reasons;
     for (const auto& skipped : a.skipped) {  // each one's reason, those that could not evaluate the events too
       const std::string id = skipped["accountant"], reason = skipped["reason"];
       reasons += (reasons.empty() ? "" : "; ") + (reason.rfind(id, 0) == 0 ? reason : id + ": " + reason);

@@ -1,5 +1,4 @@
 #include "run/run_session.hpp"
-#include <privdiff/io/json_error.hpp>
 
 #include "recipe/reproducible_noise.hpp"
 #include "run/run_ledger.hpp"
@@ -7,6 +6,7 @@
 
 #include <privdiff/config/key_value_error.hpp>
 #include <privdiff/engine/device.hpp>
+#include <privdiff/io/json_error.hpp>
 #include <privdiff/parallel/collective.hpp>
 
 #include <ATen/ATen.h>

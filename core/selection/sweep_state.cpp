@@ -1,8 +1,8 @@
 #include "selection/sweep_state.hpp"
-#include <privdiff/io/json_error.hpp>
 
 #include <privdiff/io/atomic_file.hpp>
 #include <privdiff/io/content_hash.hpp>
+#include <privdiff/io/json_error.hpp>
 
 #include <iomanip>
 #include <sstream>

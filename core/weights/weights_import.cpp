@@ -1,5 +1,4 @@
 #include "weights/weights_import.hpp"
-#include <privdiff/io/json_error.hpp>
 
 #include "util/content_hash.hpp"
 #include "weights/safetensors_weights.hpp"
@@ -11,6 +10,7 @@
 #include <privdiff/diffusion/ncsnpp.hpp>
 #include <privdiff/diffusion/preconditioning.hpp>
 #include <privdiff/io/atomic_file.hpp>
+#include <privdiff/io/json_error.hpp>
 #include <privdiff/io/safetensors.hpp>
 
 #include <nlohmann/json.hpp>

@@ -8,12 +8,12 @@
 // statistics are computed once per (data, weights) and cached by content hash.
 #include <privdiff/components/evaluator.hpp>
 #include <privdiff/evaluation/feature_statistics.hpp>
+#include <privdiff/config/key_value_error.hpp>
 #include <privdiff/evaluation/inception_v3.hpp>
 #include <privdiff/io/atomic_file.hpp>
 #include <privdiff/io/content_hash.hpp>
 #include <privdiff/data/pixels.hpp>
 #include <privdiff/plugin/export.hpp>
-#include <privdiff/config/key_value_error.hpp>
 
 #include <ATen/ATen.h>
 #include <torch/serialize/archive.h>

@@ -1,7 +1,7 @@
 #include <privdiff/diffusion/autoencoder_recipe.hpp>
 
-#include <privdiff/config/key_value_error.hpp>
 #include <privdiff/components/dataset.hpp>
+#include <privdiff/config/key_value_error.hpp>
 #include <privdiff/engine/device.hpp>
 
 #include <ATen/ATen.h>

@@ -2,6 +2,7 @@
 // scripts/convert_to_safetensors.py --ldm-config keeps it. Every option the ports do not reproduce
 // is refused by its YAML path.
 #include <privdiff/diffusion/compvis_ldm.hpp>
+
 #include <privdiff/io/json_error.hpp>
 
 #include <nlohmann/json.hpp>

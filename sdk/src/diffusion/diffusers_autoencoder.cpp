@@ -1,8 +1,9 @@
 #include <privdiff/diffusion/diffusers_autoencoder.hpp>
-#include <privdiff/io/json_error.hpp>
 
 #include "diffusers_blocks.hpp"
 #include "diffusers_config.hpp"
+
+#include <privdiff/io/json_error.hpp>
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>

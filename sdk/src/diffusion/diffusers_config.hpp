@@ -2,8 +2,9 @@
 // Reading a diffusers config.json for privdiff's ports (internal to the SDK): the JSON of one model
 // class, and refusals of the options a port lacks, each naming the key.
 
-#include <nlohmann/json.hpp>
 #include <privdiff/io/json_error.hpp>
+
+#include <nlohmann/json.hpp>
 
 #include <stdexcept>
 #include <string>

@@ -1,5 +1,6 @@
 #include <privdiff/components/model.hpp>
 #include <privdiff/components/dataset.hpp>
+#include <privdiff/config/key_value_error.hpp>
 #include <privdiff/engine/dp_sgd_mechanism.hpp>
 #include <privdiff/engine/engine_path.hpp>
 #include <privdiff/engine/fast_gradient_clipping.hpp>
@@ -12,7 +13,6 @@
 #include <privdiff/engine/seeds.hpp>
 #include <privdiff/parallel/collective.hpp>
 #include <privdiff/privacy/ledger.hpp>
-#include <privdiff/config/key_value_error.hpp>
 
 #include "chunk_trainer.hpp"
 #include "step_releases.hpp"

@@ -1,5 +1,6 @@
 #include <privdiff/engine/linear_adapter.hpp>
 #include <privdiff/engine/parameter_selection.hpp>
+
 #include <privdiff/config/key_value_error.hpp>
 
 #include <algorithm>

@@ -1,5 +1,6 @@
 #include <privdiff/io/atomic_file.hpp>
 #include <privdiff/io/safetensors.hpp>
+
 #include <privdiff/io/json_error.hpp>
 
 #include <ATen/ATen.h>

@@ -1,4 +1,5 @@
 #include <privdiff/privacy/event_json.hpp>
+
 #include <privdiff/io/json_error.hpp>
 
 #include <nlohmann/json.hpp>

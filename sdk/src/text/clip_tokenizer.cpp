@@ -3,7 +3,6 @@
 #include "unicode.hpp"
 #include "vocabulary_file.hpp"
 
-#include <limits>
 #include <stdexcept>
 
 namespace privdiff::sdk {
@@ -87,13 +86,14 @@ ClipTokenizer::ClipTokenizer(std::size_t context_length, Padding padding)
   byte_id_.resize(256);
   last_byte_id_.resize(256);
   const std::vector<unsigned> order = byte_order();
-  for (unsigned b : order) byte_id_[b] = static_cast<std::int64_t>(vocabulary_.size()), add_token(byte_character(b));
-  for (unsigned b : order) last_byte_id_[b] = static_cast<std::int64_t>(vocabulary_.size()), add_token(byte_character(b) + "</w>");
+  for (unsigned b : order) byte_id_[b] = add_token(byte_character(b));
+  for (unsigned b : order) last_byte_id_[b] = add_token(byte_character(b) + "</w>");
 }
 
-void ClipTokenizer::add_token(const std::string& token) {
-  ids_.emplace(token, static_cast<std::int64_t>(vocabulary_.size()));
-  vocabulary_.push_back(token);
+std::int64_t ClipTokenizer::add_token(const std::string& token) {
+  const auto id = static_cast<std::int64_t>(ids_.size());
+  ids_.emplace(token, id);
+  return id;
 }
 
 ClipTokenizer ClipTokenizer::from_file(const std::filesystem::path& merges, std::size_t context_length,
@@ -123,14 +123,11 @@ ClipTokenizer ClipTokenizer::from_file(const std::filesystem::path& merges, std:
     const std::string joined = left + right;
     const auto [first, fresh] = made_on.emplace(joined, i + 1);
     if (!fresh) throw at("the merge makes '" + joined + "' again (first on line " + std::to_string(first->second) + ")");
-    tokenizer.merges_.emplace(pair_key(tokenizer.ids_.at(left), tokenizer.ids_.at(right)),
-                              Merge{i - 1, static_cast<std::int64_t>(tokenizer.vocabulary_.size())});
-    tokenizer.add_token(joined);
+    const std::uint64_t pair = pair_key(tokenizer.ids_.at(left), tokenizer.ids_.at(right));
+    tokenizer.merges_.emplace(pair, Merge{i - 1, tokenizer.add_token(joined)});
   }
-  tokenizer.start_ = static_cast<std::int64_t>(tokenizer.vocabulary_.size());
-  tokenizer.add_token(std::string(kStart));
-  tokenizer.end_ = static_cast<std::int64_t>(tokenizer.vocabulary_.size());
-  tokenizer.add_token(std::string(kEnd));
+  tokenizer.start_ = tokenizer.add_token(std::string(kStart));
+  tokenizer.end_ = tokenizer.add_token(std::string(kEnd));
   return tokenizer;
 }
 

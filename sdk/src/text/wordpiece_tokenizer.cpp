@@ -98,12 +98,12 @@ WordPieceTokenizer WordPieceTokenizer::from_file(const std::filesystem::path& vo
 
 WordPieceTokenizer::WordPieceTokenizer(std::vector<std::string> tokens, std::size_t context_length,
                                        const std::string& source)
-    : tokens_(std::move(tokens)), context_length_(context_length) {
+    : context_length_(context_length) {
   if (context_length_ < 2) throw std::invalid_argument(source + ": a context length of at least 2 ([CLS] and [SEP])");
-  for (std::size_t i = 0; i < tokens_.size(); ++i) {
-    const auto [it, fresh] = ids_.emplace(tokens_[i], static_cast<std::int64_t>(i));
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const auto [it, fresh] = ids_.emplace(std::move(tokens[i]), static_cast<std::int64_t>(i));
     if (!fresh)
-      throw std::invalid_argument(source + ":" + std::to_string(i + 1) + ": token '" + tokens_[i] +
+      throw std::invalid_argument(source + ":" + std::to_string(i + 1) + ": token '" + it->first +
                                   "' again (first on line " + std::to_string(it->second + 1) + ")");
   }
   pad_ = required(ids_, "[PAD]", source);

@@ -1,7 +1,8 @@
 #include <privdiff/text_encoders/clip_text_model.hpp>
-#include <privdiff/io/json_error.hpp>
 
 #include "token_ids.hpp"
+
+#include <privdiff/io/json_error.hpp>
 
 #include <nlohmann/json.hpp>
 #include <torch/nn/modules/container/modulelist.h>

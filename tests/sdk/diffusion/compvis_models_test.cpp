@@ -8,6 +8,8 @@
 #include <privdiff/diffusion/preconditioning.hpp>
 #include <privdiff/io/safetensors.hpp>
 
+#include "../relative_error.hpp"
+
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -39,9 +41,7 @@ void load_prefix(torch::nn::Module& module, const SafetensorsFile& file, const s
   EXPECT_EQ(loaded, targets.size()) << prefix;
 }
 
-double relative_error(const at::Tensor& a, const at::Tensor& b) {
-  return (a - b).abs().max().item<double>() / b.abs().max().item<double>();
-}
+using privdiff::testing::relative_error;
 
 class CompVisFixture : public ::testing::TestWithParam<std::string> {};
 

@@ -8,6 +8,8 @@
 #include <privdiff/io/atomic_file.hpp>
 #include <privdiff/io/safetensors.hpp>
 
+#include "../relative_error.hpp"
+
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -37,10 +39,7 @@ void load_by_name(torch::nn::Module& module, const SafetensorsFile& file) {
   }
 }
 
-// max |a - b| / max |b|
-double relative_error(const at::Tensor& a, const at::Tensor& b) {
-  return (a - b).abs().max().item<double>() / b.abs().max().item<double>();
-}
+using privdiff::testing::relative_error;
 
 class DiffusersUNet2DFixture : public ::testing::TestWithParam<std::string> {};
 

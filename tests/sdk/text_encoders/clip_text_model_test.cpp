@@ -9,6 +9,7 @@
 #include <privdiff/text_encoders/clip_text_model.hpp>
 
 #include "../engine/oracle_networks.hpp"
+#include "../relative_error.hpp"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -22,9 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 const fs::path fixtures = fs::path(PRIVDIFF_TEST_FIXTURE_DIR) / "text";
 
-double relative_error(const at::Tensor& a, const at::Tensor& b) {
-  return (a - b).abs().max().item<double>() / b.abs().max().item<double>();
-}
+using privdiff::testing::relative_error;
 
 std::string refusal(const std::string& json) {
   try {

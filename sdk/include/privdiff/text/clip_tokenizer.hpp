@@ -38,7 +38,7 @@ class PRIVDIFF_SDK_API ClipTokenizer final : public Tokenizer {
   std::vector<std::int64_t> encode(std::string_view utf8_text) const override;
   std::size_t context_length() const override { return context_length_; }
   std::int64_t pad_id() const override { return padding_ == Padding::zero ? 0 : end_; }
-  std::size_t vocabulary_size() const override { return vocabulary_.size(); }
+  std::size_t vocabulary_size() const override { return ids_.size(); }
   std::int64_t start_id() const { return start_; }
   std::int64_t end_id() const { return end_; }
 
@@ -48,12 +48,12 @@ class PRIVDIFF_SDK_API ClipTokenizer final : public Tokenizer {
     std::size_t rank;
     std::int64_t result;
   };
-  void add_token(const std::string& token);
+  /// Adds `token` (new: the file's checks see to it) with the next id, and returns that id.
+  std::int64_t add_token(const std::string& token);
   void encode_piece(const std::string& bytes, std::vector<std::int64_t>& out) const;
   void encode_plain(const std::u32string& text, std::vector<std::int64_t>& out) const;
 
-  std::vector<std::string> vocabulary_;
-  std::unordered_map<std::string, std::int64_t> ids_;
+  std::unordered_map<std::string, std::int64_t> ids_;  ///< the vocabulary: token → id, from 0
   std::unordered_map<std::uint64_t, Merge> merges_;  ///< (left id << 32 | right id) → rank and result
   std::vector<std::int64_t> byte_id_, last_byte_id_;  ///< a byte's symbol, and with "</w>"
   std::size_t context_length_;

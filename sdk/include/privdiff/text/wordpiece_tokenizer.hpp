@@ -29,14 +29,13 @@ class PRIVDIFF_SDK_API WordPieceTokenizer final : public Tokenizer {
   std::vector<std::int64_t> encode(std::string_view utf8_text) const override;
   std::size_t context_length() const override { return context_length_; }
   std::int64_t pad_id() const override { return pad_; }
-  std::size_t vocabulary_size() const override { return tokens_.size(); }
+  std::size_t vocabulary_size() const override { return ids_.size(); }
 
  private:
   void word_pieces(const std::u32string& word, std::vector<std::int64_t>& out) const;
   void encode_plain(std::string_view text, std::vector<std::int64_t>& out) const;
 
-  std::vector<std::string> tokens_;
-  std::unordered_map<std::string, std::int64_t> ids_;
+  std::unordered_map<std::string, std::int64_t> ids_;  ///< the vocabulary: token → its line's index
   std::size_t context_length_;
   std::int64_t pad_ = 0, unk_ = 0, cls_ = 0, sep_ = 0, mask_ = 0;
 };
