@@ -39,7 +39,7 @@ at::Tensor read_images(const char* file) {
 }
 
 std::unique_ptr<sdk::ImageDataset> dataset(const at::Tensor& bytes, const std::string& name) {
-  return std::make_unique<sdk::ImageDataset>(sdk::LabelledBytes{bytes, at::zeros({bytes.size(0)}, at::kLong), 1}, false,
+  return std::make_unique<sdk::ImageDataset>(sdk::LabelledBytes{bytes, at::zeros({bytes.size(0)}, at::kLong), 1, {}}, false,
                                              name);
 }
 

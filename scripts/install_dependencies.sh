@@ -12,6 +12,7 @@ packages=(
   libgloo-dev                                    # headers of Gloo, the CPU backend of LibTorch's c10d (run --nproc)
   zlib1g-dev libstb-dev                          # gzip-compressed IDX data, PNG sample grids and image folders
   libicu-dev                                     # Unicode for the caption tokenizers (NFC/NFD, case, classes)
+  libcsv-dev                                     # captions tables in CSV (RFC 4180: quoted fields, line breaks in them)
   libfreetype-dev                                # the glyphs dataset's renderer, and its fonts (print + handwriting-like):
   fonts-dejavu-core fonts-liberation2 fonts-freefont-ttf fonts-humor-sans fonts-comic-neue fonts-dancingscript fonts-breip
   fonts-symbola                                  # ... and clothing pictograms (public data that can draw clothing)

@@ -17,6 +17,8 @@ class ClassSubset : public sdk::Dataset {
   at::Tensor images(const at::Tensor& indices) const override { return data_->images(map(indices)); }
   at::Tensor labels(const at::Tensor& indices) const override { return data_->labels(map(indices)); }
   std::int64_t num_classes() const override { return data_->num_classes(); }
+  bool has_captions() const override { return data_->has_captions(); }
+  std::vector<std::string> captions(const at::Tensor& indices) const override { return data_->captions(map(indices)); }
   bool is_public() const override { return data_->is_public(); }
   std::string name() const override { return data_->name(); }
 

@@ -1,6 +1,7 @@
 #include "data/dataset_identity.hpp"
 
 #include <privdiff/data/pixels.hpp>
+#include <privdiff/text/caption_matching.hpp>
 
 #include <ATen/ATen.h>
 
@@ -25,6 +26,11 @@ std::uint64_t record_digest(const std::uint8_t* pixels, std::int64_t channels, s
   return siphash24(public_key, bytes.data(), bytes.size());
 }
 
+std::uint64_t caption_digest(const std::string& caption) {
+  const std::string form = sdk::matching_form(caption);
+  return siphash24(public_key, form.data(), form.size());
+}
+
 std::int64_t shared_records(const std::vector<std::uint64_t>& a, const std::vector<std::uint64_t>& b) {
   std::int64_t n = 0;
   for (auto i = a.begin(), j = b.begin(); i != a.end() && j != b.end();) {
@@ -46,13 +52,14 @@ DatasetIdentity dataset_identity(const sdk::Dataset& data, std::ostream* log) {
   auto last = std::chrono::steady_clock::now();
   id.name = data.name();
   id.size = data.size();
-  std::vector<std::uint64_t> ordered;  // (record digest, label) per record, in order
+  std::vector<std::uint64_t> ordered;  // (record digest, label[, caption digest]) per record, in order
   ordered.reserve(2 * static_cast<std::size_t>(data.size()));
   constexpr std::int64_t chunk = 4096;
   for (std::int64_t start = 0; start < data.size(); start += chunk) {
     const at::Tensor indices = at::arange(start, std::min(data.size(), start + chunk), at::kLong);
     const at::Tensor images = data.images(indices);
     const at::Tensor labels = data.labels(indices);
+    const std::vector<std::string> captions = data.captions(indices);
     if (!images.defined()) continue;  // (test stand-ins without content)
     if (large && std::chrono::steady_clock::now() - last > std::chrono::seconds(10)) {
       last = std::chrono::steady_clock::now();
@@ -69,8 +76,14 @@ DatasetIdentity dataset_identity(const sdk::Dataset& data, std::ostream* log) {
       id.records.push_back(digest);
       ordered.push_back(digest);
       ordered.push_back(static_cast<std::uint64_t>(label[i]));
+      if (captions.empty()) continue;
+      const std::string& caption = captions[static_cast<std::size_t>(i)];
+      ordered.push_back(siphash24(public_key, caption.data(), caption.size()));  // (the caption as it is)
+      id.captions.push_back(caption_digest(caption));
     }
   }
+  std::sort(id.captions.begin(), id.captions.end());
+  id.captions.erase(std::unique(id.captions.begin(), id.captions.end()), id.captions.end());
   id.ordered_digest = siphash24(public_key, ordered.data(), ordered.size() * sizeof(std::uint64_t));
   std::sort(id.records.begin(), id.records.end());
   id.records.erase(std::unique(id.records.begin(), id.records.end()), id.records.end());

@@ -6,6 +6,11 @@
 // position or the file it came from. A copy, a subset, a reordering, a class filter, a symlink or a
 // lossless re-encoding of the same images therefore shares records; the same picture under another
 // label counts as the same record (the safe side). Lossy re-encoding or resizing is not detected.
+//
+// A captioned record is (image, label, caption). Its image alone still says whether two datasets
+// share it (the same picture under another caption is the same person's picture); its caption goes
+// into the ordered digest (a resume with other captions is other data) and, in its matching form
+// (privdiff/text/caption_matching.hpp), into the caption digests that prompts are checked against.
 
 #include "data/record_key.hpp"
 
@@ -27,6 +32,9 @@ struct DatasetIdentity {
   std::uint64_t ordered_digest = 0;
   /// Plain digests of the distinct records, sorted. Written only for public data (record_set.hpp).
   std::vector<std::uint64_t> records;
+  /// Plain digests of the distinct captions' matching forms, sorted (caption_digest); empty for data
+  /// without captions.
+  std::vector<std::uint64_t> captions;
 
   /// "NAME|N=...|hash=..." with the hash keyed by the record key: what run directories record
   /// (checkpoint, summary.json). Equal for the same data in the same order under the same key.
@@ -35,6 +43,10 @@ struct DatasetIdentity {
 
 /// The digest of one record: SipHash-2-4 under a fixed public key of the shape and the pixels.
 std::uint64_t record_digest(const std::uint8_t* pixels, std::int64_t channels, std::int64_t height, std::int64_t width);
+
+/// The digest of a caption's matching form (case, spacing and punctuation left out): SipHash-2-4
+/// under the same public key. Throws std::invalid_argument for a caption that is not UTF-8.
+std::uint64_t caption_digest(const std::string& caption);
 
 /// How many values two sorted, distinct lists share (records two datasets have in common).
 std::int64_t shared_records(const std::vector<std::uint64_t>& a, const std::vector<std::uint64_t>& b);

@@ -21,7 +21,8 @@ std::vector<std::uint64_t> keyed(const std::vector<std::uint64_t>& digests, cons
   return out;
 }
 
-constexpr char magic[] = "privdiff-records 1\n";
+constexpr char magic[] = "privdiff-records 2\n";
+constexpr char magic_v1[] = "privdiff-records 1\n";  // (before captions: no caption hashes)
 constexpr SipKey checksum_key{};
 
 void put_u64(std::string& out, std::uint64_t v) {
@@ -55,21 +56,29 @@ struct Reader {
   }
 };
 
-}  // namespace
-
-RecordSet private_record_set(const DatasetIdentity& data, const RecordKey& key, const std::string& origin) {
-  // Padded with random hashes to N entries: how many records are duplicates is not public.
-  std::vector<std::uint64_t> hashes = keyed(data.records, key);
-  std::vector<std::uint64_t> padding(static_cast<std::size_t>(std::max<std::int64_t>(0, data.size)) -
-                                     std::min<std::size_t>(hashes.size(), static_cast<std::size_t>(data.size)));
+// Keyed and padded with random hashes to N entries: how many records (or captions) are duplicates is
+// not public.
+std::vector<std::uint64_t> keyed_and_padded(const std::vector<std::uint64_t>& digests, const RecordKey& key,
+                                            std::int64_t size) {
+  std::vector<std::uint64_t> hashes = keyed(digests, key);
+  std::vector<std::uint64_t> padding(static_cast<std::size_t>(std::max<std::int64_t>(0, size)) -
+                                     std::min<std::size_t>(hashes.size(), static_cast<std::size_t>(size)));
   sdk::engine::os_random_bytes(padding.data(), padding.size() * sizeof(std::uint64_t));
   hashes.insert(hashes.end(), padding.begin(), padding.end());
   std::sort(hashes.begin(), hashes.end());
-  return RecordSet{true, key.id, describe(data), origin, std::move(hashes)};
+  return hashes;
+}
+
+}  // namespace
+
+RecordSet private_record_set(const DatasetIdentity& data, const RecordKey& key, const std::string& origin) {
+  RecordSet set{true, key.id, describe(data), origin, keyed_and_padded(data.records, key, data.size), {}};
+  if (!data.captions.empty()) set.caption_hashes = keyed_and_padded(data.captions, key, data.size);
+  return set;
 }
 
 RecordSet public_record_set(const DatasetIdentity& data, const std::string& origin) {
-  return RecordSet{false, "", describe(data), origin, data.records};
+  return RecordSet{false, "", describe(data), origin, data.records, data.captions};
 }
 
 Overlap overlap(const DatasetIdentity& data, const RecordSet& set, const RecordKey& key) {
@@ -86,8 +95,10 @@ std::string record_sets_to_bytes(const std::vector<RecordSet>& sets) {
     put_string(out, set.key_id);
     put_string(out, set.description);
     put_string(out, set.origin);
-    put_u64(out, set.hashes.size());
-    for (std::uint64_t h : set.hashes) put_u64(out, h);
+    for (const auto* list : {&set.hashes, &set.caption_hashes}) {
+      put_u64(out, list->size());
+      for (std::uint64_t h : *list) put_u64(out, h);
+    }
   }
   put_u64(out, siphash24(checksum_key, out.data(), out.size()));
   return out;
@@ -95,7 +106,9 @@ std::string record_sets_to_bytes(const std::vector<RecordSet>& sets) {
 
 std::vector<RecordSet> record_sets_from_bytes(const std::string& bytes) {
   const std::size_t head = sizeof magic - 1;
-  if (bytes.compare(0, head, magic) != 0) throw std::runtime_error("damaged: not a privdiff record file");
+  static_assert(sizeof magic == sizeof magic_v1);
+  const bool v1 = bytes.compare(0, head, magic_v1) == 0;
+  if (!v1 && bytes.compare(0, head, magic) != 0) throw std::runtime_error("damaged: not a privdiff record file");
   if (bytes.size() < head + 16) throw std::runtime_error("damaged: truncated");
   std::uint64_t sum = 0;
   std::memcpy(&sum, bytes.data() + bytes.size() - 8, 8);  // (little-endian hosts, as written)
@@ -110,10 +123,13 @@ std::vector<RecordSet> record_sets_from_bytes(const std::string& bytes) {
     set.key_id = r.string();
     set.description = r.string();
     set.origin = r.string();
-    const std::uint64_t n = r.u64();
-    if (n > (body.size() - r.at) / 8) throw std::runtime_error("damaged: truncated");
-    set.hashes.resize(n);
-    for (auto& h : set.hashes) h = r.u64();
+    for (auto* list : {&set.hashes, &set.caption_hashes}) {
+      if (v1 && list == &set.caption_hashes) break;
+      const std::uint64_t n = r.u64();
+      if (n > (body.size() - r.at) / 8) throw std::runtime_error("damaged: truncated");
+      list->resize(n);
+      for (auto& h : *list) h = r.u64();
+    }
   }
   if (r.at != body.size()) throw std::runtime_error("damaged: trailing bytes");
   return sets;

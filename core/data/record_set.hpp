@@ -22,6 +22,9 @@ struct RecordSet {
   std::string description;  ///< the dataset's name and size, for messages
   std::string origin;       ///< the run directory that trained on it (this run or an ancestor)
   std::vector<std::uint64_t> hashes;  ///< sorted; a private set is padded to N with random values
+  /// The captions' matching-form digests (DatasetIdentity::captions), keyed and padded alike for a
+  /// private set; empty for data without captions (and in files written before captions were).
+  std::vector<std::uint64_t> caption_hashes;
 };
 
 /// A private set: the identity's digests keyed by `key`, padded with random hashes to the dataset's
@@ -40,9 +43,10 @@ struct Overlap {
 Overlap overlap(const DatasetIdentity& data, const RecordSet& set, const RecordKey& key);
 
 /// The sets as data-records.bin holds them: a version line, then little-endian u64 counts and
-/// length-prefixed strings, the hashes, and a checksum of everything before it.
+/// length-prefixed strings, the hashes, the caption hashes, and a checksum of everything before it.
 std::string record_sets_to_bytes(const std::vector<RecordSet>& sets);
-/// Reads them back. Throws std::runtime_error ("damaged: ...") for anything else.
+/// Reads them back (version 1, before captions, as well). Throws std::runtime_error ("damaged: ...")
+/// for anything else.
 std::vector<RecordSet> record_sets_from_bytes(const std::string& bytes);
 
 }  // namespace privdiff::core

@@ -75,8 +75,16 @@ PrivacyStatement run_statement(const sdk::PrivacyLedger& ledger, const NamedAcco
   return st;
 }
 
+std::string privacy_unit(const std::string& data_name, bool captioned) {
+  return "one record of " + data_name + ": an image with its label" +
+         (captioned ? " and its caption (the caption is as private as the image: adding or removing a record adds "
+                      "or removes both)"
+                    : "");
+}
+
 json run_privacy_json(const PrivacyStatement& st, const sdk::PrivacyLedger& ledger) {
   json report = {{"ledger", json::parse(sdk::to_json(ledger))}, {"caveats", st.caveats}};
+  if (!st.privacy_unit.empty()) report["privacy_unit"] = st.privacy_unit;
   if (st.delta > 0) report["delta"] = st.delta, report["results"] = st.results;  // a recipe without delta has none
   if (!st.accountant.empty()) report["accountant"] = st.accountant, report["epsilon"] = st.epsilon;
   return report;

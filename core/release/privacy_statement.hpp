@@ -36,6 +36,8 @@ struct PrivacyStatement {
   nlohmann::json results = nlohmann::json::array();
   /// The union of the caveats of every ledger that fed the artefact, and the gate's own.
   std::vector<std::string> caveats;
+  /// What one record is, the unit the guarantee protects (privacy_unit); empty when the run says none.
+  std::string privacy_unit;
 
   /// Adds `caveat` unless an equal one is there.
   void add_caveat(const std::string& caveat);
@@ -57,7 +59,12 @@ std::string approximation_caveat(const std::string& accountant_id);
 PrivacyStatement run_statement(const sdk::PrivacyLedger& ledger, const NamedAccountants& accountants, double delta,
                                bool approximation_allowed);
 
-/// privacy.json of a run: {"ledger", "caveats", "delta", "results", "epsilon", "accountant"}; without
+/// The sentence privacy.json gives as "privacy_unit": what one record of `data` (the private data) is,
+/// and so what adding or removing one changes: "one record of D: an image with its label" or, for
+/// captioned data, "… an image with its label and its caption (the caption is as private as the image)".
+std::string privacy_unit(const std::string& data_name, bool captioned);
+
+/// privacy.json of a run: {"ledger", "caveats", "privacy_unit", "delta", "results", "epsilon", "accountant"}; without
 /// "delta" and "results" for a statement of no delta (a recipe that sets none), without "epsilon" and
 /// "accountant" when the guarantee's accountant could not evaluate the ledger.
 nlohmann::json run_privacy_json(const PrivacyStatement& statement, const sdk::PrivacyLedger& ledger);

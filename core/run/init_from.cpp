@@ -360,7 +360,7 @@ std::vector<RecordSet> run_record_sets(const RunData& data, const RecordKey& key
   } else if (source) {
     // Unknown ancestry: a private set under no key compares as unknown with any data downstream.
     sets.push_back(RecordSet{true, "unknown", "the data of " + source->run_dir.string() + " (not recorded)",
-                             source->run_dir.string(), {}});
+                             source->run_dir.string(), {}, {}});
   }
   return sets;
 }

@@ -102,6 +102,9 @@ void RunOrchestrator::write_reports(RunSession& s) {
   }
   for (const auto& caveat : statement.caveats) s.summary.ledger.add_caveat(caveat);
   statement.caveats = s.summary.ledger.caveats();
+  if (const auto data = s.datasets.find(s.private_data); data != s.datasets.end() && data->second) {
+    statement.privacy_unit = release::privacy_unit(data->second->name(), data->second->has_captions());
+  }
   s.write_ledger();  // with the caveats the evaluations may have added
   const nlohmann::json& results = statement.results;
   for (const auto& entry : results) {

@@ -38,7 +38,7 @@ SipKey counting_key() {
 }
 
 std::unique_ptr<sdk::ImageDataset> images(const at::Tensor& bytes, const at::Tensor& labels, const std::string& name) {
-  return std::make_unique<sdk::ImageDataset>(sdk::LabelledBytes{bytes, labels, 10}, false, name);
+  return std::make_unique<sdk::ImageDataset>(sdk::LabelledBytes{bytes, labels, 10, {}}, false, name);
 }
 
 RecordKey key_from(std::uint8_t first, const std::string& id) {
@@ -74,6 +74,73 @@ TEST(DatasetIdentity, RecordsAreTheirPixelsWhateverTheOrderNameOrLabel) {
   const RecordKey key = key_from(1, "one");
   EXPECT_NE(a.fingerprint(key), dataset_identity(*images(bytes, labels, "a")).fingerprint(key_from(2, "two")));
   EXPECT_EQ(a.fingerprint(key), dataset_identity(*images(bytes, labels, "a")).fingerprint(key));
+}
+
+std::unique_ptr<sdk::ImageDataset> captioned(const at::Tensor& bytes, std::vector<std::string> captions) {
+  sdk::LabelledBytes content{bytes, at::zeros({bytes.size(0)}, at::kLong), 1, {}};
+  content.captions = std::move(captions);
+  return std::make_unique<sdk::ImageDataset>(std::move(content), false, "captioned");
+}
+
+TEST(DatasetIdentity, ACaptionIsPartOfTheDataButTheImageDecidesTheRecord) {
+  const at::Tensor bytes = at::randint(0, 256, {3, 1, 4, 4}, at::kByte);
+  const DatasetIdentity a = dataset_identity(*captioned(bytes, {"A cat.", "a  DOG", "the bird"}));
+  const DatasetIdentity b = dataset_identity(*captioned(bytes, {"a cat", "a dog!", "the bird"}));
+  const DatasetIdentity other = dataset_identity(*captioned(bytes, {"a cow", "a dog", "the bird"}));
+  const DatasetIdentity plain = dataset_identity(*images(bytes, at::zeros({3}, at::kLong), "plain"));
+  EXPECT_EQ(a.records, plain.records);           // the same pictures under any caption: the same records
+  EXPECT_EQ(a.records, other.records);
+  EXPECT_NE(a.ordered_digest, b.ordered_digest);  // other captions, other data (a resume is refused)
+  EXPECT_NE(a.ordered_digest, plain.ordered_digest);
+  EXPECT_EQ(a.captions, b.captions);              // ... but the same captions in their matching form
+  ASSERT_EQ(a.captions.size(), 3u);
+  EXPECT_EQ(shared_records(a.captions, other.captions), 2);
+  EXPECT_TRUE(plain.captions.empty());
+  EXPECT_EQ(caption_digest("The Bird."), caption_digest("the bird"));
+  EXPECT_NE(std::find(a.captions.begin(), a.captions.end(), caption_digest("THE BIRD")), a.captions.end());
+}
+
+TEST(RecordSets, CaptionHashesAreKeyedPaddedAndKeptInTheFile) {
+  const at::Tensor bytes = at::randint(0, 256, {4, 1, 4, 4}, at::kByte);
+  const DatasetIdentity data = dataset_identity(*captioned(bytes, {"one", "One.", "two", "three"}));
+  ASSERT_EQ(data.captions.size(), 3u);  // "one" and "One." are one caption
+  const RecordKey key = key_from(1, "one");
+  const RecordSet set = private_record_set(data, key, "run");
+  EXPECT_EQ(set.caption_hashes.size(), 4u);  // padded to N: how many captions repeat is not public
+  EXPECT_EQ(shared_records(set.caption_hashes, data.captions), 0);  // keyed: no plain digest
+  const RecordSet open = public_record_set(data, "run");
+  EXPECT_EQ(open.caption_hashes, data.captions);
+  const auto back = record_sets_from_bytes(record_sets_to_bytes({set, open}));
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[0].caption_hashes, set.caption_hashes);
+  EXPECT_EQ(back[1].caption_hashes, data.captions);
+  EXPECT_EQ(back[1].hashes, data.records);
+}
+
+// data-records.bin as runs before captions wrote it (version 1: no caption hashes) still reads.
+TEST(RecordSets, AVersionOneFileStillReads) {
+  std::string v1 = "privdiff-records 1\n";
+  auto u64 = [&](std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) v1.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
+  auto str = [&](const std::string& t) {
+    u64(t.size());
+    v1 += t;
+  };
+  u64(1);  // one set
+  u64(0);  // public
+  str("");
+  str("d, 2 records");
+  str("/runs/old");
+  u64(2);
+  u64(11);
+  u64(42);
+  u64(siphash24(SipKey{}, v1.data(), v1.size()));
+  const auto sets = record_sets_from_bytes(v1);
+  ASSERT_EQ(sets.size(), 1u);
+  EXPECT_EQ(sets[0].hashes, (std::vector<std::uint64_t>{11, 42}));
+  EXPECT_TRUE(sets[0].caption_hashes.empty());
+  EXPECT_EQ(sets[0].origin, "/runs/old");
 }
 
 TEST(RecordSets, PrivateSetsAreKeyedPaddedToNAndComparableOnlyUnderTheirKey) {

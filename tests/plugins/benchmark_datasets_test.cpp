@@ -22,7 +22,9 @@
 using namespace privdiff;
 using privdiff::testing::error_of;
 using privdiff::testing::installed_plugins;
+using privdiff::testing::integer;
 using privdiff::testing::open_data;
+using privdiff::testing::text;
 namespace fs = std::filesystem;
 
 namespace {
@@ -38,8 +40,6 @@ fs::path copy_of(const fs::path& fixture, const std::string& name) {
   return dir;
 }
 
-sdk::ConfigValue text(const std::string& s) { return sdk::ConfigValue{s}; }
-sdk::ConfigValue integer(std::int64_t v) { return sdk::ConfigValue{v}; }
 
 at::Tensor all_bytes(const sdk::Dataset& data) { return sdk::pixels_to_bytes(data.images(at::arange(data.size(), at::kLong))); }
 at::Tensor all_labels(const sdk::Dataset& data) { return data.labels(at::arange(data.size(), at::kLong)); }

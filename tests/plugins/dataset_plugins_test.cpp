@@ -1,15 +1,13 @@
 // The dataset plugins (idx, fashion-mnist, image_folder, glyphs) as a recipe's [data] section opens
 // them: content, classes, privacy status, and errors that name what is wrong.
 #include "installed_datasets.hpp"
+#include "png_files.hpp"
 
 #include <privdiff/config/key_value_error.hpp>
 #include <privdiff/data/idx_file.hpp>
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#define STB_IMAGE_WRITE_STATIC
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#include <stb/stb_image_write.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -18,25 +16,14 @@ using namespace privdiff;
 using privdiff::testing::error_of;
 using privdiff::testing::installed_plugins;
 using privdiff::testing::open_data;
+using privdiff::testing::scratch_dir;
+using privdiff::testing::text;
+using privdiff::testing::write_png;
 namespace fs = std::filesystem;
 
 namespace {
 
 const fs::path tiny = fs::path(PRIVDIFF_TEST_FIXTURE_DIR) / "data/tiny-fashion-mnist";
-
-fs::path temp_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("privdiff_datasets_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-void write_png(const fs::path& file, int w, int h, int channels, std::uint8_t value) {
-  std::vector<std::uint8_t> pixels(static_cast<std::size_t>(w * h * channels), value);
-  ASSERT_TRUE(stbi_write_png(file.c_str(), w, h, channels, pixels.data(), w * channels));
-}
-
-sdk::ConfigValue text(const std::string& s) { return sdk::ConfigValue{s}; }
 
 }  // namespace
 
@@ -76,7 +63,7 @@ TEST(IdxDataset, BadDataIsNamed) {
   EXPECT_NE(error_of([] { open_data("idx", {{"path", text(tiny.string())}}, std::vector<std::int64_t>{8}); })
                 .find("has no examples"),
             std::string::npos);
-  const fs::path dir = temp_dir("magic");
+  const fs::path dir = scratch_dir("magic");
   std::ofstream(dir / "train-images-idx3-ubyte", std::ios::binary) << "PK\x03\x04rest";
   fs::copy(tiny / "train-labels-idx1-ubyte.gz", dir / "train-labels-idx1-ubyte.gz");
   const std::string error = error_of([&] { open_data("idx", {{"path", text(dir.string())}}); });
@@ -95,7 +82,7 @@ TEST(IdxDataset, FashionMnistIsTheDebianPackage) {
 }
 
 TEST(ImageFolderDataset, ClassesAreSubFoldersAndImagesAreResized) {
-  const fs::path dir = temp_dir("folder");
+  const fs::path dir = scratch_dir("folder");
   fs::create_directories(dir / "cats");
   fs::create_directories(dir / "dogs");
   write_png(dir / "cats" / "a.png", 56, 56, 3, 200);
@@ -123,7 +110,7 @@ TEST(ImageFolderDataset, ClassesAreSubFoldersAndImagesAreResized) {
 
 TEST(ImageFolderDataset, BadFoldersAndImagesAreNamed) {
   EXPECT_EQ(error_of([] { open_data("image_folder", {{"path", text("/nonexistent")}}); }), "data: /nonexistent is not a directory");
-  const fs::path dir = temp_dir("bad_folder");
+  const fs::path dir = scratch_dir("bad_folder");
   fs::create_directories(dir / "only");
   write_png(dir / "only" / "a.png", 28, 28, 1, 9);
   EXPECT_NE(error_of([&] { open_data("image_folder", {{"path", text(dir.string())}}); }).find("found 1 class folder(s)"),
@@ -168,7 +155,7 @@ TEST(GlyphsDataset, PublicDeterministicPerSeedAndCached) {
   if (!installed_plugins().find(sdk::ComponentKind::dataset, "glyphs")) {
     GTEST_SKIP() << "the glyphs plugin is not built here (FreeType missing; scripts/install_dependencies.sh installs it)";
   }
-  const fs::path cache = temp_dir("glyph_cache");
+  const fs::path cache = scratch_dir("glyph_cache");
   auto glyphs = [&](std::int64_t seed, const std::string& cache_dir) {
     return open_data("glyphs", {{"characters", text("AbQ")}, {"per_class", sdk::ConfigValue{std::int64_t{4}}},
                            {"seed", sdk::ConfigValue{seed}}, {"cache", text(cache_dir)}});
@@ -186,7 +173,7 @@ TEST(GlyphsDataset, PublicDeterministicPerSeedAndCached) {
   EXPECT_TRUE(glyphs(1, "none")->images(all).equal(x));
   EXPECT_FALSE(glyphs(2, "none")->images(all).equal(x));
   EXPECT_TRUE(glyphs(1, cache.string())->images(all).equal(x));  // rendered, then cached
-  EXPECT_EQ(std::distance(fs::directory_iterator(cache), fs::directory_iterator{}), 2);
+  EXPECT_EQ(std::distance(fs::directory_iterator(cache), fs::directory_iterator{}), 3);  // images, labels, draws
   EXPECT_TRUE(glyphs(1, cache.string())->images(all).equal(x));  // read from the cache
   EXPECT_NE(error_of([] { open_data("glyphs", {{"characters", text("A")}, {"cache", text("none")}}); }).find("at least two"),
             std::string::npos);

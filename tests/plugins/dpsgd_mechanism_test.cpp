@@ -65,6 +65,47 @@ class RandomImages : public Dataset {
   bool public_;
 };
 
+// Record i's image carries i (its first pixel is i / N) and its caption says "record i".
+class NumberedCaptionedImages : public RandomImages {
+ public:
+  explicit NumberedCaptionedImages(std::int64_t n) : RandomImages(n, false), numbered_(RandomImages::images(at::arange(n))) {
+    numbered_.select(1, 0).select(1, 0).select(1, 0).copy_(at::arange(n, at::kDouble) / static_cast<double>(n));
+  }
+  at::Tensor images(const at::Tensor& idx) const override { return numbered_.index_select(0, idx); }
+  bool has_captions() const override { return true; }
+  std::vector<std::string> captions(const at::Tensor& idx) const override {
+    std::vector<std::string> out;
+    for (std::int64_t i = 0; i < idx.numel(); ++i) out.push_back("record " + std::to_string(idx[i].item<std::int64_t>()));
+    return out;
+  }
+
+ private:
+  at::Tensor numbered_;
+};
+
+// A TinyModel that checks every row's caption against its image: what the engine hands over, per
+// chunk and per subset of rows the clipping takes.
+class CaptionCheckingModel : public TinyModel {
+ public:
+  explicit CaptionCheckingModel(std::int64_t n) : n_(n) {}
+  at::Tensor training_loss(const at::Tensor& images, const Conditioning& cond, std::int64_t k, at::Generator& gen) override {
+    if (static_cast<std::int64_t>(cond.captions.size()) != images.size(0)) ++mismatched;
+    for (std::size_t r = 0; r < cond.captions.size(); ++r) {
+      if (cond.captions[r].rfind("record ", 0) != 0) {
+        ++synthetic;  // the engine's calibration: a fixed caption, never a record's
+        continue;
+      }
+      const auto i = std::llround(images[static_cast<std::int64_t>(r)][0][0][0].item<double>() * static_cast<double>(n_));
+      ++(cond.captions[r] == "record " + std::to_string(i) ? matched : mismatched);
+    }
+    return TinyModel::training_loss(images, cond, k, gen);
+  }
+  std::int64_t matched = 0, mismatched = 0, synthetic = 0;
+
+ private:
+  std::int64_t n_;
+};
+
 std::unique_ptr<Mechanism> make(const std::string& id, std::map<std::string, ConfigValue> values) {
   return privdiff::testing::make_installed<Mechanism>(id, std::move(values));
 }
@@ -280,4 +321,20 @@ TEST(DpSgdMechanism, RefusesABatchLargerThanTheDataset) {
                                      "q = batch_size / N must be at most 1; use batch_size <= 100");
   }
   EXPECT_NO_THROW(mech->planned_events(120));  // q = 1 exactly is fine
+}
+
+TEST(DpSgdMechanism, EachRowsCaptionTravelsWithItsImageThroughBatchesAndChunks) {
+  const std::int64_t n = 300;
+  NumberedCaptionedImages data(n);
+  for (const std::int64_t physical : {std::int64_t{0}, std::int64_t{7}}) {
+    CaptionCheckingModel model(n);
+    PrivacyLedger ledger;
+    auto opts = options(40, 5, 1.0);
+    opts["physical_batch_size"] = ConfigValue{physical};
+    auto mech = make("dpsgd", opts);
+    StageContext ctx{model, data, ledger, 0, {}};
+    mech->run(ctx);
+    EXPECT_EQ(model.mismatched, 0) << "physical_batch_size " << physical;
+    EXPECT_GT(model.matched, 100) << "physical_batch_size " << physical;  // about 5 steps of 40 records
+  }
 }

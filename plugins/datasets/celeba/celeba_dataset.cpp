@@ -4,10 +4,11 @@
 // (data/preprocess_dataset.py in github.com/2019ChenGong/DPImageBench, make_transform's
 // "center-crop"): the centred min(h, w) square, 178x178 (rows 20-197, all columns; not the
 // 140x140 crop of many GAN papers), resized to image_size with PIL's Image.LANCZOS; the label is
-// torchvision's (attribute + 1) / 2. Two things differ by rounding only: stb_image decodes the
+// torchvision's (attribute + 1) / 2; captions made from the attributes on request. Two things differ by rounding only: stb_image decodes the
 // JPEGs (PIL uses libjpeg; the two decoders' pixels differ by a grey level here and there) and the
 // Lanczos weights are applied in floating point (PIL: 22-bit fixed point). On the test fixture
 // 3.5% of the values come out one grey level off DPImageBench's, 0.01% two, none more.
+#include "attribute_captions.hpp"
 #include "celeba_lists.hpp"
 #include "square_resample.hpp"
 
@@ -115,20 +116,28 @@ LabelledBytes read(const Config& c) {
   // The first max_images of the split in file order, as DPImageBench's --max_image takes them.
   const std::int64_t max_images = c.get_int("max_images");
   if (max_images > 0 && static_cast<std::size_t>(max_images) < names.size()) names.resize(static_cast<std::size_t>(max_images));
-  const auto positive = read_attribute(files.attributes, c.get_string("attribute"));
+  const AttributeTable table = read_attributes(files.attributes);
+  const std::size_t column = table.column(c.get_string("attribute"));
+  const bool captioned = c.get_string("captions") == "attributes";
   std::vector<std::int64_t> labels;
-  for (const std::string& name : names) {
-    const auto found = positive.find(name);
-    if (found == positive.end()) {
-      throw std::runtime_error(name + " is in " + files.partition.string() + " but not in " + files.attributes.string());
+  std::vector<std::string> captions;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const auto found = table.images.find(names[i]);
+    if (found == table.images.end()) {
+      throw std::runtime_error(names[i] + " is in " + files.partition.string() + " but not in " + files.attributes.string());
     }
-    labels.push_back(found->second ? 1 : 0);
+    labels.push_back(found->second[column] ? 1 : 0);
+    if (captioned) {
+      captions.push_back(attribute_caption(table.names, found->second, static_cast<std::uint64_t>(c.get_int("caption_seed")),
+                                           static_cast<std::int64_t>(i)));
+    }
   }
   LabelledBytes out;
   out.images = load_faces(files.images, names, c.get_int("image_size"),
                           c.get_string("resample") == "area" ? Resample::area : Resample::lanczos);
   out.labels = at::tensor(labels, at::kLong);
   out.num_classes = 2;
+  out.captions = std::move(captions);
   return out;
 }
 
@@ -158,6 +167,11 @@ void register_components(Registrar* registrar) {
           .add(Key::integer("max_images").at_least(0).defaults(0)
                    .doc("keep the split's first max_images images (0: all); decoding and resizing take about 0.5 ms per "
                         "image and core, 1-2 core-minutes for the train split"))
+          .add(Key::string("captions").one_of({"none", "attributes"}).defaults("none")
+                   .doc("attributes: each face captioned from its 40 attributes in the manner of MM-CelebA-HQ (an "
+                        "approximation: docs/text.md), e.g. \"The smiling young woman has wavy hair. She is wearing "
+                        "lipstick.\"; private as the images are"))
+          .add(Key::integer("caption_seed").at_least(0).defaults(0).doc("the order of each caption's phrases"))
           .add(Key::boolean("public").defaults(false)
                    .doc("true marks the data as public: non-private stages may train on it")));
 }

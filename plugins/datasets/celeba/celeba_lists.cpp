@@ -47,7 +47,7 @@ std::string joined(const std::vector<std::string>& names) {
 
 }  // namespace
 
-std::unordered_map<std::string, bool> read_attribute(const fs::path& file, const std::string& attribute) {
+AttributeTable read_attributes(const fs::path& file) {
   std::ifstream in = open(file);
   std::string line;
   if (!next_line(in, line)) throw line_error(file, 1, "empty file; expected the image count");
@@ -60,37 +60,40 @@ std::unordered_map<std::string, bool> read_attribute(const fs::path& file, const
   }
   if (count < 0 || parsed != count_fields[0].size()) throw line_error(file, 1, "expected the image count, found '" + line + "'");
   if (!next_line(in, line)) throw line_error(file, 2, "missing; expected the attribute names");
-  const std::vector<std::string> names = fields(line);
-  std::size_t column = names.size();
-  for (std::size_t k = 0; k < names.size(); ++k) {
-    if (names[k] == attribute) column = k;
-  }
-  if (column == names.size()) {
-    throw line_error(file, 2, "no attribute '" + attribute + "'; the file names " + joined(names));
-  }
-  std::unordered_map<std::string, bool> positive;
+  AttributeTable table;
+  table.file = file;
+  table.names = fields(line);
   std::size_t number = 2, records = 0;
   while (next_line(in, line)) {
     ++number;
     const std::vector<std::string> f = fields(line);
     if (f.empty()) continue;
-    if (f.size() != names.size() + 1) {
-      throw line_error(file, number, "expected an image name and " + std::to_string(names.size()) + " values, found " +
-                                         std::to_string(f.size()) + " fields");
+    if (f.size() != table.names.size() + 1) {
+      throw line_error(file, number, "expected an image name and " + std::to_string(table.names.size()) +
+                                         " values, found " + std::to_string(f.size()) + " fields");
     }
+    std::vector<bool> values(table.names.size());
     for (std::size_t k = 1; k < f.size(); ++k) {
       if (f[k] != "1" && f[k] != "-1") {
-        throw line_error(file, number, "expected 1 or -1 for " + names[k - 1] + ", found '" + f[k] + "'");
+        throw line_error(file, number, "expected 1 or -1 for " + table.names[k - 1] + ", found '" + f[k] + "'");
       }
+      values[k - 1] = f[k] == "1";
     }
-    positive[f[0]] = f[column + 1] == "1";
+    table.images[f[0]] = std::move(values);
     ++records;
   }
   if (records != static_cast<std::size_t>(count)) {
     throw line_error(file, 1, "announces " + std::to_string(count) + " images but the file lists " +
                                   std::to_string(records) + " (an incomplete download?)");
   }
-  return positive;
+  return table;
+}
+
+std::size_t AttributeTable::column(const std::string& attribute) const {
+  for (std::size_t k = 0; k < names.size(); ++k) {
+    if (names[k] == attribute) return k;
+  }
+  throw line_error(file, 2, "no attribute '" + attribute + "'; the file names " + joined(names));
 }
 
 std::vector<std::string> read_partition(const fs::path& file, int partition) {

@@ -13,9 +13,16 @@
 
 namespace privdiff::plugins::celeba {
 
-/// Image file name -> whether `attribute` is 1 (else -1). Throws std::runtime_error for an
-/// attribute the file does not name (listing those it does) and for malformed lines.
-std::unordered_map<std::string, bool> read_attribute(const std::filesystem::path& file, const std::string& attribute);
+/// The whole attribute list: its attribute names (line 2) and, per image file name, whether each is 1
+/// (else -1), in the names' order. Throws std::runtime_error for malformed lines and a wrong count.
+struct AttributeTable {
+  std::vector<std::string> names;
+  std::unordered_map<std::string, std::vector<bool>> images;
+  /// The column of `attribute`; std::runtime_error naming the file's attributes when it has none such.
+  std::size_t column(const std::string& attribute) const;
+  std::filesystem::path file;
+};
+AttributeTable read_attributes(const std::filesystem::path& file);
 
 /// The image file names of partition 0 (train), 1 (valid) or 2 (test), in file order. Throws
 /// std::runtime_error for malformed lines.

@@ -43,7 +43,33 @@ struct FaceCloser {
 using Library = std::unique_ptr<std::remove_pointer_t<FT_Library>, LibraryCloser>;
 using Face = std::unique_ptr<std::remove_pointer_t<FT_Face>, FaceCloser>;
 
+Library open_library() {
+  FT_Library raw_library = nullptr;
+  if (FT_Init_FreeType(&raw_library)) throw std::runtime_error("cannot initialise FreeType");
+  return Library(raw_library);
+}
+
+std::vector<Face> open_faces(const Library& library, const std::vector<std::filesystem::path>& fonts) {
+  std::vector<Face> faces;
+  for (const auto& font : fonts) {
+    FT_Face face = nullptr;
+    if (FT_New_Face(library.get(), font.c_str(), 0, &face)) throw std::runtime_error(font.string() + ": cannot open the font");
+    faces.emplace_back(face);
+  }
+  return faces;
+}
+
 }  // namespace
+
+std::vector<FontLook> font_looks(const std::vector<std::filesystem::path>& fonts) {
+  const Library library = open_library();
+  std::vector<FontLook> looks;
+  for (const Face& face : open_faces(library, fonts)) {
+    looks.push_back({face->family_name ? face->family_name : "an unnamed font", (face->style_flags & FT_STYLE_FLAG_BOLD) != 0,
+                     (face->style_flags & FT_STYLE_FLAG_ITALIC) != 0});
+  }
+  return looks;
+}
 
 std::string code_point_name(char32_t c) {
   char name[16];
@@ -127,16 +153,9 @@ void fill_enclosed(std::uint8_t* image, std::int64_t size, std::uint8_t grey) {
 
 void render_glyphs(const std::vector<std::filesystem::path>& fonts, const std::vector<char32_t>& characters,
                    std::int64_t per_class, std::uint64_t seed, const GlyphStyle& style, at::Tensor& images,
-                   at::Tensor& labels) {
-  FT_Library raw_library = nullptr;
-  if (FT_Init_FreeType(&raw_library)) throw std::runtime_error("cannot initialise FreeType");
-  Library library(raw_library);
-  std::vector<Face> faces;
-  for (const auto& font : fonts) {
-    FT_Face face = nullptr;
-    if (FT_New_Face(library.get(), font.c_str(), 0, &face)) throw std::runtime_error(font.string() + ": cannot open the font");
-    faces.emplace_back(face);
-  }
+                   at::Tensor& labels, std::vector<GlyphDraw>* draws) {
+  const Library library = open_library();
+  const std::vector<Face> faces = open_faces(library, fonts);
   // The fonts that have each character.
   std::vector<std::vector<std::size_t>> fonts_for(characters.size());
   for (std::size_t c = 0; c < characters.size(); ++c) {
@@ -154,12 +173,15 @@ void render_glyphs(const std::vector<std::filesystem::path>& fonts, const std::v
   Rng rng(seed);
   for (std::int64_t i = 0; i < n; ++i) {
     const auto c = static_cast<std::size_t>(i % k);
-    FT_Face face = faces[fonts_for[c][rng.below(fonts_for[c].size())]].get();
+    const std::size_t font = fonts_for[c][rng.below(fonts_for[c].size())];
+    FT_Face face = faces[font].get();
     const double scale = rng.uniform(style.scale_min, style.scale_max);
-    const double angle = rng.uniform(-style.max_rotation_degrees, style.max_rotation_degrees) * M_PI / 180.0;
+    const double degrees = rng.uniform(-style.max_rotation_degrees, style.max_rotation_degrees);
+    const double angle = degrees * M_PI / 180.0;
     const double dx = rng.uniform(-style.max_shift_pixels, style.max_shift_pixels);
     const double dy = rng.uniform(-style.max_shift_pixels, style.max_shift_pixels);
     const double stroke = rng.uniform(style.stroke_min, style.stroke_max);
+    if (draws) draws->push_back({font, scale, degrees, stroke});
     FT_Set_Pixel_Sizes(face, 0, static_cast<FT_UInt>(std::max(4.0, std::round(scale * static_cast<double>(size)))));
     FT_Matrix rotation{static_cast<FT_Fixed>(std::cos(angle) * 0x10000), static_cast<FT_Fixed>(-std::sin(angle) * 0x10000),
                        static_cast<FT_Fixed>(std::sin(angle) * 0x10000), static_cast<FT_Fixed>(std::cos(angle) * 0x10000)};

@@ -31,12 +31,29 @@ std::vector<char32_t> code_points(const std::string& utf8);
 /// "U+0378": a code point as Unicode writes it, for messages.
 std::string code_point_name(char32_t c);
 
+/// How one image was drawn (what its caption can say): the font (an index into the fonts given), the
+/// glyph's height as a fraction of the image, its rotation (degrees, positive = anticlockwise) and the
+/// extra stroke width (pixels).
+struct GlyphDraw {
+  std::size_t font = 0;
+  double scale = 0, rotation_degrees = 0, stroke = 0;
+};
+
+/// A font as a caption names it: its family ("DejaVu Serif") and FreeType's bold and italic flags.
+struct FontLook {
+  std::string family;
+  bool bold = false, italic = false;
+};
+
 /// per_class images of each character (example i has class i % characters), uint8
-/// [N, 1, size, size] and labels [N]. Each image draws its font among those that have the
-/// character. Throws std::runtime_error naming a font that cannot be opened, std::invalid_argument naming a
-/// character no font has.
+/// [N, 1, size, size] and labels [N]; `draws` (when given) gets each image's GlyphDraw. Each image
+/// draws its font among those that have the character. Throws std::runtime_error naming a font that
+/// cannot be opened, std::invalid_argument naming a character no font has.
 void render_glyphs(const std::vector<std::filesystem::path>& fonts, const std::vector<char32_t>& characters,
                    std::int64_t per_class, std::uint64_t seed, const GlyphStyle& style, at::Tensor& images,
-                   at::Tensor& labels);
+                   at::Tensor& labels, std::vector<GlyphDraw>* draws = nullptr);
+
+/// Each font's look, in order. Throws std::runtime_error naming a font that cannot be opened.
+std::vector<FontLook> font_looks(const std::vector<std::filesystem::path>& fonts);
 
 }  // namespace privdiff::plugins::glyphs

@@ -6,6 +6,7 @@
 #include <privdiff/data/idx_file.hpp>
 #include <privdiff/data/image_dataset.hpp>
 #include <privdiff/plugin/export.hpp>
+#include <privdiff/text/template_caption_keys.hpp>
 
 #include <ATen/ATen.h>
 
@@ -52,6 +53,7 @@ LabelledBytes read(const Config& c) {
   LabelledBytes out = read_split(c);
   // EMNIST stores each image transposed (column by column) relative to MNIST.
   if (c.get_bool("transpose")) out.images = out.images.transpose(2, 3).contiguous();
+  if (c.get_string("captions") == "templates") out.captions = template_captions_from(c, out.labels, out.num_classes, {});
   return out;
 }
 std::string display_name(const Config& c) {
@@ -65,7 +67,13 @@ class IdxDataset : public ImageDataset {
 };
 
 namespace {
-Schema idx_schema(const std::string& default_path) {
+// Fashion-MNIST's classes as its README names them (lower case: they stand inside a caption).
+const std::vector<std::string> fashion_names = {"T-shirt/top", "trouser", "pullover", "dress", "coat",
+                                                "sandal",      "shirt",   "sneaker",  "bag",   "ankle boot"};
+const std::vector<std::string> digit_names = {"digit 0", "digit 1", "digit 2", "digit 3", "digit 4",
+                                              "digit 5", "digit 6", "digit 7", "digit 8", "digit 9"};
+
+Schema idx_schema(const std::string& default_path, const std::vector<std::string>& class_names) {
   Schema s;
   Key path = Key::string("path").doc("directory of the IDX files");
   if (!default_path.empty()) path.defaults(ConfigValue{default_path});
@@ -79,17 +87,21 @@ Schema idx_schema(const std::string& default_path) {
                     "them upright (torchvision and DPImageBench use them as stored)"))
       .add(Key::boolean("public").defaults(false)
                .doc("true marks the data as public: non-private stages may train on it, unless a private stage "
-                    "of the run (or of its init_from ancestry) trains on it"));
+                    "of the run (or of its init_from ancestry) trains on it"))
+      .add(Key::string("captions").one_of({"none", "templates"}).defaults("none")
+               .doc("templates: each record captioned from its class (class_names, caption_templates), e.g. "
+                    "\"a photo of the sneaker.\"; the captions are private as the images are"));
+  add_template_caption_keys(s, class_names);
   return s;
 }
 
 void register_components(Registrar* registrar) {
   registrar->add<IdxDataset>("idx", "IDX image/label pairs (MNIST, EMNIST, KMNIST, Fashion-MNIST as downloaded)",
-                             idx_schema(""));
+                             idx_schema("", {}));
   registrar->add<IdxDataset>("fashion-mnist", "Fashion-MNIST from Debian's dataset-fashion-mnist (private by default)",
-                             idx_schema(system_idx_directory("fashion-mnist").string()));
+                             idx_schema(system_idx_directory("fashion-mnist").string(), fashion_names));
   registrar->add<IdxDataset>("mnist", "MNIST from Debian's dataset package location (private by default)",
-                             idx_schema(system_idx_directory("mnist").string()));
+                             idx_schema(system_idx_directory("mnist").string(), digit_names));
 }
 }  // namespace
 

@@ -23,6 +23,10 @@ ImageDataset::ImageDataset(LabelledBytes content, bool is_public, std::string na
                                       content_.labels.max().item<std::int64_t>() >= content_.num_classes)) {
     throw std::invalid_argument(name_ + ": labels outside [0, " + std::to_string(content_.num_classes) + ")");
   }
+  if (!content_.captions.empty() && static_cast<std::int64_t>(content_.captions.size()) != images.size(0)) {
+    throw std::invalid_argument(name_ + ": " + std::to_string(images.size(0)) + " images but " +
+                                std::to_string(content_.captions.size()) + " captions");
+  }
 }
 
 std::int64_t ImageDataset::size() const { return content_.images.size(0); }
@@ -33,6 +37,19 @@ at::Tensor ImageDataset::images(const at::Tensor& indices) const {
 
 at::Tensor ImageDataset::labels(const at::Tensor& indices) const {
   return content_.labels.index_select(0, indices.to(at::kLong));
+}
+
+std::vector<std::string> ImageDataset::captions(const at::Tensor& indices) const {
+  if (content_.captions.empty()) return {};
+  const at::Tensor at_cpu = indices.to(at::kCPU).to(at::kLong).contiguous();
+  const std::int64_t* i = at_cpu.data_ptr<std::int64_t>();
+  std::vector<std::string> out;
+  out.reserve(static_cast<std::size_t>(at_cpu.numel()));
+  for (std::int64_t k = 0; k < at_cpu.numel(); ++k) {
+    if (i[k] < 0 || i[k] >= size()) throw std::out_of_range(name_ + ": record " + std::to_string(i[k]) + " out of range");
+    out.push_back(content_.captions[static_cast<std::size_t>(i[k])]);
+  }
+  return out;
 }
 
 }  // namespace privdiff::sdk

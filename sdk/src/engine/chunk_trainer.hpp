@@ -28,6 +28,13 @@ namespace privdiff::sdk::engine::detail {
 // chunk), so it does not depend on which rank trains the chunk.
 class ChunkTrainer {
  public:
+  // 77 words: every tokenizer's context (77 tokens) is full, as the longest real caption's would be.
+  static std::string synthetic_caption() {
+    std::string text = "a";
+    for (int i = 1; i < 77; ++i) text += " a";
+    return text;
+  }
+
   using ClippedSumFn = std::function<ClippedSum(torch::nn::Module&, const RowLoss&, std::int64_t)>;
 
   ChunkTrainer(const DpSgdOptions& options, const Dataset& data, Model& model, std::uint64_t loss_seed,
@@ -56,9 +63,9 @@ class ChunkTrainer {
   }
 
   // The model's per-row losses at the stage's precision (the rows themselves in float32 at least).
-  at::Tensor forward(const at::Tensor& images, const at::Tensor& labels, at::Generator& generator) const {
+  at::Tensor forward(const at::Tensor& images, const Conditioning& cond, at::Generator& generator) const {
     const PrecisionScope scope(options_.precision, device_);
-    const at::Tensor rows = model_.training_loss(images, Conditioning{labels}, options_.noise_multiplicity, generator);
+    const at::Tensor rows = model_.training_loss(images, cond, options_.noise_multiplicity, generator);
     return rows.scalar_type() == at::kBFloat16 || rows.scalar_type() == at::kHalf ? rows.to(at::kFloat) : rows;
   }
 
@@ -66,18 +73,19 @@ class ChunkTrainer {
   // no other rank has to agree on the chunks).
   void use_chunk(std::int64_t examples) { chosen_chunk_ = examples; }
 
-  // The loss of `examples` synthetic examples of the data's shape (uniform images, label 0): what
-  // the engine's calibration times, so that its recorded choice never depends on the records.
+  // The loss of `examples` synthetic examples of the data's shape (uniform images, label 0, and a
+  // fixed caption of the tokenizers' full context where the data are captioned): what the engine's
+  // calibration times, so that its recorded choice never depends on the records.
   RowLoss synthetic_loss(std::int64_t examples) const {
     const at::Tensor probe = data_.images(at::zeros({1}, at::kLong));
     std::vector<std::int64_t> shape(probe.sizes().begin(), probe.sizes().end());
     shape[0] = examples;
     at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(0x5eed);
     const at::Tensor images = (at::rand(shape, generator) * 2 - 1).to(probe.scalar_type()).to(device_);
-    const at::Tensor labels = at::zeros({examples}, at::kLong).to(device_);
-    return [this, images, labels, generator](const at::Tensor& e) mutable {
-      const at::Tensor on_device = e.to(device_);
-      return forward(images.index_select(0, on_device), labels.index_select(0, on_device), generator);
+    Conditioning cond{at::zeros({examples}, at::kLong).to(device_), {}};
+    if (data_.has_captions()) cond.captions.assign(static_cast<std::size_t>(examples), synthetic_caption());
+    return [this, images, cond, generator](const at::Tensor& e) mutable {
+      return forward(images.index_select(0, e.to(device_)), select_rows(cond, e), generator);
     };
   }
 
@@ -90,10 +98,9 @@ class ChunkTrainer {
       batch_images = data::rand_augment(batch_images, options_.augment, loss_generator_);
     }
     const at::Tensor images = batch_images.to(device_);
-    const at::Tensor labels = data_.labels(indices).to(device_);
+    const Conditioning cond{data_.labels(indices).to(device_), data_.captions(indices)};
     const RowLoss loss = [&](const at::Tensor& examples) {
-      const at::Tensor e = examples.to(device_);
-      at::Tensor rows = forward(images.index_select(0, e), labels.index_select(0, e), loss_generator_);
+      at::Tensor rows = forward(images.index_select(0, examples.to(device_)), select_rows(cond, examples), loss_generator_);
       loss_sum += rows.detach().sum().item<double>() / static_cast<double>(k);
       return rows;
     };

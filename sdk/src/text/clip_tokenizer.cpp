@@ -1,7 +1,7 @@
 #include <privdiff/text/clip_tokenizer.hpp>
 
 #include "unicode.hpp"
-#include "vocabulary_file.hpp"
+#include "text_file.hpp"
 
 #include <stdexcept>
 
@@ -98,14 +98,14 @@ std::int64_t ClipTokenizer::add_token(const std::string& token) {
 
 ClipTokenizer ClipTokenizer::from_file(const std::filesystem::path& merges, std::size_t context_length,
                                        Padding padding, std::size_t max_merges) {
-  const std::vector<std::string> lines = vocabulary_file::read_lines(merges);
+  const std::vector<std::string> lines = text_file::read_lines(merges, "a tokenizer's vocabulary file");
   if (lines.empty() || lines[0].find("#version") == std::string::npos)
-    throw vocabulary_file::error_at(merges, 1, "expected the '#version: …' line that starts a CLIP merges file");
+    throw text_file::error_at(merges, 1, "expected the '#version: …' line that starts a CLIP merges file");
   ClipTokenizer tokenizer(context_length, padding);
   std::unordered_map<std::string, std::size_t> made_on;  // a merge's result → its line
   const std::size_t last = std::min(lines.size(), max_merges + 1);
   for (std::size_t i = 1; i < last; ++i) {
-    auto at = [&](const std::string& problem) { return vocabulary_file::error_at(merges, i + 1, problem); };
+    auto at = [&](const std::string& problem) { return text_file::error_at(merges, i + 1, problem); };
     const std::string& line = lines[i];
     const std::size_t space = line.find(' ');
     if (space == std::string::npos || space == 0 || space + 1 == line.size() ||

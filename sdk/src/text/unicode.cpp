@@ -45,8 +45,14 @@ std::u32string normalize(const UNormalizer2* form, std::u32string_view text) {
   UErrorCode status = U_ZERO_ERROR;
   const auto length = static_cast<int32_t>(source.size());
   std::u16string out(static_cast<std::size_t>(length) * 4 + 16, u'\0');
-  const int32_t got = unorm2_normalize(form, reinterpret_cast<const UChar*>(source.data()), length,
-                                       reinterpret_cast<UChar*>(out.data()), static_cast<int32_t>(out.size()), &status);
+  int32_t got = unorm2_normalize(form, reinterpret_cast<const UChar*>(source.data()), length,
+                                 reinterpret_cast<UChar*>(out.data()), static_cast<int32_t>(out.size()), &status);
+  if (status == U_BUFFER_OVERFLOW_ERROR) {  // (NFKC expands a character into up to 18)
+    out.assign(static_cast<std::size_t>(got), u'\0');
+    status = U_ZERO_ERROR;
+    got = unorm2_normalize(form, reinterpret_cast<const UChar*>(source.data()), length,
+                           reinterpret_cast<UChar*>(out.data()), static_cast<int32_t>(out.size()), &status);
+  }
   check(status, "normalization");
   out.resize(static_cast<std::size_t>(got));
   return to_utf32(out);
@@ -107,6 +113,13 @@ std::u32string nfd(std::u32string_view text) {
   return normalize(form, text);
 }
 
+std::u32string nfkc_casefold(std::u32string_view text) {
+  UErrorCode status = U_ZERO_ERROR;
+  const UNormalizer2* form = unorm2_getNFKCCasefoldInstance(&status);
+  check(status, "NFKC_Casefold");
+  return normalize(form, text);
+}
+
 std::u32string lower_each(std::u32string_view text) {
   std::u32string out;
   out.reserve(text.size());
@@ -125,6 +138,7 @@ std::u32string lower_each(std::u32string_view text) {
 bool is_white_space(char32_t c) { return u_isUWhiteSpace(static_cast<UChar32>(c)) != 0; }
 bool is_letter(char32_t c) { return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_L_MASK) != 0; }
 bool is_number(char32_t c) { return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_N_MASK) != 0; }
+bool is_punctuation(char32_t c) { return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_P_MASK) != 0; }
 
 bool legacy_is_other(char32_t c) { return legacy_in(c, U_GC_CC_MASK | U_GC_CF_MASK | U_GC_CO_MASK); }
 bool legacy_is_nonspacing_mark(char32_t c) { return legacy_in(c, U_GC_MN_MASK); }

@@ -15,6 +15,8 @@ std::string encode(std::u32string_view text);
 
 std::u32string nfc(std::u32string_view text);
 std::u32string nfd(std::u32string_view text);
+/// NFKC_Casefold: compatibility composition with full case folding (and default ignorables removed).
+std::u32string nfkc_casefold(std::u32string_view text);
 /// Each code point lower-cased on its own, with its full mapping (U+0130 → "i\u0307") and no context
 /// (no final sigma): Rust's char::to_lowercase, which HF tokenizers' Lowercase applies.
 std::u32string lower_each(std::u32string_view text);
@@ -23,6 +25,7 @@ std::u32string lower_each(std::u32string_view text);
 bool is_white_space(char32_t c);
 bool is_letter(char32_t c);  // \p{L}
 bool is_number(char32_t c);  // \p{N}
+bool is_punctuation(char32_t c);  // \p{P}, today's Unicode (ICU's)
 
 /// The general categories as HF tokenizers' BERT normaliser and pre-tokeniser see them: through the
 /// unicode_categories crate, whose tables are Unicode 8.0's, so a character assigned later is

@@ -1,7 +1,7 @@
 #include <privdiff/text/wordpiece_tokenizer.hpp>
 
 #include "unicode.hpp"
-#include "vocabulary_file.hpp"
+#include "text_file.hpp"
 
 #include <array>
 #include <stdexcept>
@@ -79,9 +79,9 @@ std::int64_t required(const std::unordered_map<std::string, std::int64_t>& ids, 
 }  // namespace
 
 WordPieceTokenizer WordPieceTokenizer::from_file(const std::filesystem::path& vocab_txt, std::size_t context_length) {
-  std::vector<std::string> lines = vocabulary_file::read_lines(vocab_txt);
+  std::vector<std::string> lines = text_file::read_lines(vocab_txt, "a tokenizer's vocabulary file");
   for (std::size_t i = 0; i < lines.size(); ++i) {
-    auto at = [&](const std::string& problem) { return vocabulary_file::error_at(vocab_txt, i + 1, problem); };
+    auto at = [&](const std::string& problem) { return text_file::error_at(vocab_txt, i + 1, problem); };
     std::u32string token;
     try {
       token = unicode::decode(lines[i]);

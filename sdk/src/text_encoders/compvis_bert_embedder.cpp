@@ -17,9 +17,9 @@ using engine::LayerNorm;
 using engine::Linear;
 
 // x-transformers' Attention, self-attention without a mask: softmax(q k^T / sqrt(64)) v per head.
-class Attention : public torch::nn::Module {
+class BertAttention : public torch::nn::Module {
  public:
-  Attention(std::int64_t width, std::int64_t heads, std::int64_t head_dim) : heads_(heads) {
+  BertAttention(std::int64_t width, std::int64_t heads, std::int64_t head_dim) : heads_(heads) {
     const std::int64_t inner = heads * head_dim;
     q_ = register_module("to_q", std::make_shared<Linear>(width, inner, false));
     k_ = register_module("to_k", std::make_shared<Linear>(width, inner, false));
@@ -86,7 +86,7 @@ CompVisBertEmbedder::CompVisBertEmbedder(CompVisBertConfig config) : config_(con
   auto list = transformer->register_module("attn_layers", std::make_shared<torch::nn::Module>())
                   ->register_module("layers", torch::nn::ModuleList());
   for (std::int64_t i = 0; i < c.layers; ++i) {
-    blocks_.push_back(std::make_shared<PreNormResidual<Attention>>(c.width, std::make_shared<Attention>(c.width, c.heads, c.head_dim)));
+    blocks_.push_back(std::make_shared<PreNormResidual<BertAttention>>(c.width, std::make_shared<BertAttention>(c.width, c.heads, c.head_dim)));
     list->push_back(blocks_.back());
     blocks_.push_back(std::make_shared<PreNormResidual<FeedForward>>(c.width, std::make_shared<FeedForward>(c.width)));
     list->push_back(blocks_.back());
@@ -101,7 +101,7 @@ at::Tensor CompVisBertEmbedder::forward(const at::Tensor& ids) {
   const std::int64_t n = ids.size(0), t = ids.size(1);
   at::Tensor x = tokens_->forward(ids) + positions_->forward(at::arange(t, ids.options()).expand({n, t}));
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
-    x = i % 2 == 0 ? static_cast<PreNormResidual<Attention>&>(*blocks_[i]).forward(x)
+    x = i % 2 == 0 ? static_cast<PreNormResidual<BertAttention>&>(*blocks_[i]).forward(x)
                    : static_cast<PreNormResidual<FeedForward>&>(*blocks_[i]).forward(x);
   }
   return norm_->forward(x);

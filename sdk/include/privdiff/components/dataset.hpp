@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// Dataset: the labelled images a stage trains on. A component kind of its own: dataset plugins
+/// Dataset: the labelled (and possibly captioned) images a stage trains on. A component kind of its own: dataset plugins
 /// (plugins/datasets/) build one from a recipe's [data] (or [data.NAME]) section.
 
 #include <privdiff/components/component.hpp>
@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace privdiff::sdk {
 
@@ -24,6 +25,11 @@ class PRIVDIFF_SDK_API Dataset : public Component {
   /// Labels at `indices` as int64 [B] in [0, num_classes()).
   virtual at::Tensor labels(const at::Tensor& indices) const = 0;
   virtual std::int64_t num_classes() const = 0;
+  /// Whether each record carries a caption: a record is then (image, label, caption), and the
+  /// caption is private exactly as the image is (data identity, ledger, release gate). Default: no.
+  virtual bool has_captions() const { return false; }
+  /// Captions at `indices` (UTF-8, one per index, in order) when has_captions(); empty otherwise.
+  virtual std::vector<std::string> captions(const at::Tensor& indices) const { return {}; }
   /// Its privacy status: true for public data (made here, or marked `public = true` by the recipe),
   /// which non-private stages may train on; false for private data, which only mechanisms that
   /// record privacy events may touch.

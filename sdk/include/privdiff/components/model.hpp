@@ -3,6 +3,7 @@
 /// Model: a denoiser D(x, sigma, cond) under a preconditioning, built from SDK layers.
 
 #include <privdiff/components/component.hpp>
+#include <privdiff/sdk_api.hpp>
 
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
@@ -10,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace privdiff::sdk {
@@ -18,9 +20,22 @@ class Dataset;
 
 /// Conditioning for one batch. `labels` is int64 [B]; -1 means "no label" (the unconditional
 /// branch of classifier-free guidance). An undefined tensor means an unconditional model.
+///
+/// `captions` holds one UTF-8 caption per example, in batch order, when the data are captioned
+/// (Dataset::has_captions); it is empty otherwise. The empty caption "" is the unconditional one
+/// (caption dropout in training, the null prompt of classifier-free guidance on text). A model that
+/// conditions on text tokenizes the captions itself (its text encoder owns its tokenizer); the engine
+/// hands them over untouched, row for row with `labels`, on every chunk and rank.
 struct Conditioning {
+  Conditioning(at::Tensor labels_ = {}, std::vector<std::string> captions_ = {})  // NOLINT: Conditioning{labels}
+      : labels(std::move(labels_)), captions(std::move(captions_)) {}
   at::Tensor labels;
+  std::vector<std::string> captions;
 };
+
+/// The conditioning of the rows `rows` (int64 [R], indices into the batch), labels and captions
+/// alike. Throws std::invalid_argument for a row outside the batch.
+PRIVDIFF_SDK_API Conditioning select_rows(const Conditioning& cond, const at::Tensor& rows);
 
 /// A parameter with the role and block index that parameter selectors match on, e.g.
 /// {"down.2.attn.qkv.weight", "attention", 2, tensor}. Roles: "attention", "cross_attention",

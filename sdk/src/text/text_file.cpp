@@ -1,10 +1,10 @@
-#include "vocabulary_file.hpp"
+#include "text_file.hpp"
 
 #include <zlib.h>
 
 #include <memory>
 
-namespace privdiff::sdk::vocabulary_file {
+namespace privdiff::sdk::text_file {
 namespace {
 
 constexpr std::size_t kMaxBytes = std::size_t{64} << 20;
@@ -19,12 +19,13 @@ std::invalid_argument error_at(const std::filesystem::path& file, std::size_t li
   return std::invalid_argument(file.string() + ":" + std::to_string(line) + ": " + problem);
 }
 
-std::vector<std::string> read_lines(const std::filesystem::path& file) {
+std::vector<std::string> read_lines(const std::filesystem::path& file, const std::string& kind) {
   auto fail = [&](const std::string& why) { return std::invalid_argument(file.string() + ": " + why); };
   std::error_code ec;
-  if (!std::filesystem::exists(file, ec)) throw fail("no such file (a tokenizer's vocabulary file)");
+  if (!std::filesystem::exists(file, ec)) throw fail("no such file (" + kind + ")");
   if (!std::filesystem::is_regular_file(file, ec)) throw fail("not a regular file (a folder, a pipe or a device)");
-  // gzread reads a plain file as it is, so one reader serves vocab.txt and bpe_simple_vocab_16e6.txt.gz.
+  // gzread reads a plain file as it is, so one reader serves vocab.txt, bpe_simple_vocab_16e6.txt.gz and
+  // captions, compressed or not.
   std::unique_ptr<gzFile_s, GzClose> f(gzopen(file.c_str(), "rb"));
   if (!f) throw fail("cannot be opened");
   std::string bytes;
@@ -34,7 +35,7 @@ std::vector<std::string> read_lines(const std::filesystem::path& file) {
     if (got < 0) throw fail("cannot be read (damaged gzip data?)");
     if (got == 0) break;
     bytes.append(buffer, static_cast<std::size_t>(got));
-    if (bytes.size() > kMaxBytes) throw fail("holds over 64 MiB: not a tokenizer's vocabulary");
+    if (bytes.size() > kMaxBytes) throw fail("holds over 64 MiB: not " + kind);
   }
   std::vector<std::string> lines;
   std::size_t start = 0;
@@ -50,4 +51,4 @@ std::vector<std::string> read_lines(const std::filesystem::path& file) {
   return lines;
 }
 
-}  // namespace privdiff::sdk::vocabulary_file
+}  // namespace privdiff::sdk::text_file
