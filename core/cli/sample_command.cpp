@@ -1,5 +1,6 @@
 // privdiff sample RUN_DIR|CHECKPOINT|RECIPE.toml [--count N] [--labels balanced|uniform] [--sampler ID]
 //                 [--set sampler.KEY=VALUE]... [--out PREFIX] [--batch-size N] [--seed S]
+//                 [--prompt TEXT]... [--prompts FILE] [--allow-private-prompts]
 // A recipe samples the safetensors weights its [run] init_from names with its [model] and [sampler]:
 // a published model, as privdiff weights import prints its tables, sampled without training.
 #include "cli/command_setup.hpp"
@@ -11,6 +12,8 @@
 #include "run/run_checkpoint.hpp"
 #include "run/run_guarantee.hpp"
 #include "run/run_ledger.hpp"
+#include "run/run_ledger.hpp"
+#include "sample/sample_prompts.hpp"
 #include "sample/sample_set.hpp"
 #include "util/content_hash.hpp"
 #include "weights/model_export.hpp"
@@ -99,6 +102,64 @@ void load_run_weights(const fs::path& checkpoint, const fs::path& recipe_file, s
   }
 }
 
+// The prompts, checked against the run's private captions before anything is loaded or drawn; with
+// --allow-private-prompts a match becomes the caveat the run's reports get when sampling starts.
+struct PromptPlan {
+  std::vector<std::string> texts;
+  std::string caveat;
+};
+
+PromptPlan plan_prompts(const std::vector<std::string>& inline_prompts, const std::string& file, bool allow,
+                        const SampleSource& source) {
+  std::vector<Prompt> prompts;
+  try {
+    prompts = sample_prompts(inline_prompts, file);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("sample: ") + e.what());
+  }
+  PromptPlan plan;
+  for (const Prompt& p : prompts) plan.texts.push_back(p.text);
+  if (prompts.empty()) return plan;
+  if (source.from_recipe) {
+    std::cerr << "note: the prompts are not checked against training captions: privdiff has no record of what these "
+                 "weights were trained on\n";
+    return plan;
+  }
+  std::vector<PromptMatch> matches;
+  try {
+    matches = private_prompts_of_run(prompts, source.run_dir);
+  } catch (const std::runtime_error& e) {
+    throw UsageError(std::string("sample: ") + e.what());
+  }
+  if (!matches.empty() && !allow) throw UsageError("sample: " + prompt_refusal(matches));
+  if (!matches.empty()) plan.caveat = private_prompt_caveat(matches);
+  return plan;
+}
+
+// The privacy this model cost is the run's ledger; say so when the run directory's two records of it
+// disagree (privdiff account RUN reports the longer one), and name its caveats.
+void print_run_ledger_notes(const fs::path& run_dir) {
+  if (!fs::is_regular_file(run_dir / "ledger.json")) return;
+  try {
+    const RunLedger spent = read_run_ledger(run_dir);
+    if (!spent.note.empty()) std::cerr << "note: " << spent.note << "\n";
+    for (const auto& caveat : spent.ledger.caveats()) std::cerr << "caveat: " << caveat << "\n";
+  } catch (const std::runtime_error& e) {
+    std::cerr << "warning: " << e.what() << "\n";
+  }
+}
+
+void print_written(const fs::path& images, const fs::path& prefix, const SampleSet& set, double seconds) {
+  std::cout << "wrote " << images.string();
+  if (set.labels.defined()) std::cout << ", " << labels_file_beside(images).string();
+  if (!set.prompts.empty()) std::cout << ", " << prefix.string() << "-prompts.txt";
+  std::cout << ", " << prefix.string() << "-grid.png (" << std::setprecision(3) << seconds << " s, "
+            << static_cast<double>(set.images.size(0)) / seconds << " images/s)\n";
+  if (!set.labels.defined() && set.prompts.empty()) {
+    std::cout << "note: the model is unconditional, so there are no labels to evaluate\n";
+  }
+}
+
 }  // namespace
 
 CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
@@ -115,6 +176,9 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
     std::int64_t seed = 0;
     std::int64_t threads = 0;
     std::string device;  // empty: the run's [run] device
+    std::vector<std::string> prompts;
+    std::string prompts_file;
+    bool allow_private_prompts = false;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("RUN", args->source,
@@ -134,8 +198,14 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
   cmd->add_option("--seed", args->seed, "seed of the sampler's noise and of uniform labels")->check(at_least(0));
   cmd->add_option("--threads", args->threads, "CPU threads (default: all cores)")->check(CLI::Range(0, 1024));
   cmd->add_option("--device", args->device, "auto, cpu, cuda or cuda:N (default: the run's [run] device)");
+  cmd->add_option("--prompt", args->prompts, "a prompt for a text-conditioned model (repeatable); samples are spread "
+                  "over the prompts in blocks, as over balanced labels");
+  cmd->add_option("--prompts", args->prompts_file, "a file of prompts, one per line");
+  cmd->add_flag("--allow-private-prompts", args->allow_private_prompts,
+                "sample even with prompts that are the run's private captions (the run's reports then carry a caveat)");
   cmd->callback([&global, &exit_code, args] {
     const SampleSource source = sample_source(args->source);
+    const PromptPlan prompts = plan_prompts(args->prompts, args->prompts_file, args->allow_private_prompts, source);
     const fs::path& recipe_file = source.recipe_file;
     fs::path checkpoint = source.checkpoint;
     for (const auto& o : args->overrides) {
@@ -171,26 +241,20 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
     } else {
       load_run_weights(checkpoint, recipe_file, *model);
     }
-    model->module().to(device);
-    // The privacy this model cost is the run's ledger; say so when the run directory's two records
-    // of it disagree (privdiff account RUN reports the longer one).
-    const fs::path& run_dir = source.run_dir;
-    if (!source.from_recipe && fs::is_regular_file(run_dir / "ledger.json")) {
-      try {
-        const RunLedger spent = read_run_ledger(run_dir);
-        if (!spent.note.empty()) std::cerr << "note: " << spent.note << "\n";
-        for (const auto& caveat : spent.ledger.caveats()) std::cerr << "caveat: " << caveat << "\n";
-      } catch (const std::runtime_error& e) {
-        std::cerr << "warning: " << e.what() << "\n";
-      }
+    if (!prompts.texts.empty() && !model->conditions_on_text()) {
+      throw UsageError("sample --prompt/--prompts: the model (" + recipe.model->id + ") does not condition on text; "
+                       "prompts need a text-conditioned model (docs/captions.md)");
     }
-
+    model->module().to(device);
+    const fs::path& run_dir = source.run_dir;
+    if (!source.from_recipe) print_run_ledger_notes(run_dir);
     SampleOptions options;
     options.count = args->count;
     options.num_classes = model_classes(recipe.model->config);
     options.balanced = args->labels == "balanced";
     options.batch_size = args->batch_size;
     options.seed = static_cast<std::uint64_t>(args->seed);
+    options.prompts = prompts.texts;
     const fs::path samples = source.from_recipe ? fs::path("samples") / recipe_file.stem() : run_dir / "samples";
     const fs::path prefix = args->out.empty() ? samples / (recipe.sampler->id + "-" + std::to_string(args->count))
                                               : fs::path(args->out);
@@ -202,6 +266,10 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
     std::cout << "sampling " << args->count << " images from " << checkpoint.string() << " with "
               << recipe.sampler->id << " (" << (options.num_classes > 0 ? args->labels + " labels" : "unconditional")
               << ") on " << device.str() << "\n";
+    if (!prompts.caveat.empty()) {  // before the first image: an interrupted sampling keeps it too
+      add_run_caveat(run_dir, prompts.caveat);
+      std::cerr << "caveat: " << prompts.caveat << "\n";
+    }
     const auto start = std::chrono::steady_clock::now();
     const SampleSet set = generate_samples(*model, *sampler, options, std::cout);
     // A run's samples carry its identity, so that `privdiff eval` of a copy applies the run's checks.
@@ -209,12 +277,7 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
     if (!source.from_recipe) stamp = stamp_of_run(run_dir);
     const fs::path images =
         write_sample_set(prefix, set, options.balanced, options.num_classes, stamp ? &*stamp : nullptr);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::cout << "wrote " << images.string();
-    if (set.labels.defined()) std::cout << ", " << labels_file_beside(images).string();
-    std::cout << ", " << prefix.string() << "-grid.png (" << std::setprecision(3) << seconds << " s, "
-              << args->count / seconds << " images/s)\n";
-    if (!set.labels.defined()) std::cout << "note: the model is unconditional, so there are no labels to evaluate\n";
+    print_written(images, prefix, set, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     exit_code = exit_ok;
   });
   return cmd;

@@ -42,6 +42,9 @@ struct Overlap {
 };
 Overlap overlap(const DatasetIdentity& data, const RecordSet& set, const RecordKey& key);
 
+/// The file in a run directory that holds its record sets.
+inline constexpr const char* record_sets_file = "data-records.bin";
+
 /// The sets as data-records.bin holds them: a version line, then little-endian u64 counts and
 /// length-prefixed strings, the hashes, the caption hashes, and a checksum of everything before it.
 std::string record_sets_to_bytes(const std::vector<RecordSet>& sets);

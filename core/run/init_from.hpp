@@ -51,9 +51,6 @@ struct InitSource {
   std::string data_fingerprint;
 };
 
-/// The file in a run directory that holds its record sets.
-inline constexpr const char* record_sets_file = "data-records.bin";
-
 /// Throws std::runtime_error, at once, when `source`'s ledger has infinite epsilon (a Gaussian event with
 /// noise multiplier 0 that is spent: not Poisson-subsampled at rate 0 nor composed zero times) and
 /// `would_carry` (the user has not stated init_from_disjoint, or the run has no private data): no run that

@@ -103,7 +103,7 @@ void RunOrchestrator::run_stage(RunSession& s, std::size_t i) {
       // The ledger first (fsync, rename): nothing released ever reaches the disk before its cost.
       s.write_ledger();
       test_kill_point("release");
-      SampleSet set{sdk::pixels_to_bytes(images.to(at::kCPU)), labels.to(at::kCPU).to(at::kLong)};
+      SampleSet set{sdk::pixels_to_bytes(images.to(at::kCPU)), labels.to(at::kCPU).to(at::kLong), {}};
       const fs::path prefix = released_directory(s, name) / "train";
       const SampleStamp stamp = stamp_of_run(s.run_dir);  // a copy of the release is still the run's
       write_sample_set(prefix, set, true, classes, &stamp);  // one class per row, as samples.png

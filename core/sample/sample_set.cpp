@@ -2,6 +2,7 @@
 
 #include <privdiff/data/idx_file.hpp>
 #include <privdiff/data/pixels.hpp>
+#include <privdiff/io/atomic_file.hpp>
 #include "util/image_grid.hpp"
 
 #include <ATen/ATen.h>
@@ -98,6 +99,10 @@ SampleSet generate_samples(sdk::Model& model, sdk::Sampler& sampler, const Sampl
       set.labels = at::randint(options.num_classes, {options.count}, generator, at::kLong);
     }
   }
+  const auto prompts = static_cast<std::int64_t>(options.prompts.size());
+  for (std::int64_t i = 0; i < options.count && prompts > 0; ++i) {
+    set.prompts.push_back(options.prompts[static_cast<std::size_t>(i / ((options.count + prompts - 1) / prompts))]);
+  }
   model.module().eval();
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> batches;
@@ -108,6 +113,7 @@ SampleSet generate_samples(sdk::Model& model, sdk::Sampler& sampler, const Sampl
     sdk::SampleRequest request;
     request.count = n;
     if (set.labels.defined()) request.labels = set.labels.narrow(0, done, n);
+    if (!set.prompts.empty()) request.captions.assign(set.prompts.begin() + done, set.prompts.begin() + done + n);
     request.seed = options.seed + static_cast<std::uint64_t>(batch) * 0x9e3779b97f4a7c15ULL;
     const at::Tensor images = model.decode(sampler.sample(model, request)).to(at::kCPU);
     batches.push_back(sdk::pixels_to_bytes(images));
@@ -151,6 +157,11 @@ fs::path write_sample_set(const fs::path& prefix, const SampleSet& set, bool cla
   if (stamp) {
     stamp_gzip_file(images_file, *stamp);
     if (set.labels.defined()) stamp_gzip_file(labels_file_beside(images_file), *stamp);
+  }
+  if (!set.prompts.empty()) {
+    std::string lines;
+    for (const auto& p : set.prompts) lines += p + "\n";
+    sdk::write_file_atomically(prefix.string() + "-prompts.txt", lines);
   }
   // A preview grid, one class per row as samples.png: up to 10 images of each of the first 10 classes
   // (a class with fewer, e.g. a release of 5 per class, has a shorter row, padded with black).

@@ -25,11 +25,15 @@ struct SampleOptions {
   bool balanced = true;            ///< equal counts per class, in class order; false: uniform random labels
   std::int64_t batch_size = 250;   ///< images per sampler call
   std::uint64_t seed = 0;
+  /// Prompts (a text-conditioned model): spread as balanced labels are, in contiguous blocks of
+  /// ceil(count / P) samples per prompt in prompt order; empty: none.
+  std::vector<std::string> prompts;
 };
 
 struct SampleSet {
   at::Tensor images;  ///< uint8 [N, C, H, W]
   at::Tensor labels;  ///< int64 [N]; undefined for an unconditional model
+  std::vector<std::string> prompts;  ///< each sample's prompt; empty when sampled without
 };
 
 /// The classes a model is conditioned on, from its recipe section: the `num_classes` key, 0 when
@@ -53,8 +57,8 @@ SampleSet generate_samples(sdk::Model& model, sdk::Sampler& sampler, const Sampl
 /// [N, H, W]; otherwise [N, C, H, W]) and PREFIX-grid.png (up to 10 x 10 images; with `class_rows`
 /// — balanced labels, a release — one class per row, as the run's samples.png; otherwise the first
 /// images in rows of 10). `stamp` (may be null): the run the set belongs to, recorded in both files'
-/// gzip headers (sample/sample_stamp.hpp), so that `privdiff eval` of a copy knows it. Returns the
-/// images file.
+/// gzip headers (sample/sample_stamp.hpp), so that `privdiff eval` of a copy knows it. With prompts,
+/// also PREFIX-prompts.txt: each sample's prompt, one per line. Returns the images file.
 std::filesystem::path write_sample_set(const std::filesystem::path& prefix, const SampleSet& set, bool class_rows,
                                        std::int64_t num_classes, const SampleStamp* stamp = nullptr);
 

@@ -6,6 +6,7 @@
 #include "data/disjointness.hpp"
 #include "data/near_duplicate_cache.hpp"
 #include "data/near_duplicates.hpp"
+#include "data/prompt_check.hpp"
 #include "data/record_key.hpp"
 #include "data/record_set.hpp"
 #include "data/siphash.hpp"
@@ -115,6 +116,28 @@ TEST(RecordSets, CaptionHashesAreKeyedPaddedAndKeptInTheFile) {
   EXPECT_EQ(back[0].caption_hashes, set.caption_hashes);
   EXPECT_EQ(back[1].caption_hashes, data.captions);
   EXPECT_EQ(back[1].hashes, data.records);
+}
+
+TEST(PromptCheck, PrivateCaptionsAreFoundInMatchingFormUnderTheKeyOnly) {
+  const at::Tensor bytes = at::randint(0, 256, {3, 1, 4, 4}, at::kByte);
+  const DatasetIdentity data = dataset_identity(*captioned(bytes, {"The woman has wavy hair.", "a man", "a hat"}));
+  const RecordKey key = key_from(1, "one");
+  const std::vector<Prompt> prompts = {{"the WOMAN has wavy-hair", "p.txt:1"}, {"a woman", "p.txt:2"}, {"A MAN!", "p.txt:3"}};
+  const auto matches = private_prompts(prompts, {private_record_set(data, key, "/runs/r")}, key);
+  ASSERT_EQ(matches.size(), 2u);
+  EXPECT_EQ(matches[0].prompt.where, "p.txt:1");
+  EXPECT_EQ(matches[1].prompt.where, "p.txt:3");
+  EXPECT_NE(matches[0].what.find("is one of the private captions of captioned, 3 records, which /runs/r trained on privately"),
+            std::string::npos) << matches[0].what;
+  // Public captions are no match; a private set under another key is unknown, so every prompt counts.
+  EXPECT_TRUE(private_prompts(prompts, {public_record_set(data, "/runs/r")}, key).empty());
+  const auto unknown = private_prompts(prompts, {private_record_set(data, key_from(2, "two"), "/runs/r")}, key);
+  ASSERT_EQ(unknown.size(), 3u);
+  EXPECT_NE(unknown[1].what.find("cannot be compared"), std::string::npos);
+  const std::string refusal = prompt_refusal(matches);
+  EXPECT_NE(refusal.find("p.txt:3: the prompt 'A MAN!' is one of the private captions"), std::string::npos) << refusal;
+  EXPECT_EQ(private_prompt_caveat(matches).find("wavy"), std::string::npos) << "a caveat is published: no caption in it";
+  EXPECT_TRUE(prompt_refusal({}).empty());
 }
 
 // data-records.bin as runs before captions wrote it (version 1: no caption hashes) still reads.

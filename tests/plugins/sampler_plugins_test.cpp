@@ -93,6 +93,40 @@ TEST(Guidance, ZeroIsConditionalAndWeightsFollowTheConvention) {
   EXPECT_TRUE(at::allclose(diffusion::guided_denoise(model, x, 1.5, y, 0.25), 1.25 * conditional - 0.25 * unconditional));
 }
 
+// Denoises to a caption's length (its mean), and remembers the captions it was given.
+class CaptionLengthModel : public GaussianData {
+ public:
+  at::Tensor denoise(const at::Tensor& x, const at::Tensor&, const Conditioning& cond) override {
+    seen.push_back(cond.captions);
+    at::Tensor out = at::zeros_like(x);
+    for (std::size_t i = 0; i < cond.captions.size(); ++i) out[static_cast<std::int64_t>(i)].fill_(static_cast<double>(cond.captions[i].size()));
+    return out;
+  }
+  bool conditions_on_text() const override { return true; }
+  std::vector<std::vector<std::string>> seen;
+};
+
+TEST(Guidance, OnTextTheUnconditionalBranchHasTheEmptyCaption) {
+  CaptionLengthModel model;
+  const at::Tensor x = at::randn({2, 1, 2, 2});
+  const at::Tensor d = diffusion::guided_denoise(model, x, 1.5, Conditioning{{}, {"abcd", "ab"}}, 0.5);
+  ASSERT_EQ(model.seen.size(), 1u);  // one call for both branches
+  EXPECT_EQ(model.seen[0], (std::vector<std::string>{"abcd", "ab", "", ""}));
+  EXPECT_TRUE(at::allclose(d[0], at::full_like(d[0], 1.5 * 4)));  // (1 + w) D(x|c) - w D(x|"")
+  EXPECT_TRUE(at::allclose(d[1], at::full_like(d[1], 1.5 * 2)));
+  // A sampler hands each sample its own prompt, on every step.
+  auto sampler = privdiff::testing::make_installed<Sampler>("ddim", {{"steps", ConfigValue{std::int64_t{3}}}});
+  SampleRequest request;
+  request.count = 3;
+  request.captions = {"x", "yy", "zzz"};
+  model.seen.clear();
+  (void)sampler->sample(model, request);
+  ASSERT_EQ(model.seen.size(), 3u);
+  for (const auto& step : model.seen) EXPECT_EQ(step, request.captions);  // guidance 0: the conditional rows only
+  request.captions.pop_back();
+  EXPECT_THROW((void)sampler->sample(model, request), std::invalid_argument);  // one prompt per sample
+}
+
 TEST(KarrasSchedule, EndpointsAndOrder) {
   const at::Tensor sig = diffusion::karras_sigmas(10, 0.002, 80, 7);
   ASSERT_EQ(sig.numel(), 11);

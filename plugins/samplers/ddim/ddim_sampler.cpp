@@ -7,7 +7,7 @@ using namespace privdiff::sdk;
 namespace dm = privdiff::sdk::diffusion;
 
 at::Tensor integrate(const dm::KarrasRun& r) {
-  return dm::ddim_sample(r.model, r.noise, r.labels, r.guidance, r.steps, r.config.get_double("eta"), r.sigma_min,
+  return dm::ddim_sample(r.model, r.noise, r.cond, r.guidance, r.steps, r.config.get_double("eta"), r.sigma_min,
                          r.sigma_max, r.rho, r.generator);
 }
 

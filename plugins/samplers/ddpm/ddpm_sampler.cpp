@@ -6,7 +6,7 @@ namespace privdiff::plugins::ddpm {
 namespace dm = privdiff::sdk::diffusion;
 
 at::Tensor integrate(const dm::KarrasRun& r) {
-  return dm::ddim_sample(r.model, r.noise, r.labels, r.guidance, r.steps, 1.0, r.sigma_min, r.sigma_max, r.rho,
+  return dm::ddim_sample(r.model, r.noise, r.cond, r.guidance, r.steps, 1.0, r.sigma_min, r.sigma_max, r.rho,
                          r.generator);
 }
 

@@ -10,7 +10,7 @@ at::Tensor integrate(const dm::KarrasRun& r) {
   const Config& c = r.config;
   const dm::EdmSamplerOptions o{r.steps, r.sigma_min, r.sigma_max, r.rho, true, c.get_double("s_churn"),
                                 c.get_double("s_min"), c.get_double("s_max"), c.get_double("s_noise")};
-  return dm::edm_sample(r.model, r.noise, r.labels, r.guidance, o, r.generator);
+  return dm::edm_sample(r.model, r.noise, r.cond, r.guidance, o, r.generator);
 }
 
 Schema schema() {

@@ -7,7 +7,7 @@ namespace dm = privdiff::sdk::diffusion;
 
 at::Tensor integrate(const dm::KarrasRun& r) {
   const dm::EdmSamplerOptions o{r.steps, r.sigma_min, r.sigma_max, r.rho, true};
-  return dm::edm_sample(r.model, r.noise, r.labels, r.guidance, o, r.generator);
+  return dm::edm_sample(r.model, r.noise, r.cond, r.guidance, o, r.generator);
 }
 
 }  // namespace privdiff::plugins::edm_heun

@@ -14,9 +14,9 @@ class RuleSampler final : public KarrasSampler {
   RuleSampler(const Config& config, KarrasUpdateRule rule) : KarrasSampler(config), rule_(rule) {}
 
  protected:
-  at::Tensor integrate(Model& model, const at::Tensor& noise, const at::Tensor& labels, double w,
+  at::Tensor integrate(Model& model, const at::Tensor& noise, const Conditioning& cond, double w,
                        at::Generator& generator) override {
-    return rule_(KarrasRun{model, noise, labels, w, steps(), sigma_min(), sigma_max(), rho(), config(), generator});
+    return rule_(KarrasRun{model, noise, cond, w, steps(), sigma_min(), sigma_max(), rho(), config(), generator});
   }
 
  private:

@@ -29,16 +29,21 @@ at::Tensor karras_sigmas(std::int64_t steps, double sigma_min, double sigma_max,
   return out;
 }
 
-at::Tensor guided_denoise(Model& model, const at::Tensor& x, double sigma, const at::Tensor& labels, double w) {
+at::Tensor guided_denoise(Model& model, const at::Tensor& x, double sigma, const Conditioning& cond, double w) {
   const at::Tensor s = at::full({x.size(0)}, sigma, x.options());
-  if (!labels.defined() || w == 0) return model.denoise(x, s, Conditioning{labels});
-  const at::Tensor unconditional = at::full_like(labels, -1);
-  const at::Tensor d = model.denoise(at::cat({x, x}), at::cat({s, s}), Conditioning{at::cat({labels, unconditional})});
+  if ((!cond.labels.defined() && cond.captions.empty()) || w == 0) return model.denoise(x, s, cond);
+  Conditioning both;  // the conditional rows, then the unconditional ones
+  if (cond.labels.defined()) both.labels = at::cat({cond.labels, at::full_like(cond.labels, -1)});
+  if (!cond.captions.empty()) {
+    both.captions = cond.captions;
+    both.captions.resize(2 * cond.captions.size());  // "" for each unconditional row
+  }
+  const at::Tensor d = model.denoise(at::cat({x, x}), at::cat({s, s}), both);
   const auto parts = d.chunk(2);
   return (1 + w) * parts[0] - w * parts[1];
 }
 
-at::Tensor edm_sample(Model& model, const at::Tensor& noise, const at::Tensor& labels, double w,
+at::Tensor edm_sample(Model& model, const at::Tensor& noise, const Conditioning& cond, double w,
                       const EdmSamplerOptions& o, at::Generator& gen) {
   torch::NoGradGuard no_grad;
   const at::Tensor sigmas = karras_sigmas(o.steps, o.sigma_min, o.sigma_max, o.rho);
@@ -52,10 +57,10 @@ at::Tensor edm_sample(Model& model, const at::Tensor& noise, const at::Tensor& l
     if (gamma > 0) {
       x = x + std::sqrt(s_hat * s_hat - s_cur * s_cur) * o.s_noise * cpu_normals(x, gen);
     }
-    const at::Tensor d = (x - guided_denoise(model, x, s_hat, labels, w)) / s_hat;
+    const at::Tensor d = (x - guided_denoise(model, x, s_hat, cond, w)) / s_hat;
     at::Tensor x_next = x + (s_next - s_hat) * d;
     if (o.second_order && s_next > 0) {
-      const at::Tensor d_next = (x_next - guided_denoise(model, x_next, s_next, labels, w)) / s_next;
+      const at::Tensor d_next = (x_next - guided_denoise(model, x_next, s_next, cond, w)) / s_next;
       x_next = x + (s_next - s_hat) * 0.5 * (d + d_next);
     }
     x = x_next;
@@ -63,14 +68,14 @@ at::Tensor edm_sample(Model& model, const at::Tensor& noise, const at::Tensor& l
   return x;
 }
 
-at::Tensor ddim_sample(Model& model, const at::Tensor& noise, const at::Tensor& labels, double w, std::int64_t steps,
+at::Tensor ddim_sample(Model& model, const at::Tensor& noise, const Conditioning& cond, double w, std::int64_t steps,
                        double eta, double sigma_min, double sigma_max, double rho, at::Generator& gen) {
   torch::NoGradGuard no_grad;
   const at::Tensor sigmas = karras_sigmas(steps, sigma_min, sigma_max, rho);
   at::Tensor x = noise * sigmas[0].item<double>();
   for (std::int64_t i = 0; i < steps; ++i) {
     const double s = sigmas[i].item<double>(), s_next = sigmas[i + 1].item<double>();
-    const at::Tensor denoised = guided_denoise(model, x, s, labels, w);
+    const at::Tensor denoised = guided_denoise(model, x, s, cond, w);
     const double up = std::min(s_next, eta * std::sqrt(s_next * s_next * (s * s - s_next * s_next) / (s * s)));
     const double down = std::sqrt(s_next * s_next - up * up);
     x = denoised + down * (x - denoised) / s;
@@ -102,7 +107,12 @@ at::Tensor KarrasSampler::sample(Model& model, const SampleRequest& request) {
   const auto options = params.empty() ? at::TensorOptions().dtype(at::kFloat) : params.front().options().requires_grad(false);
   // Drawn on the CPU generator so a seed gives the same samples on any device.
   const at::Tensor noise = at::randn(shape, generator, at::TensorOptions().dtype(options.dtype())).to(options);
-  return integrate(model, noise, request.labels, request.guidance.value_or(config_.get_double("guidance")), generator);
+  if (!request.captions.empty() && static_cast<std::int64_t>(request.captions.size()) != request.count) {
+    throw std::invalid_argument("sample: " + std::to_string(request.captions.size()) + " prompts for " +
+                                std::to_string(request.count) + " samples (one each)");
+  }
+  return integrate(model, noise, Conditioning{request.labels, request.captions},
+                   request.guidance.value_or(config_.get_double("guidance")), generator);
 }
 
 }  // namespace privdiff::sdk::diffusion

@@ -81,6 +81,10 @@ class PRIVDIFF_SDK_API Model : public Component {
   /// Shape [C, H, W] of the images it trains on: the host refuses data of another shape before a
   /// run starts. Default: sample_shape() (pixel-space models); latent models override it.
   virtual std::vector<std::int64_t> image_shape() const { return sample_shape(); }
+  /// Whether denoise() and training_loss() read Conditioning::captions (a text-conditioned model, with
+  /// its text encoder and tokenizer). The host refuses prompts for a model that does not, and captioned
+  /// data are then trained on as labelled images. Default: false.
+  virtual bool conditions_on_text() const { return false; }
   /// Image -> sampler space. Identity for pixel-space models.
   virtual at::Tensor encode(const at::Tensor& images) { return images; }
   /// Sampler space -> image in [-1, 1]. Identity for pixel-space models.

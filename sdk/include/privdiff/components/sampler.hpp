@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace privdiff::sdk {
 
@@ -17,6 +19,9 @@ struct SampleRequest {
   std::int64_t count = 0;
   /// int64 [count] class labels, or undefined for unconditional sampling.
   at::Tensor labels;
+  /// One prompt per sample (UTF-8), for a model that conditions on text (Model::conditions_on_text);
+  /// empty otherwise. Classifier-free guidance's unconditional branch gets the empty prompt "".
+  std::vector<std::string> captions;
   /// Classifier-free guidance weight w: D_w = (1 + w) D(x|y) - w D(x); w = 0 is purely conditional.
   /// Unset: the sampler's configured `guidance`.
   std::optional<double> guidance;

@@ -28,7 +28,7 @@ namespace privdiff::sdk::diffusion {
 struct KarrasRun {
   Model& model;
   const at::Tensor& noise;   ///< unit variance, [count, ...model.sample_shape()]
-  const at::Tensor& labels;  ///< int64 [count], or undefined
+  const Conditioning& cond;  ///< labels int64 [count] (or undefined), captions (one per sample, or none)
   double guidance;           ///< classifier-free guidance weight w
   std::int64_t steps;        ///< the Karras schedule, from the sampler's keys
   double sigma_min, sigma_max, rho;

@@ -21,9 +21,10 @@ namespace privdiff::sdk::diffusion {
 PRIVDIFF_SDK_API at::Tensor karras_sigmas(std::int64_t steps, double sigma_min = 0.002, double sigma_max = 80,
                                           double rho = 7);
 
-/// D_w(x; sigma) = (1 + w) D(x; sigma, y) - w D(x; sigma) (w = 0: purely conditional, the DPDM code's
-/// convention; unconditional = label -1). Undefined labels or w = 0 cost one model call.
-PRIVDIFF_SDK_API at::Tensor guided_denoise(Model& model, const at::Tensor& x, double sigma, const at::Tensor& labels,
+/// D_w(x; sigma) = (1 + w) D(x; sigma, c) - w D(x; sigma) (w = 0: purely conditional, the DPDM code's
+/// convention). The unconditional branch has label -1 and the empty caption "" (for a model that
+/// conditions on text). No conditioning (undefined labels, no captions) or w = 0 costs one model call.
+PRIVDIFF_SDK_API at::Tensor guided_denoise(Model& model, const at::Tensor& x, double sigma, const Conditioning& cond,
                                            double guidance);
 
 /// The sampler ODE/SDE loop shared by the EDM samplers.
@@ -33,12 +34,12 @@ struct EdmSamplerOptions {
   bool second_order = true;     ///< Heun correction (off: Euler)
   double s_churn = 0, s_min = 0, s_max = 1e9, s_noise = 1;  ///< stochastic churn (Karras Alg. 2); 0 = deterministic
 };
-PRIVDIFF_SDK_API at::Tensor edm_sample(Model& model, const at::Tensor& noise, const at::Tensor& labels, double guidance,
+PRIVDIFF_SDK_API at::Tensor edm_sample(Model& model, const at::Tensor& noise, const Conditioning& cond, double guidance,
                                        const EdmSamplerOptions& options, at::Generator& generator);
 
 /// DDIM in the sigma parameterisation with stochasticity eta (0: deterministic DDIM; 1: ancestral,
 /// DDPM-like): x <- D + sigma_down (x - D) / sigma_i + sigma_up z.
-PRIVDIFF_SDK_API at::Tensor ddim_sample(Model& model, const at::Tensor& noise, const at::Tensor& labels, double guidance,
+PRIVDIFF_SDK_API at::Tensor ddim_sample(Model& model, const at::Tensor& noise, const Conditioning& cond, double guidance,
                                         std::int64_t steps, double eta, double sigma_min, double sigma_max, double rho,
                                         at::Generator& generator);
 
@@ -56,7 +57,7 @@ class PRIVDIFF_SDK_API KarrasSampler : public Sampler {
 
  protected:
   /// From unit-variance `noise` [count, ...sample_shape] to samples, with guidance weight `w`.
-  virtual at::Tensor integrate(Model& model, const at::Tensor& noise, const at::Tensor& labels, double w,
+  virtual at::Tensor integrate(Model& model, const at::Tensor& noise, const Conditioning& cond, double w,
                                at::Generator& generator) = 0;
   const Config& config() const { return config_; }
   std::int64_t steps() const { return config_.get_int("steps"); }

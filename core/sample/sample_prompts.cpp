@@ -1,0 +1,42 @@
+#include "sample/sample_prompts.hpp"
+
+#include "data/record_key.hpp"
+#include "data/record_set.hpp"
+
+#include <privdiff/io/atomic_file.hpp>
+#include <privdiff/text/caption_sources.hpp>
+
+#include <stdexcept>
+
+namespace privdiff::core {
+
+namespace fs = std::filesystem;
+
+std::vector<Prompt> sample_prompts(const std::vector<std::string>& inline_prompts, const std::string& file) {
+  std::vector<Prompt> prompts;
+  for (const std::string& text : inline_prompts) {
+    if (text.empty()) throw std::invalid_argument("--prompt: an empty prompt");
+    if (const std::string why = sdk::caption_problem(text); !why.empty()) {
+      throw std::invalid_argument("--prompt '" + text + "': " + why);
+    }
+    prompts.push_back({text, "--prompt"});
+  }
+  if (!file.empty()) {
+    for (Prompt& p : read_prompts(file)) prompts.push_back(std::move(p));
+  }
+  return prompts;
+}
+
+std::vector<PromptMatch> private_prompts_of_run(const std::vector<Prompt>& prompts, const fs::path& run_dir) {
+  const fs::path file = run_dir / record_sets_file;
+  std::vector<RecordSet> sets;
+  try {
+    sets = record_sets_from_bytes(sdk::read_file(file));
+  } catch (const std::exception& e) {
+    throw std::runtime_error(file.string() + ": " + e.what() + " (the run's record of its private data: without it "
+                             "the prompts cannot be checked against its captions)");
+  }
+  return private_prompts(prompts, sets, record_key());
+}
+
+}  // namespace privdiff::core
