@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates tests/fixtures/text/ (a caption corpus, a small BERT vocabulary, the first 3,000 of CLIP's
 # merges, and the ids the reference tokenizers give the corpus; tiny random CLIPTextModels and their
-# outputs, and CompVis's BERTEmbedder built by CompVis's code) with the pinned packages of
+# outputs, CompVis's BERTEmbedder and a tiny txt2img latent diffusion model built by CompVis's code) with the pinned packages of
 # scripts/text_fixtures/requirements.txt, in a virtual environment kept in
 # ~/.cache/privdiff/text-venv (PRIVDIFF_CACHE), rebuilt only when the pins change. CLIP's merges and
 # open_clip's tokenizer come from the open-clip-torch wheel below, unpacked without its dependencies
@@ -20,3 +20,4 @@ fi
 source "$root/scripts/compvis_source.sh"
 compvis_source  # CompVis's BERTEmbedder is built by its own x-transformers code
 "$venv/bin/python" "$root/scripts/text_fixtures/text_encoder_reference.py" "$root/tests/fixtures/text" "$compvis"
+"$venv/bin/python" "$root/scripts/text_fixtures/txt2img_reference.py" "$root/tests/fixtures/text" "$compvis"

@@ -32,6 +32,10 @@ void RunOrchestrator::sample_grid(RunSession& s) {
   request.count = classes * 10;
   request.labels = at::arange(classes, at::kLong).repeat_interleave(10);
   request.seed = static_cast<std::uint64_t>(recipe_.run.get_int("seed"));
+  // A text-conditioned model draws the grid from the empty caption (its unconditional branch): no text
+  // of the private captions reaches it; privdiff sample --prompts draws from prompts.
+  const bool text = components_.model->conditions_on_text();
+  if (text) request.captions.assign(static_cast<std::size_t>(request.count), "");
   const auto start = std::chrono::steady_clock::now();
   components_.model->module().eval();
   at::NoGradGuard no_grad;  // a sampler never needs autograd: the host turns it off for every sampler
@@ -40,7 +44,8 @@ void RunOrchestrator::sample_grid(RunSession& s) {
   s.grid_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   write_image_grid(s.run_dir / "samples.png", images, classes, 10);
   s.log << "samples: " << (s.run_dir / "samples.png").string() << " (" << request.count << " images, "
-        << std::setprecision(3) << s.grid_seconds << " s, " << recipe_.sampler->id << ")\n";
+        << std::setprecision(3) << s.grid_seconds << " s, " << recipe_.sampler->id
+        << (text ? ", from the empty caption" : "") << ")\n";
 }
 
 void RunOrchestrator::run_evals(RunSession& s) {
@@ -53,6 +58,7 @@ void RunOrchestrator::run_evals(RunSession& s) {
     sampling.balanced = entry.get_string("labels") == "balanced";
     sampling.batch_size = entry.get_int("batch_size");
     sampling.seed = static_cast<std::uint64_t>(entry.get_int("seed"));
+    if (components_.model->conditions_on_text()) sampling.prompts = {""};  // (the empty caption, as the grid)
     s.log << "eval[" << e << "]: sampling " << sampling.count << " images\n";
     const SampleSet set = generate_samples(*components_.model, *components_.sampler, sampling, s.log);
     const SampleStamp stamp = stamp_of_run(s.run_dir);

@@ -58,4 +58,71 @@ mv "$tmp/run/data-records.bin" "$tmp/records.bin"
 out=$("$privdiff" sample "$tmp/run" --prompt "a boot" 2>&1); code=$?
 [ $code = 2 ] && grep -q "data-records.bin: .*the prompts cannot be checked" <<<"$out" || fail "no records: exit $code: $out"
 passed=$((passed + 1))
+
+# 5. A text-conditioned LDM (txt2img's layout, the CompVis fixture) fine-tuned under DP-SGD on a captioned
+# image folder: its SpatialTransformers and text encoder train ("attention"); public prompts sample and
+# are written beside the images; a private caption is refused; --allow-private-prompts samples with a
+# caveat in ledger.json, privacy.json and summary.json.
+python3 - "$tmp/faces" <<'PY'
+import json, os, struct, sys, zlib
+d = sys.argv[1]
+os.makedirs(d)
+def png(path, rgb):  # an 8-bit RGB 8 x 8 PNG of one colour
+    chunk = lambda t, b: struct.pack(">I", len(b)) + t + b + struct.pack(">I", zlib.crc32(t + b))
+    rows = b"".join(b"\0" + bytes(rgb) * 8 for _ in range(8))
+    open(path, "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 8, 8, 8, 2, 0, 0, 0)) +
+                           chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+captions = ["The woman has wavy hair.", "The man is smiling.", "A photo of a young woman.",
+            "The man has a beard.", "The woman wears a hat.", "A photo of an old man."]
+with open(f"{d}/metadata.jsonl", "w") as f:
+    for i, c in enumerate(captions):
+        png(f"{d}/{i}.png", (40 * i, 200 - 30 * i, 90))
+        f.write(json.dumps({"file_name": f"{i}.png", "text": c}) + "\n")
+PY
+ldm="$fixtures/text/compvis_txt2img/model.safetensors"
+cat > "$tmp/txt2img.toml" <<TOML
+[run]
+init_from = "$ldm"
+init_from_disjoint = true
+[privacy]
+epsilon = 10.0
+delta = 1e-5
+accountant = "rdp"
+[data]
+dataset = "image_folder"
+path = "$tmp/faces"
+layout = "flat"
+channels = 3
+image_size = 8
+captions = "table"
+caption_path = "$tmp/faces/metadata.jsonl"
+[model]
+type = "compvis_ldm"
+config = "$ldm"
+tokenizer = "$fixtures/text/bert_vocab.txt"
+[[stage]]
+mechanism = "dpsgd"
+train = "attention"
+batch_size = 2
+steps = 2
+secure_noise = false
+[sampler]
+type = "ddim"
+steps = 2
+TOML
+out=$("$privdiff" run "$tmp/txt2img.toml" --out "$tmp/t2i" 2>&1) || fail "txt2img run: $out"
+grep -q "from the empty caption" <<<"$out" || fail "the grid's captions unstated: $out"
+out=$("$privdiff" sample "$tmp/t2i" --prompt "a woman in a red coat" --prompt "a man" --count 4 --out "$tmp/s/p" 2>&1) ||
+  fail "public prompts: $out"
+[ "$(cat "$tmp/s/p-prompts.txt")" = "$(printf 'a woman in a red coat\na woman in a red coat\na man\na man')" ] ||
+  fail "prompts beside the samples: $(cat "$tmp/s/p-prompts.txt")"
+out=$("$privdiff" sample "$tmp/t2i" --prompt "the man is SMILING" --count 2 --out "$tmp/s/q" 2>&1); code=$?
+[ $code = 2 ] && grep -q "is one of the private captions of faces" <<<"$out" || fail "txt2img private prompt: exit $code: $out"
+out=$("$privdiff" sample "$tmp/t2i" --prompt "the man is SMILING" --allow-private-prompts --count 2 --out "$tmp/s/r" 2>&1) ||
+  fail "--allow-private-prompts: $out"
+for f in ledger.json privacy.json summary.json; do
+  grep -q "private training captions" "$tmp/t2i/$f" || fail "no caveat in $f"
+done
+grep -q "SMILING\|smiling" "$tmp/t2i/privacy.json" && fail "the caveat quotes the private caption"
+passed=$((passed + 1))
 echo "$passed passed, 0 failed"

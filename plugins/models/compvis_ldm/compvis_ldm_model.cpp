@@ -1,22 +1,28 @@
 // compvis_ldm: a CompVis latent diffusion model (the kind DP-LDM pretrains and fine-tunes) under
 // CompVis's own parameter names: the KL autoencoder (first_stage_model), the UNet
 // (model.diffusion_model) and the class embedder whose output the UNet cross-attends to
-// (cond_stage_model), their architecture from the checkpoint's config ("ldm.config", kept by
-// scripts/convert_to_safetensors.py --ldm-config), trained on DDPM's discrete timesteps with the
-// checkpoint's noise schedule (the "discrete" objective). The autoencoder stays frozen; the
-// denoising loss runs on its scaled posterior means.
+// (cond_stage_model) — or, in txt2img's layout, CompVis's BERTEmbedder over the captions, tokenized
+// by the user's vocab.txt as CompVis's BERTTokenizer does (77 tokens) — their architecture from the
+// checkpoint's config ("ldm.config", kept by scripts/convert_to_safetensors.py --ldm-config), trained
+// on DDPM's discrete timesteps with the checkpoint's noise schedule (the "discrete" objective). The
+// autoencoder stays frozen; the denoising loss runs on its scaled posterior means.
 #include <privdiff/components/model.hpp>
+#include <privdiff/config/key_value_error.hpp>
 #include <privdiff/diffusion/compvis_ldm.hpp>
 #include <privdiff/diffusion/denoising_loss.hpp>
 #include <privdiff/engine/per_example_layers.hpp>
 #include <privdiff/io/atomic_file.hpp>
 #include <privdiff/io/safetensors.hpp>
 #include <privdiff/plugin/export.hpp>
+#include <privdiff/text/wordpiece_tokenizer.hpp>
 
 #include <ATen/ATen.h>
 #include <torch/types.h>
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 
 namespace privdiff::plugins::compvis_ldm {
@@ -49,8 +55,13 @@ class CompVisLdm : public Model {
  public:
   explicit CompVisLdm(const Config& c)
       : config_(read_config(c.get_string("config"))),
+        caption_dropout_(c.get_double("caption_dropout")),
         networks_(std::make_shared<dm::CompVisLatentDiffusion>(config_)),
         preconditioning_(dm::Preconditioning::discrete(dm::compvis_alphas_cumprod(config_))) {
+    if (config_.text) tokenizer_ = text_tokenizer(c, *config_.text);
+    if (!config_.text && !c.get_string("tokenizer").empty()) {
+      throw KeyValueError(c.path() + ".tokenizer", "set, but the LDM's conditioning stage is not a text encoder");
+    }
     if (c.get_int("num_classes") != config_.classes) {
       throw std::invalid_argument("num_classes: " + std::to_string(c.get_int("num_classes")) + ", but the LDM's class "
                                   "embedder has " + std::to_string(config_.classes) + " (set num_classes = " +
@@ -69,8 +80,10 @@ class CompVisLdm : public Model {
   }
 
   torch::nn::Module& module() override { return *networks_; }
+  bool conditions_on_text() const override { return config_.text.has_value(); }
 
   at::Tensor denoise(const at::Tensor& x, const at::Tensor& sigma, const Conditioning& cond) override {
+    if (config_.text) return dm::denoise(text_network(token_ids(cond, x.size(0))), preconditioning_, x, sigma, {});
     return dm::denoise(network(), preconditioning_, x, sigma, dm::network_labels(cond.labels, config_.classes));
   }
 
@@ -81,6 +94,15 @@ class CompVisLdm : public Model {
         throw std::runtime_error("compvis_ldm: its KL autoencoder does not train here (LDM's perceptual and adversarial "
                                  "loss is not ported): train the UNet (train = \"all\", \"attention\", ...)");
       }
+    }
+    if (config_.text) {  // each example's caption, "" with probability caption_dropout, for its K rows
+      Conditioning dropped = cond;
+      const at::Tensor u = at::rand({images.size(0)}, generator, at::TensorOptions().dtype(at::kDouble));
+      for (std::size_t i = 0; i < dropped.captions.size(); ++i) {
+        if (u[static_cast<std::int64_t>(i)].item<double>() < caption_dropout_) dropped.captions[i].clear();
+      }
+      const at::Tensor rows = token_ids(dropped, images.size(0)).repeat_interleave(k, 0);
+      return dm::denoising_loss(text_network(rows), preconditioning_, encode(images), {}, {k, 0.0, 0}, generator);
     }
     // No label dropout: LDM's class embedder has no null class.
     return dm::denoising_loss(network(), preconditioning_, encode(images), cond.labels, {k, 0.0, config_.classes}, generator);
@@ -129,7 +151,52 @@ class CompVisLdm : public Model {
     };
   }
 
+  // The user's vocab.txt for the BERTEmbedder, refused by key when absent or of another vocabulary size.
+  static std::optional<WordPieceTokenizer> text_tokenizer(const Config& c, const text_encoders::CompVisBertConfig& text) {
+    const std::string key = c.path() + ".tokenizer";
+    if (c.get_string("tokenizer").empty()) {
+      throw KeyValueError(key, "the LDM conditions on text (BERTEmbedder): give its vocab.txt (bert-base-uncased's)");
+    }
+    std::optional<WordPieceTokenizer> t;
+    try {
+      t = WordPieceTokenizer::from_file(c.get_string("tokenizer"), static_cast<std::size_t>(text.max_seq_len));
+    } catch (const std::invalid_argument& e) {
+      throw KeyValueError(key, e.what());
+    }
+    if (static_cast<std::int64_t>(t->vocabulary_size()) != text.vocab_size) {
+      throw KeyValueError(key, std::to_string(t->vocabulary_size()) + " tokens, but the BERTEmbedder has " +
+                                   std::to_string(text.vocab_size) + " (cond_stage_config.params.vocab_size)");
+    }
+    return t;
+  }
+
+  // The captions' ids padded to the context [N, 77] on the model's device; a batch without captions
+  // (data or prompts) is refused: this model reads nothing else.
+  at::Tensor token_ids(const Conditioning& cond, std::int64_t n) const {
+    if (static_cast<std::int64_t>(cond.captions.size()) != n) {
+      throw std::invalid_argument("compvis_ldm: the model conditions on text and needs a caption per example (" +
+                                  std::to_string(cond.captions.size()) + " for " + std::to_string(n) +
+                                  "): captioned data (docs/captions.md) or prompts");
+    }
+    std::vector<std::int64_t> ids;
+    for (const auto& caption : cond.captions) {
+      const PaddedTokens t = tokenizer_->padded(caption);
+      ids.insert(ids.end(), t.ids.begin(), t.ids.end());
+    }
+    const auto width = static_cast<std::int64_t>(tokenizer_->context_length());
+    return at::tensor(ids, at::kLong).view({n, width}).to(networks_->scale_factor.device());
+  }
+
+  // The UNet attending to the BERTEmbedder's embeddings of `ids` (one row per network row).
+  dm::Network text_network(at::Tensor ids) {
+    return [this, ids](const at::Tensor& x, const at::Tensor& t, const at::Tensor&) {
+      return networks_->unet->forward(x, t, networks_->text_encoder->forward(ids));
+    };
+  }
+
   dm::CompVisLdmConfig config_;
+  std::optional<WordPieceTokenizer> tokenizer_;
+  double caption_dropout_ = 0;
   std::shared_ptr<dm::CompVisLatentDiffusion> networks_;
   dm::Preconditioning preconditioning_;
   std::vector<std::int64_t> image_shape_, latent_shape_;
@@ -142,7 +209,13 @@ void register_components(Registrar* registrar) {
                                        "checkpoint converted with --ldm-config (its ldm.config metadata)"))
       .add(Key::integer("image_size").at_least(0).defaults(0).doc("image height and width; 0: the autoencoder's resolution"))
       .add(Key::integer("num_classes").at_least(0).defaults(0)
-               .doc("classes for conditioning: must equal the class embedder's n_classes (0: unconditional)"));
+               .doc("classes for conditioning: must equal the class embedder's n_classes (0: unconditional or text)"))
+      .add(Key::string("tokenizer").defaults("")
+               .doc("a text-conditioned LDM (BERTEmbedder): the vocab.txt its captions are tokenized with "
+                    "(bert-base-uncased's, as CompVis's BERTTokenizer; 77 tokens)"))
+      .add(Key::number("caption_dropout").at_least(0).at_most(1).defaults(0.1)
+               .doc("a text-conditioned LDM: the probability that an example trains on the empty caption "
+                    "(classifier-free guidance's unconditional branch), drawn per example"));
   registrar->add<CompVisLdm>("compvis_ldm",
                              "CompVis latent diffusion (DP-LDM's kind): KL autoencoder + UNet, its names and "
                              "architecture from the checkpoint, DDPM's discrete schedule",

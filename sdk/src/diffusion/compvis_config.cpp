@@ -93,6 +93,21 @@ CompVisAutoencoderConfig autoencoder_config(const json& p, const Reader& r) {
   return c;
 }
 
+// BERTEmbedder(n_embed, n_layer, vocab_size=30522, max_seq_len=77, use_tokenizer=True, embedding_dropout=0):
+// its tokenizer is the user's vocab.txt (the model's `tokenizer` key), whatever use_tokenizer says.
+text_encoders::CompVisBertConfig bert_config(const json& p, std::int64_t context_dim, const Reader& r) {
+  const std::string path = "cond_stage_config.params.";
+  r.require(p, "embedding_dropout", 0.0, path);
+  text_encoders::CompVisBertConfig c;
+  if (!p.contains("n_embed") || !p.contains("n_layer")) r.refuse(path + "n_embed", "and n_layer are required");
+  c.width = p.at("n_embed");
+  c.layers = p.at("n_layer");
+  c.vocab_size = p.value("vocab_size", c.vocab_size);
+  c.max_seq_len = p.value("max_seq_len", c.max_seq_len);
+  if (c.width != context_dim) r.refuse(path + "n_embed", "differs from unet_config.params.context_dim");
+  return c;
+}
+
 }  // namespace
 
 CompVisLdmConfig compvis_ldm_config(const std::string& json_text, const std::string& what) {
@@ -116,12 +131,16 @@ CompVisLdmConfig compvis_ldm_config(const std::string& json_text, const std::str
     const json cond = p.value("cond_stage_config", json());
     const bool unconditional = cond.is_null() || cond == "__is_unconditional__" || (cond.is_object() && cond.value("target", "") == "__is_unconditional__");
     if (!unconditional) {
-      r.target(cond, "ldm.modules.encoders.modules.ClassEmbedder", "cond_stage_config.");
       r.require(p, "conditioning_key", "crossattn", "");
-      const json& cp = r.section(cond, "params", "cond_stage_config.");
-      c.classes = cp.value("n_classes", 1000);
-      if (cp.value("embed_dim", 0) != c.unet.context_dim) {
-        r.refuse("cond_stage_config.params.embed_dim", "differs from unet_config.params.context_dim");
+      if (cond.is_object() && cond.value("target", "") == "ldm.modules.encoders.modules.BERTEmbedder") {
+        c.text = bert_config(r.section(cond, "params", "cond_stage_config."), c.unet.context_dim, r);
+      } else {
+        r.target(cond, "ldm.modules.encoders.modules.ClassEmbedder", "cond_stage_config.");
+        const json& cp = r.section(cond, "params", "cond_stage_config.");
+        c.classes = cp.value("n_classes", 1000);
+        if (cp.value("embed_dim", 0) != c.unet.context_dim) {
+          r.refuse("cond_stage_config.params.embed_dim", "differs from unet_config.params.context_dim");
+        }
       }
     }
     c.linear_start = p.value("linear_start", c.linear_start);

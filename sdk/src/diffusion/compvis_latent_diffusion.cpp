@@ -13,7 +13,9 @@ CompVisLatentDiffusion::CompVisLatentDiffusion(const CompVisLdmConfig& c) {
   auto model = register_module("model", std::make_shared<torch::nn::Module>());
   unet = model->register_module("diffusion_model", std::make_shared<CompVisUNet>(c.unet));
   autoencoder = register_module("first_stage_model", std::make_shared<CompVisAutoencoderKL>(c.autoencoder));
-  if (c.classes > 0) {
+  if (c.text) {
+    text_encoder = register_module("cond_stage_model", std::make_shared<text_encoders::CompVisBertEmbedder>(*c.text));
+  } else if (c.classes > 0) {
     auto cond = register_module("cond_stage_model", std::make_shared<torch::nn::Module>());
     class_embedding = cond->register_module("embedding", std::make_shared<engine::Embedding>(c.classes, c.unet.context_dim));
   }

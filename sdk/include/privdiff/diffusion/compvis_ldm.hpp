@@ -11,6 +11,7 @@
 /// (tests/fixtures/weights/compvis). Options the ports lack are refused by name.
 
 #include <privdiff/sdk_api.hpp>
+#include <privdiff/text_encoders/compvis_bert_embedder.hpp>
 
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
@@ -18,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,12 +54,16 @@ struct CompVisAutoencoderConfig {
   double dropout = 0;
 };
 
-/// LatentDiffusion's model.params: the two networks, the class embedder (cross-attention context),
-/// and the discrete noise schedule it was trained under (epsilon-prediction).
+/// LatentDiffusion's model.params: the two networks, the conditioning stage (cross-attention context:
+/// a class embedder, or a text encoder for txt2img), and the discrete noise schedule it was trained
+/// under (epsilon-prediction).
 struct CompVisLdmConfig {
   CompVisUNetConfig unet;
   CompVisAutoencoderConfig autoencoder;
   std::int64_t classes = 0;  ///< ClassEmbedder n_classes (0: unconditional); its embed_dim is unet.context_dim
+  /// BERTEmbedder's params (txt2img-1p4B's layout: n_embed is unet.context_dim), when the conditioning
+  /// stage is the text encoder; then classes is 0.
+  std::optional<text_encoders::CompVisBertConfig> text;
   double linear_start = 1e-4, linear_end = 2e-2, scale_factor = 1.0;
   std::int64_t timesteps = 1000;
 };
@@ -125,13 +131,16 @@ class PRIVDIFF_SDK_API CompVisAutoencoderKL : public torch::nn::Module {
 
 /// LatentDiffusion's module tree, so that a checkpoint's names are its own: model.diffusion_model
 /// (the UNet), first_stage_model (the autoencoder), cond_stage_model.embedding (the ClassEmbedder,
-/// when conditional) and the buffer scale_factor (what LDM scales latents by).
+/// when class-conditional) or cond_stage_model.transformer.* (the BERTEmbedder, when text-conditioned)
+/// and the buffer scale_factor (what LDM scales latents by).
 class PRIVDIFF_SDK_API CompVisLatentDiffusion : public torch::nn::Module {
  public:
   explicit CompVisLatentDiffusion(const CompVisLdmConfig& config);
   std::shared_ptr<CompVisUNet> unet;
   std::shared_ptr<CompVisAutoencoderKL> autoencoder;
-  std::shared_ptr<engine::Embedding> class_embedding;  ///< null when unconditional
+  std::shared_ptr<engine::Embedding> class_embedding;  ///< null when unconditional or text-conditioned
+  /// cond_stage_model itself (its parameters cond_stage_model.transformer.*): null unless text-conditioned.
+  std::shared_ptr<text_encoders::CompVisBertEmbedder> text_encoder;
   at::Tensor scale_factor;
 };
 
