@@ -120,11 +120,7 @@ PromptPlan plan_prompts(const std::vector<std::string>& inline_prompts, const st
   PromptPlan plan;
   for (const Prompt& p : prompts) plan.texts.push_back(p.text);
   if (prompts.empty()) return plan;
-  if (source.from_recipe) {
-    std::cerr << "note: the prompts are not checked against training captions: privdiff has no record of what these "
-                 "weights were trained on\n";
-    return plan;
-  }
+  if (source.from_recipe) return plan;  // (checked once the weights are known: unchecked_export_prompts)
   std::vector<PromptMatch> matches;
   try {
     matches = private_prompts_of_run(prompts, source.run_dir);
@@ -160,27 +156,44 @@ void print_written(const fs::path& images, const fs::path& prefix, const SampleS
   }
 }
 
+// Prompts for weights sampled through a recipe: a privdiff export keeps its guarantee but no digest of the
+// captions it trained on, so its prompts cannot be checked and are refused without --allow-private-prompts;
+// other weights have no record of their training data at all, which the user is told.
+void unchecked_export_prompts(const fs::path& weights, const PromptPlan& prompts, bool allow) {
+  if (prompts.texts.empty()) return;
+  if (!sdk::SafetensorsFile(weights).metadata().count(export_keys::privacy)) {
+    std::cerr << "note: the prompts are not checked against training captions: privdiff has no record of what "
+              << weights.string() << " was trained on\n";
+  } else if (!allow) {
+    throw UsageError("sample: " + weights.string() + " is a privdiff export, which keeps no record of the captions it "
+                     "was trained on: the prompts cannot be checked against them; sample its run directory instead, "
+                     "or --allow-private-prompts to sample anyway");
+  }
+}
+
+// What `privdiff sample` is asked.
+struct SampleArgs {
+  std::string source;
+  std::int64_t count = 1000;
+  std::string labels = "balanced";
+  std::string sampler;
+  std::vector<std::string> overrides;
+  std::string out;
+  std::int64_t batch_size = 250;
+  std::int64_t seed = 0;
+  std::int64_t threads = 0;
+  std::string device;  // empty: the run's [run] device
+  std::vector<std::string> prompts;
+  std::string prompts_file;
+  bool allow_private_prompts = false;
+};
+
 }  // namespace
 
 CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "sample", "Sample labelled images from a trained run, written as an IDX image/label pair and a PNG grid");
-  struct Args {
-    std::string source;
-    std::int64_t count = 1000;
-    std::string labels = "balanced";
-    std::string sampler;
-    std::vector<std::string> overrides;
-    std::string out;
-    std::int64_t batch_size = 250;
-    std::int64_t seed = 0;
-    std::int64_t threads = 0;
-    std::string device;  // empty: the run's [run] device
-    std::vector<std::string> prompts;
-    std::string prompts_file;
-    bool allow_private_prompts = false;
-  };
-  auto args = std::make_shared<Args>();
+  auto args = std::make_shared<SampleArgs>();
   cmd->add_option("RUN", args->source,
                   "run directory (uses its checkpoint.pt), a checkpoint file, or a recipe whose [run] init_from names "
                   "safetensors weights (a published model: privdiff weights import prints its tables)")->required();
@@ -238,6 +251,7 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
     auto sampler = create_component<sdk::Sampler>(registry, recipe.sampler->id, recipe.sampler->config);
     if (source.from_recipe) {
       checkpoint = load_recipe_weights(recipe, recipe_file, *model);
+      unchecked_export_prompts(checkpoint, prompts, args->allow_private_prompts);
     } else {
       load_run_weights(checkpoint, recipe_file, *model);
     }
@@ -254,17 +268,20 @@ CLI::App* add_sample_command(CLI::App& app, const GlobalOptions& global, int& ex
     options.balanced = args->labels == "balanced";
     options.batch_size = args->batch_size;
     options.seed = static_cast<std::uint64_t>(args->seed);
-    options.prompts = prompts.texts;
+    // A text model without prompts samples from the empty caption: its unconditional branch.
+    options.prompts = prompts.texts.empty() && model->conditions_on_text() ? std::vector<std::string>{""} : prompts.texts;
     const fs::path samples = source.from_recipe ? fs::path("samples") / recipe_file.stem() : run_dir / "samples";
     const fs::path prefix = args->out.empty() ? samples / (recipe.sampler->id + "-" + std::to_string(args->count))
                                               : fs::path(args->out);
-    // Before anything is allocated: a count that cannot fit is refused with the numbers, not by
-    // LibTorch's allocator.
+    // Before anything is allocated: a count that cannot fit is refused with numbers, not by the allocator.
     const std::string too_large = sample_set_too_large(
         args->count, model->image_shape(), prefix.parent_path().empty() ? fs::path(".") : prefix.parent_path());
     if (!too_large.empty()) throw UsageError("sample --count " + std::to_string(args->count) + ": " + too_large);
     std::cout << "sampling " << args->count << " images from " << checkpoint.string() << " with "
-              << recipe.sampler->id << " (" << (options.num_classes > 0 ? args->labels + " labels" : "unconditional")
+              << recipe.sampler->id << " ("
+              << (!prompts.texts.empty()   ? std::to_string(prompts.texts.size()) + " prompts"
+                  : options.num_classes > 0 ? args->labels + " labels"
+                                            : "unconditional")
               << ") on " << device.str() << "\n";
     if (!prompts.caveat.empty()) {  // before the first image: an interrupted sampling keeps it too
       add_run_caveat(run_dir, prompts.caveat);

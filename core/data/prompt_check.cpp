@@ -51,12 +51,15 @@ std::vector<PromptMatch> private_prompts(const std::vector<Prompt>& prompts, con
     const std::uint64_t digest = caption_digest(prompt.text);
     const std::uint64_t keyed = siphash24(key.key, &digest, sizeof digest);
     for (const RecordSet& set : sets) {
-      if (!set.is_private || set.caption_hashes.empty()) continue;
+      if (!set.is_private || set.key_id == outside_weights_key) continue;
       const std::string of = set.description + ", which " + set.origin + " trained on privately";
-      if (set.key_id != key.id) {
-        out.push_back({prompt, "cannot be compared with the captions of " + of + " (recorded under another record key)"});
+      if (set.key_id != key.id) {  // another key, or an ancestry whose data were never recorded ("unknown")
+        out.push_back({prompt, "cannot be compared with the captions of " + of +
+                                   (set.key_id == unknown_ancestry_key ? " (its data were not recorded)"
+                                                            : " (recorded under another record key)")});
         break;
       }
+      if (set.caption_hashes.empty()) continue;  // data without captions
       if (std::binary_search(set.caption_hashes.begin(), set.caption_hashes.end(), keyed)) {
         out.push_back({prompt, "is one of the private captions of " + of + " (compared after case, spacing and "
                                "punctuation)"});

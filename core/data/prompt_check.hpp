@@ -7,7 +7,8 @@
 // punctuation left out) with the caption digests a run keeps in data-records.bin (record_set.hpp) for
 // every private dataset it and its init_from ancestry trained on: an exact copy and a copy that differs
 // only in case, spacing or punctuation are found; a paraphrase is not. A private set made under another
-// record key cannot be compared, and the answer says so (the safe side: it counts as a match).
+// record key, or an ancestry whose data were never recorded, cannot be compared, and the answer says so
+// (the safe side: it counts as a match). Weights from outside privdiff are no private data of privdiff's.
 
 #include "data/record_key.hpp"
 #include "data/record_set.hpp"

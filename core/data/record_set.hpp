@@ -42,6 +42,12 @@ struct Overlap {
 };
 Overlap overlap(const DatasetIdentity& data, const RecordSet& set, const RecordKey& key);
 
+/// The key ids of the private sets a run records for an init_from source without records: a privdiff run
+/// or export whose data were never recorded, and weights from outside privdiff. Under no real key, both
+/// compare as unknown with any data (the safe side); prompts are held against the first only.
+inline constexpr const char* unknown_ancestry_key = "unknown";
+inline constexpr const char* outside_weights_key = "outside privdiff";
+
 /// The file in a run directory that holds its record sets.
 inline constexpr const char* record_sets_file = "data-records.bin";
 

@@ -358,9 +358,12 @@ std::vector<RecordSet> run_record_sets(const RunData& data, const RecordKey& key
   if (source && source->records) {
     sets.insert(sets.end(), source->records->begin(), source->records->end());
   } else if (source) {
-    // Unknown ancestry: a private set under no key compares as unknown with any data downstream.
-    sets.push_back(RecordSet{true, "unknown", "the data of " + source->run_dir.string() + " (not recorded)",
-                             source->run_dir.string(), {}, {}});
+    // Unknown ancestry: a private set under no key compares as unknown with any data downstream. Weights
+    // from outside privdiff (no privdiff export) are marked so: their data are not privdiff's to protect
+    // (their runs carry the imported-weights caveat), and prompts are not held against them.
+    const bool outside = !source->imported.empty() && source->data_fingerprint.empty();
+    sets.push_back(RecordSet{true, outside ? outside_weights_key : unknown_ancestry_key,
+                             "the data of " + source->run_dir.string() + " (not recorded)", source->run_dir.string(), {}, {}});
   }
   return sets;
 }

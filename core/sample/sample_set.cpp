@@ -101,7 +101,7 @@ SampleSet generate_samples(sdk::Model& model, sdk::Sampler& sampler, const Sampl
   }
   const auto prompts = static_cast<std::int64_t>(options.prompts.size());
   for (std::int64_t i = 0; i < options.count && prompts > 0; ++i) {
-    set.prompts.push_back(options.prompts[static_cast<std::size_t>(i / ((options.count + prompts - 1) / prompts))]);
+    set.prompts.push_back(options.prompts[static_cast<std::size_t>(i * prompts / options.count)]);
   }
   model.module().eval();
   torch::NoGradGuard no_grad;
@@ -158,7 +158,8 @@ fs::path write_sample_set(const fs::path& prefix, const SampleSet& set, bool cla
     stamp_gzip_file(images_file, *stamp);
     if (set.labels.defined()) stamp_gzip_file(labels_file_beside(images_file), *stamp);
   }
-  if (!set.prompts.empty()) {
+  const bool any_prompt = std::any_of(set.prompts.begin(), set.prompts.end(), [](const auto& p) { return !p.empty(); });
+  if (any_prompt) {  // (not for the empty caption alone: a text model's unconditional samples)
     std::string lines;
     for (const auto& p : set.prompts) lines += p + "\n";
     sdk::write_file_atomically(prefix.string() + "-prompts.txt", lines);

@@ -25,8 +25,8 @@ struct SampleOptions {
   bool balanced = true;            ///< equal counts per class, in class order; false: uniform random labels
   std::int64_t batch_size = 250;   ///< images per sampler call
   std::uint64_t seed = 0;
-  /// Prompts (a text-conditioned model): spread as balanced labels are, in contiguous blocks of
-  /// ceil(count / P) samples per prompt in prompt order; empty: none.
+  /// Prompts (a text-conditioned model): in contiguous blocks in prompt order, sample i getting prompt
+  /// floor(i P / count) (every prompt some samples when count >= P); empty: none.
   std::vector<std::string> prompts;
 };
 

@@ -134,6 +134,13 @@ TEST(PromptCheck, PrivateCaptionsAreFoundInMatchingFormUnderTheKeyOnly) {
   const auto unknown = private_prompts(prompts, {private_record_set(data, key_from(2, "two"), "/runs/r")}, key);
   ASSERT_EQ(unknown.size(), 3u);
   EXPECT_NE(unknown[1].what.find("cannot be compared"), std::string::npos);
+  // An ancestry whose data were never recorded (init_from.cpp's "unknown" set, no caption hashes) too.
+  const RecordSet unrecorded{true, "unknown", "the data of /runs/old (not recorded)", "/runs/old", {}, {}};
+  const auto unseen = private_prompts(prompts, {unrecorded}, key);
+  ASSERT_EQ(unseen.size(), 3u);
+  EXPECT_NE(unseen[0].what.find("its data were not recorded"), std::string::npos) << unseen[0].what;
+  // Private data without captions leave nothing to match.
+  EXPECT_TRUE(private_prompts(prompts, {private_record_set(dataset_identity(*images(bytes, at::zeros({3}, at::kLong), "p")), key, "/r")}, key).empty());
   const std::string refusal = prompt_refusal(matches);
   EXPECT_NE(refusal.find("p.txt:3: the prompt 'A MAN!' is one of the private captions"), std::string::npos) << refusal;
   EXPECT_EQ(private_prompt_caveat(matches).find("wavy"), std::string::npos) << "a caveat is published: no caption in it";

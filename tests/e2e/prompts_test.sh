@@ -116,6 +116,8 @@ out=$("$privdiff" sample "$tmp/t2i" --prompt "a woman in a red coat" --prompt "a
   fail "public prompts: $out"
 [ "$(cat "$tmp/s/p-prompts.txt")" = "$(printf 'a woman in a red coat\na woman in a red coat\na man\na man')" ] ||
   fail "prompts beside the samples: $(cat "$tmp/s/p-prompts.txt")"
+out=$("$privdiff" sample "$tmp/t2i" --count 2 --out "$tmp/s/u" 2>&1) || fail "no prompts (the empty caption): $out"
+[ ! -e "$tmp/s/u-prompts.txt" ] || fail "a prompts file of empty captions"
 out=$("$privdiff" sample "$tmp/t2i" --prompt "the man is SMILING" --count 2 --out "$tmp/s/q" 2>&1); code=$?
 [ $code = 2 ] && grep -q "is one of the private captions of faces" <<<"$out" || fail "txt2img private prompt: exit $code: $out"
 out=$("$privdiff" sample "$tmp/t2i" --prompt "the man is SMILING" --allow-private-prompts --count 2 --out "$tmp/s/r" 2>&1) ||

@@ -10,7 +10,7 @@
 namespace privdiff::plugins::glyphs {
 
 /// What a caption calls character c where the recipe gives no class_names: "letter A", "small letter
-/// a", "digit 7"; any other character as itself ("the sign ✓").
+/// a", "digit 7"; any other character as "sign ✓".
 std::string default_glyph_name(char32_t c);
 
 /// The caption of a glyph named `name` drawn as `draw` in `font`: size by thirds of style's scale

@@ -11,6 +11,7 @@
 #include <privdiff/data/idx_file.hpp>
 #include <privdiff/data/image_dataset.hpp>
 #include <privdiff/plugin/export.hpp>
+#include <privdiff/text/caption_sources.hpp>
 #include <privdiff/text/template_caption_keys.hpp>
 
 #include <ATen/ATen.h>
@@ -233,6 +234,10 @@ std::vector<std::string> glyph_captions(const Config& c, const LabelledBytes& ou
   const std::int64_t* label = out.labels.data_ptr<std::int64_t>();
   for (std::size_t i = 0; i < draws.size(); ++i) {
     captions.push_back(glyph_caption(names[static_cast<std::size_t>(label[i])], draws[i], looks[draws[i].font], style));
+    if (const std::string why = caption_problem(captions.back()); !why.empty()) {  // (a font's family name, a class name)
+      throw KeyValueError(c.path() + ".fonts", fonts[draws[i].font].string() + ": its caption '" + captions.back() +
+                                                   "' cannot be one: " + why);
+    }
   }
   return captions;
 }
@@ -259,6 +264,7 @@ LabelledBytes render(const Config& c) {
   std::vector<GlyphDraw> draws;
   const bool with_draws = c.get_string("captions") == "attributes";
   if (!read_cache(cache, out.num_classes * per_class, with_draws, fonts.size(), out, draws)) {
+    draws.clear();  // (draws read before images of another shape were found)
     try {
       render_glyphs(fonts, characters, per_class, seed, style, out.images, out.labels, &draws);
     } catch (const std::invalid_argument& e) {  // a character no font has

@@ -4,41 +4,31 @@
 #include "text_file.hpp"
 #include "unicode.hpp"
 
-#include <nlohmann/json.hpp>
-
-#include <algorithm>
-#include <fstream>
 #include <stdexcept>
 
 namespace privdiff::sdk {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-std::string trimmed(const std::string& s) {
-  const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v'; };
-  std::size_t a = 0, b = s.size();
-  while (a < b && space(s[a])) ++a;
-  while (b > a && space(s[b - 1])) --b;
-  return s.substr(a, b - a);
-}
-
-}  // namespace
-
 std::string caption_problem(const std::string& caption) {
   if (caption.size() > Tokenizer::kMaxCaptionBytes) {
     return "a caption of " + std::to_string(caption.size()) + " bytes (at most " +
            std::to_string(Tokenizer::kMaxCaptionBytes) + ")";
   }
+  std::u32string text;
   try {
-    (void)unicode::decode(caption);
+    text = unicode::decode(caption);
   } catch (const std::invalid_argument& e) {
     return e.what();
   }
   for (std::size_t i = 0; i < caption.size(); ++i) {
     if (caption[i] == '\0') return "a NUL byte at byte " + std::to_string(i);
     if (caption[i] == '\n' || caption[i] == '\r') return "a line break inside the caption at byte " + std::to_string(i);
+  }
+  for (const char32_t c : text) {  // Unicode's other line breaks: NEL, LINE and PARAGRAPH SEPARATOR
+    if (c == 0x85 || c == 0x2028 || c == 0x2029) {
+      return std::string("a line break (") + (c == 0x85 ? "U+0085" : c == 0x2028 ? "U+2028" : "U+2029") + ") inside the caption";
+    }
   }
   return "";
 }
@@ -59,7 +49,7 @@ std::vector<std::string> read_caption_files(const fs::path& dir, const std::vect
       throw std::invalid_argument(file.string() + ": has " + std::to_string(lines.size()) + " line(s); caption line " +
                                   std::to_string(line) + " was asked for");
     }
-    std::string caption = trimmed(lines[line - 1]);
+    std::string caption = text_file::trimmed(lines[line - 1]);
     if (caption.empty()) throw text_file::error_at(file, line, "an empty caption");
     if (const std::string why = caption_problem(caption); !why.empty()) throw text_file::error_at(file, line, why);
     out.push_back(std::move(caption));

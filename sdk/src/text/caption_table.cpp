@@ -29,9 +29,11 @@ struct TableBuilder {
   CaptionTable table;
   std::map<std::string, std::size_t> first_line;
 
-  void add(std::string image, const std::string& caption, std::size_t line) {
+  void add(std::string image, const std::string& raw_caption, std::size_t line) {
     image = image_key(std::move(image));
     if (image.empty()) throw text_file::error_at(table.file, line, "an empty file_name");
+    const std::string caption = text_file::trimmed(raw_caption);
+    if (caption.empty()) throw text_file::error_at(table.file, line, "an empty caption");
     if (const std::string why = caption_problem(caption); !why.empty()) throw text_file::error_at(table.file, line, why);
     const auto [at, fresh] = first_line.emplace(image, line);
     if (!fresh) {

@@ -1,5 +1,7 @@
 #include <privdiff/text/caption_templates.hpp>
 
+#include <privdiff/text/caption_sources.hpp>
+
 #include <stdexcept>
 
 namespace privdiff::sdk {
@@ -30,7 +32,15 @@ std::vector<std::string> template_captions(const std::vector<std::int64_t>& labe
       throw std::invalid_argument("template " + std::to_string(t) + " ('" + templates[t] +
                                   "'): needs exactly one {} (where the class name goes)");
     }
+    if (const std::string why = caption_problem(templates[t]); !why.empty()) {
+      throw std::invalid_argument("template " + std::to_string(t) + ": " + why);
+    }
     parts.emplace_back(templates[t].substr(0, at), templates[t].substr(at + 2));
+  }
+  for (std::size_t k = 0; k < class_names.size(); ++k) {
+    if (const std::string why = caption_problem(class_names[k]); !why.empty()) {
+      throw std::invalid_argument("class name " + std::to_string(k) + ": " + why);
+    }
   }
   std::vector<std::string> out;
   out.reserve(labels.size());

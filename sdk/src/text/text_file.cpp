@@ -15,6 +15,12 @@ struct GzClose {
 
 }  // namespace
 
+std::string trimmed(const std::string& s) {
+  const char* space = " \t\r\n\f\v";
+  const std::size_t a = s.find_first_not_of(space);
+  return a == std::string::npos ? "" : s.substr(a, s.find_last_not_of(space) - a + 1);
+}
+
 std::invalid_argument error_at(const std::filesystem::path& file, std::size_t line, const std::string& problem) {
   return std::invalid_argument(file.string() + ":" + std::to_string(line) + ": " + problem);
 }

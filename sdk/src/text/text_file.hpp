@@ -15,6 +15,9 @@ namespace privdiff::sdk::text_file {
 /// 64 MiB once decompressed (bert-base-uncased's is 0.2 MiB, CLIP's merges 1.6 MiB).
 std::vector<std::string> read_lines(const std::filesystem::path& file, const std::string& kind);
 
+/// `s` without white space (space, tab, CR, LF, FF, VT) at either end.
+std::string trimmed(const std::string& s);
+
 /// "FILE:LINE: problem" (LINE from 1) as std::invalid_argument.
 std::invalid_argument error_at(const std::filesystem::path& file, std::size_t line, const std::string& problem);
 

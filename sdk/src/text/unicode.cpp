@@ -139,6 +139,8 @@ bool is_white_space(char32_t c) { return u_isUWhiteSpace(static_cast<UChar32>(c)
 bool is_letter(char32_t c) { return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_L_MASK) != 0; }
 bool is_number(char32_t c) { return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_N_MASK) != 0; }
 bool is_punctuation(char32_t c) { return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_P_MASK) != 0; }
+bool is_symbol(char32_t c) { return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_S_MASK) != 0; }
+bool is_nonspacing_mark(char32_t c) { return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_MN_MASK) != 0; }
 
 bool legacy_is_other(char32_t c) { return legacy_in(c, U_GC_CC_MASK | U_GC_CF_MASK | U_GC_CO_MASK); }
 bool legacy_is_nonspacing_mark(char32_t c) { return legacy_in(c, U_GC_MN_MASK); }

@@ -26,6 +26,8 @@ bool is_white_space(char32_t c);
 bool is_letter(char32_t c);  // \p{L}
 bool is_number(char32_t c);  // \p{N}
 bool is_punctuation(char32_t c);  // \p{P}, today's Unicode (ICU's)
+bool is_symbol(char32_t c);       // \p{S}
+bool is_nonspacing_mark(char32_t c);  // \p{Mn}
 
 /// The general categories as HF tokenizers' BERT normaliser and pre-tokeniser see them: through the
 /// unicode_categories crate, whose tables are Unicode 8.0's, so a character assigned later is

@@ -53,6 +53,7 @@ TEST(CaptionProblem, NamesWhatIsWrong) {
   EXPECT_EQ(caption_problem("bad \xC3("), "not valid UTF-8 at byte 4");
   EXPECT_EQ(caption_problem(std::string("a\0b", 3)), "a NUL byte at byte 1");
   EXPECT_EQ(caption_problem("two\nlines"), "a line break inside the caption at byte 3");
+  EXPECT_EQ(caption_problem("two\xE2\x80\xA8lines"), "a line break (U+2028) inside the caption");
   EXPECT_NE(caption_problem(std::string(16385, 'a')).find("16385 bytes (at most 16384)"), std::string::npos);
 }
 
@@ -98,6 +99,11 @@ TEST_F(CaptionFiles, JsonlTableAsHuggingFaceImagefolderMetadata) {
             twice.string() + ":3: file_name 'a.png' again (first at line 1): one caption per image");
   const fs::path broken = write("broken.jsonl", "{\"file_name\": \"a.png\", \"text\": \"x\"}\n{\"file_name\": \n");
   EXPECT_EQ(refusal([&] { read_caption_table(broken, "text"); }), broken.string() + ":2: not a JSON object");
+  const fs::path blank = write("blank.jsonl", "{\"file_name\": \"a.png\", \"text\": \"   \"}\n");
+  EXPECT_EQ(refusal([&] { read_caption_table(blank, "text"); }), blank.string() + ":1: an empty caption");
+  EXPECT_EQ(read_caption_table(write("spaced.jsonl", "{\"file_name\": \"a.png\", \"text\": \" a cat \"}\n"), "text")
+                .for_images({"a.png"}),
+            std::vector<std::string>{"a cat"});
   const fs::path newline = write("newline.jsonl", "{\"file_name\": \"a.png\", \"text\": \"two\\nlines\"}\n");
   EXPECT_EQ(refusal([&] { read_caption_table(newline, "text"); }),
             newline.string() + ":1: a line break inside the caption at byte 3");
@@ -156,6 +162,8 @@ TEST(MatchingForm, CaseSpacingAndPunctuationLeftOut) {
   EXPECT_EQ(matching_form("\xEF\xAC\x81ne"), "fine");                         // the ligature "ﬁ"
   EXPECT_EQ(matching_form("Stra\xC3\x9F" "e"), "strasse");                    // full case folding
   EXPECT_EQ(matching_form("caf\xC3\xA9"), matching_form("cafe\xCC\x81"));     // composed or not
+  EXPECT_EQ(matching_form("caf\xC3\xA9"), "cafe");                              // accents, as BERT strips them
+  EXPECT_EQ(matching_form("a+b = $5"), "a b 5");                                 // symbols as spaces
   EXPECT_EQ(matching_form("\xE2\x80\x9CQuoted\xE2\x80\x9D \xE2\x80\x94 text"), "quoted text");  // curly quotes, em dash
   EXPECT_EQ(matching_form("..."), "");
   EXPECT_NE(matching_form("a red dress"), matching_form("a red dresses"));

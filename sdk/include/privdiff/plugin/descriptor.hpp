@@ -19,8 +19,9 @@ class Registrar;
 /// 8: DpSgdMechanism's step releases, after_step_gradient, clip norm, mechanism state, step metrics and
 /// noise bases, StepRelease::relative_to_sigma, ReleasedStatistic::noise_multiplier, StepReport's
 /// sensitivity and noise bases: the mechanism checks' second round; 9: Mechanism::check_public_data,
-/// a virtual before run).
-inline constexpr std::uint32_t plugin_abi_version = 9;
+/// a virtual before run; 10: captions — Dataset::has_captions/captions, Model::conditions_on_text,
+/// Conditioning::captions, SampleRequest::captions, KarrasRun::cond).
+inline constexpr std::uint32_t plugin_abi_version = 10;
 
 /// Name of the exported alias that holds a pointer to the descriptor.
 inline constexpr const char* plugin_descriptor_symbol = "privdiff_plugin";
