@@ -55,7 +55,6 @@ image_size = 32
 mechanism = "dpsgd"
 batch_size = 64
 steps = $steps
-secure_noise = false
 [sampler]
 type = "ddim"
 steps = 1
@@ -72,8 +71,8 @@ base=""
 for variant in nonprivate dp-attention dp-all; do
   case $variant in
     nonprivate) out=$(run "$variant" --set 'stage.0.mechanism="nonprivate"' --set 'stage.0.train="attention"' --set data.public=true) ;;
-    dp-attention) out=$(run "$variant" --set 'stage.0.train="attention"') ;;
-    dp-all) out=$(run "$variant") ;;
+    dp-attention) out=$(run "$variant" --set 'stage.0.train="attention"' --set stage.0.secure_noise=false) ;;
+    dp-all) out=$(run "$variant" --set stage.0.secure_noise=false) ;;
   esac
   read -r trainable speed <<< "$out"
   [ -z "$base" ] && base=$speed
