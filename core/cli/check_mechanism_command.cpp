@@ -89,7 +89,10 @@ void use_models(const CheckModels& models, const StageUnderTest& stage, bool sta
             << "layers (a, b, c)";
   if (models.recipe_model.make && !stand_in_only) {
     on_recipe_model(models, options);
-    std::cout << " and on the recipe's model (a, b)";
+    std::cout << " and on the recipe's model (a, b" << (models.text ? "; a record there is an image and its caption, "
+                                                                        "and x's caption alone is audited too"
+                                                                      : "")
+              << ")";
   }
   if (models.public_name) std::cout << ", with public data '" << *models.public_name << "'";
   std::cout << "\n";

@@ -70,7 +70,7 @@ std::vector<PromptMatch> private_prompts(const std::vector<Prompt>& prompts, con
   return out;
 }
 
-std::string prompt_refusal(const std::vector<PromptMatch>& matches) {
+std::string prompt_refusal(const std::vector<PromptMatch>& matches, const std::string& opt_in) {
   if (matches.empty()) return "";
   std::string out = std::to_string(matches.size()) + " prompt(s) may be private captions:";
   for (std::size_t i = 0; i < matches.size() && i < 5; ++i) {
@@ -78,13 +78,13 @@ std::string prompt_refusal(const std::vector<PromptMatch>& matches) {
   }
   if (matches.size() > 5) out += "\n  … and " + std::to_string(matches.size() - 5) + " more";
   return out + "\nSamples drawn from private captions release those captions, whatever epsilon the model cost. Use "
-               "public text or captions released under DP, or --allow-private-prompts to sample anyway (the run's "
+               "public text or captions released under DP, or " + opt_in + " to sample anyway (the run's "
                "privacy.json, summary.json and ledger then carry a caveat, and so do its exports and evaluations)";
 }
 
-std::string private_prompt_caveat(const std::vector<PromptMatch>& matches) {
+std::string private_prompt_caveat(const std::vector<PromptMatch>& matches, const std::string& opt_in) {
   return "samples were drawn with " + std::to_string(matches.size()) + " prompt(s) that are (or could not be shown "
-         "not to be) private training captions, e.g. " + matches.front().prompt.where + " (--allow-private-prompts): "
+         "not to be) private training captions, e.g. " + matches.front().prompt.where + " (" + opt_in + "): "
          "those samples and anything computed from them are outside the guarantee";
 }
 

@@ -40,10 +40,13 @@ struct PromptMatch {
 std::vector<PromptMatch> private_prompts(const std::vector<Prompt>& prompts, const std::vector<RecordSet>& sets,
                                          const RecordKey& key);
 
-/// A refusal naming each match (the first few), what it matched and what to do; empty when none.
-std::string prompt_refusal(const std::vector<PromptMatch>& matches);
+/// A refusal naming each match (the first few), what it matched and what to do (`opt_in`: how to
+/// sample anyway, e.g. "--allow-private-prompts"); empty when none.
+std::string prompt_refusal(const std::vector<PromptMatch>& matches,
+                           const std::string& opt_in = "--allow-private-prompts");
 
-/// The caveat a sample set carries when the user samples with such prompts anyway.
-std::string private_prompt_caveat(const std::vector<PromptMatch>& matches);
+/// The caveat a sample set carries when the user samples with such prompts anyway (`opt_in` as above).
+std::string private_prompt_caveat(const std::vector<PromptMatch>& matches,
+                                  const std::string& opt_in = "--allow-private-prompts");
 
 }  // namespace privdiff::core

@@ -76,7 +76,18 @@ const std::vector<std::string>& default_evaluators() {
 const Schema& eval_schema() {
   static const Schema schema = Schema{}
       .add(Key::integer("samples").at_least(20).defaults(10000).doc("images to sample from the trained model"))
-      .add(Key::string("labels").one_of({"balanced", "uniform"}).defaults("balanced").doc("class labels of the samples"))
+      .add(Key::string("labels").one_of({"balanced", "uniform", "prompts"}).defaults("balanced")
+               .doc("class labels of the samples; prompts = each sample labelled with its prompt's index (prompt k "
+                    "names class k of the eval data), so that the classifier evaluators score text alignment"))
+      .add(Key::string_list("prompts").defaults(sdk::ConfigValue{std::vector<std::string>{}})
+               .doc("a text-conditioned model: the prompts the samples are drawn from, in equal blocks in order "
+                    "(none: the empty caption); checked against the private captions before the run trains "
+                    "(docs/captions.md#prompts-in-eval)"))
+      .add(Key::string("prompt_file").optional()
+               .doc("a prompts file (one a line, relative to the working directory), read after prompts"))
+      .add(Key::boolean("allow_private_prompts").defaults(false)
+               .doc("sample with prompts that are (or cannot be shown not to be) private captions, with a caveat "
+                    "on the run's guarantee and on this eval"))
       .add(Key::string_list("evaluators").defaults(sdk::ConfigValue{default_evaluators()})
                .doc("evaluator plugins that score the samples (privdiff plugins list); options in [eval.ID]"))
       .add(Key::integer("epochs").at_least(1).optional()

@@ -58,7 +58,9 @@ CheckModels check_models(const Recipe& recipe, const ComponentRegistry& registry
     return model;
   };
   out.recipe_model.public_data = out.public_data.get();
-  out.image_shape = out.recipe_model.make()->image_shape();
+  const std::unique_ptr<sdk::Model> model = out.recipe_model.make();
+  out.image_shape = model->image_shape();
+  out.text = model->conditions_on_text();
   return out;
 }
 

@@ -49,6 +49,9 @@ struct CheckModels {
   /// above. make is unset when the recipe has no [model].
   sdk::check::ModelSpec recipe_model;
   std::vector<std::int64_t> image_shape;  ///< a record of the recipe's model, [C, H, W]
+  /// The recipe's model conditions on text: its records are an image and its caption, and the checks
+  /// on it caption them (check::typical_captions, check::captioned_neighbours).
+  bool text = false;
 };
 
 /// The recipe's model and public data for checking `stage`; `seed` sets the model's weights. Valid

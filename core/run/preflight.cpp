@@ -380,8 +380,13 @@ void RunOrchestrator::preflight(RunSession& s) {
       s.log << "adapter " << recipe_.adapter->id << ": " << adapter_params << " of them\n";
     }
   }
-  if (!recipe_.evals.empty() && components_.model && model_classes(recipe_.model->config) <= 0) {
-    throw std::runtime_error("eval: [[eval]] scores labelled samples; the model is unconditional (num_classes = 0)");
+  for (const auto& entry : recipe_.evals) {
+    const bool by_prompt = entry.settings.get_string("labels") == "prompts";
+    if (components_.model && model_classes(recipe_.model->config) <= 0 && !by_prompt) {
+      throw std::runtime_error(entry.settings.path() + ": [[eval]] scores labelled samples; the model has no classes "
+                               "(num_classes = 0): a text-conditioned model labels them by prompt "
+                               "(labels = \"prompts\")");
+    }
   }
   for (const auto& entry : recipe_.evals) {  // refused now, not by the allocator after training
     if (!components_.model) break;
@@ -425,6 +430,7 @@ void RunOrchestrator::preflight(RunSession& s) {
   // After init_from: both compare with the ancestry's private data too.
   check_public_near_copies(s);
   check_eval_reference(s);
+  check_eval_prompts(s);
   plan_privacy(s);
   // Each stage's noise multiplier as set (configured, or calibrated by plan_privacy): kept as the
   // mechanism holds it, never worked back out of its planned events.

@@ -71,7 +71,15 @@ void RunOrchestrator::open_datasets(RunSession& s) {
   for (std::size_t i = 0; i < recipe_.stages.size(); ++i) refuse_release_without_classes(i);
   // What each dataset holds, by content: the data-use rules compare records, not names.
   for (const auto& [name, data] : s.datasets) {
-    s.identities.emplace(name, dataset_identity(*data, &s.log));
+    DatasetIdentity identity = dataset_identity(*data, &s.log);
+    // Captions made from the recipe's templates and class names are public text: one says a record's
+    // label, which class-conditional sampling names too, and no record's own words. Prompts are not
+    // held against them (they still enter the ordered digest).
+    if (is_section(name)) {
+      const sdk::Config& config = recipe_.dataset(name).dataset.config;
+      if (config.has("captions") && config.get_string("captions") == "templates") identity.captions.clear();
+    }
+    s.identities.emplace(name, std::move(identity));
     check_data_fits_model(name, *data, trained_on(name));
   }
 }
@@ -122,6 +130,13 @@ void RunOrchestrator::check_data_fits_model(const std::string& name, const sdk::
                              text(std::vector<std::int64_t>(shape.begin() + 1, shape.end())) + " images (channels x "
                              "height x width), but the model takes " + text(wanted) + " (set [model] image_channels "
                              "and image_size to match the data)");
+  }
+  // A model that conditions on text learns from each record's caption; uncaptioned data would fail at
+  // its first step.
+  if (labels && components_.model->conditions_on_text() && !data.has_captions()) {
+    throw std::runtime_error(section + ": " + data.name() + " has no captions, but the model (" + recipe_.model->id +
+                             ") conditions on text and trains on each record's caption (set " + section +
+                             ".captions: docs/captions.md)");
   }
   // A label the model has no class for would fail mid-run, or train as the guidance null label.
   // (Data a mechanism only reads, such as the semantic query's public classes, keep their own labels.)

@@ -119,7 +119,7 @@ class RunOrchestrator {
 
  private:
   // The phases, one file each: run_orchestrator.cpp (run, check), preflight.cpp, preflight_data.cpp,
-  // privacy_plan.cpp, run_directory.cpp, stage_runner.cpp, run_reports.cpp.
+  // privacy_plan.cpp, eval_prompts.cpp, run_directory.cpp, stage_runner.cpp, run_reports.cpp.
   /// Where data released by stage `name` is saved, and opening it from there as a dataset.
   std::filesystem::path released_directory(const RunSession& s, const std::string& name) const;
   void open_released(RunSession& s, const std::string& name, std::int64_t classes) const;
@@ -157,6 +157,12 @@ class RunOrchestrator {
   bool trained_on(const std::string& name) const;  ///< a stage's data (not only read by a mechanism)
   const DataSection* eval_data() const;
   void check_eval_reference(RunSession& s) const;
+  /// [[eval]] prompts (eval_prompts.cpp): read, checked against the private captions of the run and its
+  /// ancestry (refused at their key, or a caveat with allow_private_prompts), kept in the session.
+  void check_eval_prompts(RunSession& s) const;
+  /// The record sets of the run's data and its init_from ancestry under this user's key (a resumed
+  /// run's: its data-records.bin).
+  std::vector<RecordSet> recorded_sets(const RunSession& s) const;
   /// [[eval]] reference = "held_out": refuses a test split sharing records with the private data.
   void check_test_split_is_held_out(RunSession& s, const DataSection& data, std::size_t e) const;
   void check_data_use(RunSession& s) const;

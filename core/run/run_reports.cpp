@@ -58,12 +58,19 @@ void RunOrchestrator::run_evals(RunSession& s) {
     sampling.balanced = entry.get_string("labels") == "balanced";
     sampling.batch_size = entry.get_int("batch_size");
     sampling.seed = static_cast<std::uint64_t>(entry.get_int("seed"));
-    if (components_.model->conditions_on_text()) sampling.prompts = {""};  // (the empty caption, as the grid)
-    s.log << "eval[" << e << "]: sampling " << sampling.count << " images\n";
+    // Its prompts, checked in pre-flight; a text-conditioned model without: the empty caption, as the grid.
+    sampling.prompts = s.eval_prompts.at(e);
+    if (sampling.prompts.empty() && components_.model->conditions_on_text()) sampling.prompts = {""};
+    sampling.labels_from_prompts = entry.get_string("labels") == "prompts";
+    const std::int64_t rows =
+        sampling.labels_from_prompts ? static_cast<std::int64_t>(sampling.prompts.size()) : sampling.num_classes;
+    const std::string from = " from " + std::to_string(sampling.prompts.size()) + " prompt(s)";
+    s.log << "eval[" << e << "]: sampling " << sampling.count << " images" << (s.eval_prompts.at(e).empty() ? "" : from)
+          << "\n";
     const SampleSet set = generate_samples(*components_.model, *components_.sampler, sampling, s.log);
     const SampleStamp stamp = stamp_of_run(s.run_dir);
     const fs::path images = write_sample_set(s.run_dir / "samples" / ("eval" + std::to_string(e)), set,
-                                             sampling.balanced, sampling.num_classes, &stamp);
+                                             sampling.balanced || sampling.labels_from_prompts, rows, &stamp);
     EvaluationPlan plan;
     plan.real = *eval_data();  // a dataset with splits (checked in pre-flight)
     plan.seed = sampling.seed;
@@ -86,6 +93,13 @@ void RunOrchestrator::run_evals(RunSession& s) {
       std::string why = "an evaluator read the run's training data (" + split + " split)";
       for (const auto& caveat : result["caveats"]) why += "; " + caveat.get<std::string>();
       s.summary.ledger.add_caveat("eval-" + std::to_string(e) + ".json: " + why);
+    }
+    if (!s.eval_prompt_caveats.at(e).empty()) result["caveats"].push_back(s.eval_prompt_caveats.at(e));
+    if (!s.eval_prompts.at(e).empty()) {
+      result["prompts"] = s.eval_prompts.at(e);
+      if (sampling.labels_from_prompts) {
+        result["labels"] = "prompts: a sample's label is its prompt's index (text alignment)";
+      }
     }
     result["samples"] = images.string();
     result["eval"] = e;

@@ -80,6 +80,10 @@ struct RunSession {
   std::string carry_reason;
   std::vector<std::string> init_caveats;  // what [run] init_from_disjoint waived
   std::vector<std::string> data_caveats;  // what pre-flight's data checks let through on the user's word
+  // Per [[eval]]: the prompts its samples are drawn from (checked against the private captions in
+  // pre-flight), and the caveat of those allowed though private (allow_private_prompts); empty: none.
+  std::vector<std::vector<std::string>> eval_prompts;
+  std::vector<std::string> eval_prompt_caveats;
   // The private data of the run and its init_from ancestry, for the data-identity checks of every
   // other data the run uses (RunOrchestrator::protected_data): opened once, when first needed.
   std::optional<OpenedProtectedData> protected_data;

@@ -12,14 +12,17 @@ namespace privdiff::core {
 
 namespace fs = std::filesystem;
 
-std::vector<Prompt> sample_prompts(const std::vector<std::string>& inline_prompts, const std::string& file) {
+std::vector<Prompt> sample_prompts(const std::vector<std::string>& inline_prompts, const std::string& file,
+                                   const std::string& source) {
   std::vector<Prompt> prompts;
-  for (const std::string& text : inline_prompts) {
-    if (text.empty()) throw std::invalid_argument("--prompt: an empty prompt");
+  for (std::size_t i = 0; i < inline_prompts.size(); ++i) {
+    const std::string& text = inline_prompts[i];
+    const std::string where = source == "--prompt" ? source : source + "[" + std::to_string(i) + "]";
+    if (text.empty()) throw std::invalid_argument(where + ": an empty prompt");
     if (const std::string why = sdk::caption_problem(text); !why.empty()) {
-      throw std::invalid_argument("--prompt '" + text + "': " + why);
+      throw std::invalid_argument(where + " '" + text + "': " + why);
     }
-    prompts.push_back({text, "--prompt"});
+    prompts.push_back({text, where});
   }
   if (!file.empty()) {
     for (Prompt& p : read_prompts(file)) prompts.push_back(std::move(p));

@@ -10,9 +10,11 @@
 
 namespace privdiff::core {
 
-/// The command line's prompts ("--prompt", each checked as a caption), then the file's (read_prompts).
-/// std::invalid_argument naming the prompt or FILE:LINE for a bad one.
-std::vector<Prompt> sample_prompts(const std::vector<std::string>& inline_prompts, const std::string& file);
+/// The inline prompts (the command line's --prompt, or a recipe's list, `source` naming them: "--prompt",
+/// or "eval[0].prompts" whose entries are then "eval[0].prompts[i]"), each checked as a caption, then
+/// the file's (read_prompts). std::invalid_argument naming the prompt or FILE:LINE for a bad one.
+std::vector<Prompt> sample_prompts(const std::vector<std::string>& inline_prompts, const std::string& file,
+                                   const std::string& source = "--prompt");
 
 /// The prompts that are (or cannot be shown not to be) private captions of the data `run_dir` and its
 /// init_from ancestry trained on privately, by its data-records.bin under this user's record key.

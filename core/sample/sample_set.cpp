@@ -90,7 +90,7 @@ std::string sample_set_too_large(std::int64_t count, const std::vector<std::int6
 SampleSet generate_samples(sdk::Model& model, sdk::Sampler& sampler, const SampleOptions& options, std::ostream& log) {
   if (options.count < 1) throw std::invalid_argument("sample count must be >= 1");
   SampleSet set;
-  if (options.num_classes > 0) {
+  if (options.num_classes > 0 && !options.labels_from_prompts) {
     if (options.balanced) {
       set.labels = at::arange(options.count, at::kLong).floor_divide(
           (options.count + options.num_classes - 1) / options.num_classes);
@@ -103,6 +103,11 @@ SampleSet generate_samples(sdk::Model& model, sdk::Sampler& sampler, const Sampl
   for (std::int64_t i = 0; i < options.count && prompts > 0; ++i) {
     set.prompts.push_back(options.prompts[static_cast<std::size_t>(i * prompts / options.count)]);
   }
+  if (options.labels_from_prompts) {
+    if (prompts == 0) throw std::invalid_argument("samples labelled by prompt need prompts");
+    set.labels = at::arange(options.count, at::kLong).mul(prompts).floor_divide(options.count);
+  }
+  const bool model_labels = set.labels.defined() && (!options.labels_from_prompts || options.num_classes > 0);
   model.module().eval();
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> batches;
@@ -112,7 +117,7 @@ SampleSet generate_samples(sdk::Model& model, sdk::Sampler& sampler, const Sampl
     const std::int64_t n = std::min(options.batch_size, options.count - done);
     sdk::SampleRequest request;
     request.count = n;
-    if (set.labels.defined()) request.labels = set.labels.narrow(0, done, n);
+    if (model_labels) request.labels = set.labels.narrow(0, done, n);
     if (!set.prompts.empty()) request.captions.assign(set.prompts.begin() + done, set.prompts.begin() + done + n);
     request.seed = options.seed + static_cast<std::uint64_t>(batch) * 0x9e3779b97f4a7c15ULL;
     const at::Tensor images = model.decode(sampler.sample(model, request)).to(at::kCPU);

@@ -28,6 +28,10 @@ struct SampleOptions {
   /// Prompts (a text-conditioned model): in contiguous blocks in prompt order, sample i getting prompt
   /// floor(i P / count) (every prompt some samples when count >= P); empty: none.
   std::vector<std::string> prompts;
+  /// Each sample labelled with its prompt's index (prompt k names class k: [[eval]] labels = "prompts",
+  /// whose classifier scores are then text alignment); the model is given that label only when it has
+  /// classes (num_classes > 0).
+  bool labels_from_prompts = false;
 };
 
 struct SampleSet {

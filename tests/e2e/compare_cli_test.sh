@@ -56,7 +56,7 @@ done
 grep -aq "eval/dpdm_classifiers/accuracy.logreg" "$tmp/k2/events.out.tfevents.privdiff" || fail "k2 events: no eval"
 out=$("$privdiff" compare "$tmp/k1" "$tmp/k2" --out "$tmp/report" --points 6 2>&1) || fail "compare: $out"
 echo "$out"
-grep -q "^| run | mechanism | K | ε (rdp) | ε (prv) | calibrated by | δ | σ | steps | private steps | trainable params | ex/s (private) | train time (s) | train CPU-h | accuracy.logreg \[dpdm_classifiers\] | frechet_distance \[feature_cnn\] " <<<"$out" \
+grep -q "^| run | mechanism | K | ε (rdp) | ε (prv) | calibrated by | δ | σ | steps | private steps | trainable params | ex/s (private) | train time (s) | train CPU-h | accuracy.logreg \[dpdm_classifiers\] | alignment \[feature_cnn\] | frechet_distance \[feature_cnn\] " <<<"$out" \
   || fail "markdown header"
 # (one caveat each: private_diagnostics)
 grep -Eq "^\| tiny-k1 \| dpdm \| 1 \| .* \| rdp \| .* \| 20 \| [^|]+ \| 1 \|$" <<<"$out" || fail "k1 row (evaluated by [[eval]])"

@@ -72,7 +72,7 @@ assert rows["fmnist-dpdm-k4-eps8"]["private_steps"] == "4"
 # Each evaluator's metrics side by side (in the CSV too), every default metric present.
 header = next(csv.reader(open(f"{d}/compare.csv")))
 evaluators = [h.split(".")[0] for h in header if h.startswith(("dpdm_classifiers.", "feature_cnn."))]
-assert evaluators == sorted(evaluators, key=evaluators.index) and len(evaluators) == 7, header
+assert evaluators == sorted(evaluators, key=evaluators.index) and len(evaluators) == 8, header  # feature_cnn: 5 (alignment too)
 assert len(set(evaluators)) == 2 and evaluators.count("dpdm_classifiers") == 3, header
 # The HTML table is transposed: runs are its columns, metrics its rows under their evaluator.
 html = open(f"{d}/report.html").read()

@@ -91,7 +91,8 @@ accuracy = r["evaluators"]["dpdm_classifiers"]["metrics"]
 assert set(accuracy) == {"accuracy.logreg", "accuracy.mlp"}, r
 assert all(0 <= a <= 1 for a in accuracy.values()), r
 fidelity = r["evaluators"]["feature_cnn"]
-assert set(fidelity["metrics"]) == {"frechet_distance", "frechet_floor", "precision", "recall"}, fidelity
+assert set(fidelity["metrics"]) == {"frechet_distance", "frechet_floor", "precision", "recall", "alignment"}, fidelity
+assert 0 <= fidelity["metrics"]["alignment"] <= 1, fidelity
 assert "not Inception" in fidelity["provenance"], fidelity
 assert r["counts"]["samples"] == 30, r["counts"]
 assert r["real"] == "tiny-fashion-mnist", r["real"]  # --real-path names the data by its directory

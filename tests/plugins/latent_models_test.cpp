@@ -1,13 +1,16 @@
 // The autoencoder and latent_unet model plugins (DP-LDM): shapes, roles and DP-LDM's attention
 // numbering, the objective each stage's selection implies, the scale factor fitted after a public
 // stage, per-example gradients through the frozen autoencoder, and a private attention-only stage
-// that leaves everything else bit-identical.
+// that leaves everything else bit-identical. On text (text_encoder_layers > 0): the transformers
+// cross-attend to the caption through a text encoder trained with them, per example as the oracle
+// says, and what it needs is refused by key.
 #include "installed_plugins.hpp"
 
 #include <privdiff/components/adapter.hpp>
 #include <privdiff/components/mechanism.hpp>
 #include <privdiff/components/model.hpp>
 #include <privdiff/components/dataset.hpp>
+#include <privdiff/config/key_value_error.hpp>
 #include <privdiff/engine/clipping.hpp>
 #include <privdiff/engine/fast_gradient_clipping.hpp>
 #include <privdiff/engine/parameter_selection.hpp>
@@ -20,6 +23,7 @@
 #include <torch/types.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 
 using namespace privdiff;
@@ -70,6 +74,26 @@ bool any_gradient(const std::vector<ParameterInfo>& parameters, bool autoencoder
     if ((p.role == "autoencoder") == autoencoder && g.defined() && g.abs().sum().item<double>() > 0) return true;
   }
   return false;
+}
+
+// Fast clipping of `n` examples' rows against the micro-batch oracle, C = 1e-3 (every example clipped):
+// norms and each trainable tensor's clipped sum (relative, or to 1e-9 of the largest where a sum is zero
+// but for rounding). Returns the oracle's sums.
+std::vector<at::Tensor> expect_fast_clipping_matches_oracle(Model& model, const engine::RowLoss& loss, std::int64_t n) {
+  const auto fast = engine::clipped_gradient_sum(model.module(), loss, n, 1, 1e-3, engine::ClipMode::flat);
+  const auto reference = engine::clip_and_sum(
+      engine::micro_batch_per_example_gradients(model.module(), loss, n, 1), 1e-3, engine::ClipMode::flat);
+  EXPECT_TRUE(at::allclose(fast.norms, reference.norms, 1e-9, 0));
+  EXPECT_LT(reference.factors.max().item<double>(), 1.0);
+  EXPECT_EQ(fast.sums.size(), reference.sums.size());
+  EXPECT_EQ(fast.sums.size(), engine::trainable_parameters(model.module()).size());
+  double largest = 0;
+  for (const auto& r : reference.sums) largest = std::max(largest, r.abs().max().item<double>());
+  for (std::size_t j = 0; j < fast.sums.size() && j < reference.sums.size(); ++j) {
+    const double scale = std::max(reference.sums[j].abs().max().item<double>(), 1e-9 * largest) + 1e-30;
+    EXPECT_LT((fast.sums[j] - reference.sums[j]).abs().max().item<double>() / scale, 1e-6) << j;
+  }
+  return reference.sums;
 }
 
 }  // namespace
@@ -173,17 +197,7 @@ TEST(LatentUnet, FastClippingOfTheAttentionBlocksThroughTheFrozenAutoencoderMatc
     const at::Tensor x = z + s.view({-1, 1, 1, 1}) * noise.index_select(0, i);
     return (model->denoise(x, s, Conditioning{labels.index_select(0, i)}) - z).pow(2).flatten(1).mean(1);
   };
-  const auto fast = engine::clipped_gradient_sum(model->module(), loss, 6, 1, 1e-3, engine::ClipMode::flat);
-  const auto reference = engine::clip_and_sum(
-      engine::micro_batch_per_example_gradients(model->module(), loss, 6, 1), 1e-3, engine::ClipMode::flat);
-  EXPECT_TRUE(at::allclose(fast.norms, reference.norms, 1e-9, 0));
-  EXPECT_LT(reference.factors.max().item<double>(), 1.0);
-  ASSERT_EQ(fast.sums.size(), reference.sums.size());
-  ASSERT_EQ(fast.sums.size(), engine::trainable_parameters(model->module()).size());
-  for (std::size_t j = 0; j < fast.sums.size(); ++j) {
-    const double scale = reference.sums[j].abs().max().item<double>() + 1e-30;
-    EXPECT_LT((fast.sums[j] - reference.sums[j]).abs().max().item<double>() / scale, 1e-6) << j;
-  }
+  expect_fast_clipping_matches_oracle(*model, loss, 6);
 }
 
 TEST(LatentUnet, APrivateAttentionStageLeavesTheAutoencoderAndTheRestOfTheUnetBitIdentical) {
@@ -288,4 +302,92 @@ TEST(LatentModels, LoraDefaultTargetsAreTheTransformersProjections) {
       EXPECT_EQ(p.name.rfind("unet.", 0), 0u) << p.name;
     }
   }
+}
+
+namespace {
+
+const std::string vocabulary = (std::filesystem::path(PRIVDIFF_TEST_FIXTURE_DIR) / "text" / "bert_vocab.txt").string();
+
+// tiny_latent_unet on text: a 2-layer text encoder 16 wide, captions of 12 tokens.
+std::map<std::string, ConfigValue> tiny_text_unet(std::map<std::string, ConfigValue> extra = {}) {
+  auto v = tiny_latent_unet();
+  v["num_classes"] = integer(0);
+  v["text_encoder_layers"] = integer(2);
+  v["context_dim"] = integer(16);
+  v["caption_tokens"] = integer(12);
+  v["tokenizer"] = ConfigValue{vocabulary};
+  for (auto& [k, x] : extra) v[k] = x;
+  return v;
+}
+
+}  // namespace
+
+TEST(LatentUnet, OnTextTheTransformersAndTheEncoderTrainPerExampleAsTheOracleSays) {
+  at::manual_seed(4);
+  auto model = privdiff::testing::make_installed<Model>("latent_unet", tiny_text_unet());
+  EXPECT_TRUE(model->conditions_on_text());
+  RandomImages data(12, true);
+  select(*model, "autoencoder");
+  model->after_public_stage(data);
+  select(*model, "attention");  // DP-LDM's text selection: the SpatialTransformers and the text encoder
+  std::int64_t encoder = 0;
+  for (const auto& p : model->parameters_with_roles()) {
+    if (p.name.rfind("text_encoder.", 0) == 0) {
+      EXPECT_EQ(p.role, "conditioning") << p.name;
+      if (p.parameter.requires_grad()) encoder += p.parameter.numel();
+    }
+  }
+  EXPECT_GT(encoder, 0);
+  {  // LDM's transformers start with a zero proj_out, which would zero the text encoder's gradients
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->module().parameters()) {
+      if (!p.any().item<bool>()) p.normal_(0, 0.05);
+    }
+  }
+  model->module().to(at::kDouble);
+  const std::vector<std::string> text_of = {"a woman with wavy hair", "a sneaker", "", "the woman smiles", "a bag", "a"};
+  const at::Tensor images = data.images(at::arange(6, at::kLong)).to(at::kDouble);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  const at::Tensor noise = at::randn({6, 2, 4, 4}, gen, at::TensorOptions().dtype(at::kDouble));
+  const at::Tensor sigma = at::linspace(0.1, 3.0, 6, at::TensorOptions().dtype(at::kDouble));
+  const engine::RowLoss loss = [&](const at::Tensor& i) {
+    Conditioning cond;
+    for (std::int64_t k = 0; k < i.numel(); ++k) cond.captions.push_back(text_of[static_cast<std::size_t>(i[k].item<std::int64_t>())]);
+    const at::Tensor z = model->encode(images.index_select(0, i));
+    const at::Tensor s = sigma.index_select(0, i);
+    return (model->denoise(z + s.view({-1, 1, 1, 1}) * noise.index_select(0, i), s, cond) - z).pow(2).flatten(1).mean(1);
+  };
+  const std::vector<at::Tensor> sums = expect_fast_clipping_matches_oracle(*model, loss, 6);
+  double encoder_gradient = 0;  // the text encoder's share of the clipped sum: it was checked, not zero
+  std::size_t j = 0;
+  for (const auto& p : model->module().named_parameters()) {
+    if (!p.value().requires_grad() || j >= sums.size()) continue;
+    if (p.key().rfind("text_encoder.", 0) == 0) encoder_gradient += sums[j].abs().sum().item<double>();
+    ++j;
+  }
+  EXPECT_GT(encoder_gradient, 0);
+  // The caption moves the output; the training loss needs one per example.
+  at::NoGradGuard no_grad;
+  const at::Tensor x = noise.narrow(0, 0, 1);  // a latent
+  const at::Tensor s = at::ones({1}, at::kDouble);
+  EXPECT_FALSE(at::allclose(model->denoise(x, s, Conditioning{{}, {"a sneaker"}}), model->denoise(x, s, Conditioning{{}, {"a bag"}})));
+  EXPECT_THROW(model->training_loss(images, Conditioning{}, 1, gen), std::invalid_argument);
+}
+
+TEST(LatentUnet, OnTextWhatItNeedsIsRefusedByKey) {
+  auto refused_at = [](const std::map<std::string, ConfigValue>& values) {
+    try {
+      privdiff::testing::make_installed<Model>("latent_unet", values);
+    } catch (const KeyValueError& e) {
+      return e.key_path();
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(refused_at(tiny_text_unet({{"num_classes", integer(3)}})), "model.num_classes");
+  EXPECT_EQ(refused_at(tiny_text_unet({{"tokenizer", ConfigValue{std::string()}}})), "model.tokenizer");
+  EXPECT_EQ(refused_at(tiny_text_unet({{"tokenizer", ConfigValue{vocabulary + ".absent"}}})), "model.tokenizer");
+  EXPECT_EQ(refused_at(tiny_text_unet({{"text_encoder_heads", integer(3)}})), "model.text_encoder_heads");
+  auto classes = tiny_latent_unet();
+  classes["tokenizer"] = ConfigValue{vocabulary};
+  EXPECT_EQ(refused_at(classes), "model.tokenizer");  // a vocabulary for a model without a text encoder
 }

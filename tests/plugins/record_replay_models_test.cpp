@@ -9,6 +9,9 @@
 // no earlier batch), and a run stopped after 2 steps and resumed from its checkpoint (the host's
 // save_checkpoint / load_checkpoint): it equals the uninterrupted run, and its first step after the
 // resume keeps C. Planted bugs (clipping at 2C; a selection ignored) are reported on real models.
+// Text-to-image (CompVis's txt2img layout, DP-LDM's selection): a record is an image and its caption,
+// x's caption alone moves the release by at most C, and a text encoder trained outside the clipping
+// is reported.
 #include "../sdk/engine/record_replay.hpp"
 #include "installed_plugins.hpp"
 
@@ -20,6 +23,7 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -110,6 +114,16 @@ ModelSpec diffusers_unet() {  // 1 channel, 8x8, levels of 8 and 16 channels, at
 }
 
 ModelSpec dpdm_ncsnpp() { return installed("dpdm_ncsnpp", unet_values()); }
+
+// CompVis's txt2img layout (DP-LDM's text-to-image row), the fixture's tiny LDM: 3x8x8 images, its
+// BERTEmbedder the cond_stage_model. Every caption counts (no dropout), so x's is always audited.
+const std::filesystem::path text_fixtures = std::filesystem::path(PRIVDIFF_TEST_FIXTURE_DIR) / "text";
+ModelSpec txt2img() {
+  const auto ldm = text_fixtures / "compvis_txt2img" / "model.safetensors";
+  return installed("compvis_ldm", {{"config", ConfigValue{ldm.string()}},
+                                   {"tokenizer", ConfigValue{(text_fixtures / "bert_vocab.txt").string()}},
+                                   {"caption_dropout", ConfigValue{0.0}}});
+}
 
 engine::ParameterSelection preset(const std::string& name) {
   engine::ParameterSelection s;
@@ -253,6 +267,86 @@ TEST(RecordReplayModels, TheStepAfterAResumeKeepsC) {
   DpSgdAudit a = audit_of("pixel_unet, step 3 after a resume", model, dpsgd_stage({{"steps", integer(3)}}));
   a.step = 3;
   expect_clean(a);
+}
+
+// ---- Text-to-image: a record is an image and its caption ---------------------------------------
+
+// D's records captioned, and x with an extreme image and caption, or a typical image and an extreme
+// caption (captioned_neighbours): the release moves by at most C either way.
+Report run_text_audit(const DpSgdAudit& a) {
+  const ImageShape s{3, 8, 8};
+  const ReplayData d = ReplayData(random_images(records, 7, s)).captioned(typical_captions(records));
+  const Report r = audit_dp_sgd(a, d, captioned_neighbours(adversarial_neighbours(1e6, 1, s), s), typical_reference(s));
+  std::cout << a.name << ":\n" << r.describe();
+  return r;
+}
+
+/// Planted bug: the text encoder trained on the batch's plain gradient, outside the per-example
+/// clipping (the UNet's clipped as it should be): a caption's influence is then unbounded.
+class TrainsTheTextEncoderUnclipped : public RecordingMechanism {
+ public:
+  using RecordingMechanism::RecordingMechanism;
+
+ protected:
+  engine::ClippedSum clipped_chunk_sum(torch::nn::Module& module, const engine::RowLoss& loss,
+                                       std::int64_t examples) override {
+    std::vector<at::Tensor> encoder;
+    std::vector<bool> is_encoder;
+    for (const auto& p : module.named_parameters()) {
+      if (!p.value().requires_grad()) continue;
+      const bool text = p.key().rfind("cond_stage_model.", 0) == 0;
+      is_encoder.push_back(text);
+      if (text) encoder.push_back(p.value());
+    }
+    for (auto& p : encoder) p.set_requires_grad(false);
+    engine::ClippedSum sum = DpSgdMechanism::clipped_chunk_sum(module, loss, examples);
+    for (auto& p : encoder) p.set_requires_grad(true);
+    const std::vector<at::Tensor> plain =
+        torch::autograd::grad({loss(at::arange(examples, at::kLong)).sum()}, encoder, {}, false, false, true);
+    std::vector<at::Tensor> merged;
+    std::size_t unet = 0, text = 0;
+    for (const bool e : is_encoder) {
+      merged.push_back(e ? (plain[text].defined() ? plain[text] : at::zeros_like(encoder[text])) : sum.sums[unet]);
+      e ? ++text : ++unet;
+    }
+    sum.sums = merged;
+    record_chunk(examples, sum);
+    return sum;
+  }
+};
+
+TEST(RecordReplayModels, TextToImageEachCaptionWithinCAsDpLdmTrains) {
+  // DP-LDM's selection: the SpatialTransformers and the whole text encoder. C = 1e-3, so that x's
+  // caption alone (a typical image) moves a gradient past C and the audit measures the bound.
+  ModelSpec model = txt2img();
+  model.trains = preset("attention");
+  const engine::DpSgdOptions options = dpsgd_stage({{"train", ConfigValue{std::string("attention")}},
+                                                    {"max_grad_norm", ConfigValue{1e-3}}});
+  DpSgdAudit a = audit_of("txt2img, transformers and text encoder", model, options);
+  const Report r = run_text_audit(a);
+  EXPECT_TRUE(r.violations.empty()) << r.describe();
+  EXPECT_LE(r.worst_ratio(), 1.0 + a.relative_slack);
+  int caption_alone = 0;
+  for (const auto& m : r.measurements) {
+    if (m.name.find("a typical image, its caption") == std::string::npos || m.name.find("released update") == std::string::npos) continue;
+    ++caption_alone;
+    EXPECT_GT(m.distance / m.bound, 1.0 - 1e-3) << m.name;  // clipped: the caption's gradient reached C
+  }
+  EXPECT_GE(caption_alone, 4);
+}
+
+TEST(RecordReplayModels, ReportsATextEncoderTrainedOutsideTheClipping) {
+  ModelSpec model = txt2img();
+  model.trains = preset("attention");
+  const engine::DpSgdOptions options = dpsgd_stage({{"train", ConfigValue{std::string("attention")}},
+                                                    {"max_grad_norm", ConfigValue{1e-3}}});
+  const Report r = run_text_audit(audit_of<TrainsTheTextEncoderUnclipped>("planted: txt2img, text encoder unclipped", model, options));
+  bool caption = false;
+  for (const auto& v : r.violations) {
+    caption |= v.find("a typical image, its caption") != std::string::npos && v.find("more than the declared sensitivity") != std::string::npos;
+  }
+  EXPECT_TRUE(caption) << r.describe();
+  EXPECT_GT(r.worst_ratio(), 2.0);
 }
 
 // ---- Planted bugs on a real model --------------------------------------------------------------

@@ -5,6 +5,7 @@
 
 #include <privdiff/components/model.hpp>
 #include <privdiff/components/sampler.hpp>
+#include <privdiff/diffusion/preconditioning.hpp>
 #include <privdiff/diffusion/sampling.hpp>
 
 #include <ATen/ATen.h>
@@ -56,6 +57,8 @@ TEST(Samplers, EveryPluginReproducesTheDataDistribution) {
       // DDIM and the ancestral samplers are first order (Euler in sigma): they need more steps than Heun.
       {"ddim", {{"steps", ConfigValue{std::int64_t{256}}}}},
       {"ddim", {{"steps", ConfigValue{std::int64_t{256}}}, {"eta", ConfigValue{1.0}}}},
+      // DP-LDM's sampling: CompVis's uniform DDIM timesteps on LDM's schedule, 200 of them.
+      {"ddim", {{"steps", ConfigValue{std::int64_t{200}}}, {"schedule", ConfigValue{std::string("ldm")}}}},
       {"ddpm", {{"steps", ConfigValue{std::int64_t{256}}}}},
   };
   for (const auto& [id, values] : cases) {
@@ -135,4 +138,19 @@ TEST(KarrasSchedule, EndpointsAndOrder) {
   EXPECT_EQ(sig[10].item<double>(), 0.0);
   EXPECT_TRUE((sig.slice(0, 0, 10) > sig.slice(0, 1, 11)).all().item<bool>());
   EXPECT_THROW(diffusion::karras_sigmas(0), std::invalid_argument);
+}
+
+// CompVis's DDIMSampler levels (make_ddim_timesteps, "uniform"), against the values of its formulas in
+// plain Python (scripts/text_fixtures/ldm_ddim_levels.py): betas between the square roots of 0.00085
+// and 0.012 over 1000 levels, timesteps 1, 6, ..., 996, sigma_t = sqrt((1 - abar_t) / abar_t).
+TEST(Samplers, LdmUniformDdimLevelsAreCompVisOwn) {
+  const std::vector<double> abar = diffusion::ddpm_alphas_cumprod("scaled_linear", 0.00085, 0.012, 1000);
+  const at::Tensor sigmas = diffusion::ldm_uniform_sigmas(abar, 200);
+  ASSERT_EQ(sigmas.numel(), 201);
+  EXPECT_NEAR(sigmas[0].item<double>(), 14.351515007476964, 1e-12 * 14.35);    // t = 996
+  EXPECT_NEAR(sigmas[99].item<double>(), 1.623692081515863, 1e-12);            // t = 501
+  EXPECT_NEAR(sigmas[199].item<double>(), 0.04131441199678309, 1e-13);          // t = 1
+  EXPECT_NEAR(sigmas[200].item<double>(), 0.029167158151720367, 1e-13);         // abar_0: the last step's target
+  EXPECT_THROW(diffusion::ldm_uniform_sigmas(abar, 3), std::invalid_argument);  // t = 1000: past the schedule
+  EXPECT_THROW(diffusion::ldm_uniform_sigmas(abar, 1001), std::invalid_argument);
 }

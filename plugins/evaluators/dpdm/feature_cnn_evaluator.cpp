@@ -1,6 +1,9 @@
 // feature_cnn: Fréchet distance and k-NN precision/recall on the penultimate features of DPDM's CNN,
 // trained once on the real reference split and cached by content hash. Its own features, not
 // Inception's: the numbers are not comparable with published FID (the `inception` evaluator's are).
+// The same CNN, trained on real data only, also says how often it recognises a sample's label in the
+// sample: label alignment of a class-conditional model, text alignment of a text-conditioned one whose
+// samples are labelled by their prompts ([[eval]] labels = "prompts").
 #include "dpdm_classifier_nets.hpp"
 #include "dpdm_evaluators.hpp"
 
@@ -13,6 +16,7 @@
 #include <ATen/ATen.h>
 #include <torch/serialize/archive.h>
 
+#include <cmath>
 #include <iomanip>
 #include <memory>
 #include <sstream>
@@ -37,7 +41,7 @@ class FeatureCnnEvaluator : public Evaluator {
       : feature_epochs_(c.get_int("feature_epochs")), pr_samples_(c.get_int("pr_samples")) {}
 
   std::vector<std::string> metric_names() const override {
-    return {"frechet_distance", "frechet_floor", "precision", "recall"};
+    return {"frechet_distance", "frechet_floor", "precision", "recall", "alignment"};
   }
 
   EvaluationResult evaluate(const EvaluationInput& in) override {
@@ -56,11 +60,19 @@ class FeatureCnnEvaluator : public Evaluator {
     const auto pr = evaluation::precision_recall(reference_features.narrow(0, 0, pr_real), set_features.narrow(0, 0, pr_set));
     result.metrics.emplace_back("precision", pr.precision);
     result.metrics.emplace_back("recall", pr.recall);
-    result.provenance = description;
+    // The real-trained CNN's top-1 agreement with the samples' labels (a prompt's class, or the label
+    // sampled with); chance is 1 / classes.
+    const double alignment = in.samples.labels.defined()
+                                 ? evaluation::classifier_accuracy(*net, in.samples.images, in.samples.labels)
+                                 : std::nan("");
+    result.metrics.emplace_back("alignment", alignment);
+    result.provenance = description + "; alignment: how often that CNN names each sample's label (chance " +
+                        std::to_string(1.0 / static_cast<double>(in.num_classes)).substr(0, 5) + ")";
     result.counts = {{"samples", set_features.size(0)}, {"reference", reference_features.size(0)},
                      {"pr_samples", pr_set}, {"pr_reference", pr_real}};
     *in.log << "  Fréchet distance " << std::setprecision(4) << result.metrics[0].second << " (floor "
-            << result.metrics[1].second << "), precision " << pr.precision << ", recall " << pr.recall << "\n";
+            << result.metrics[1].second << "), precision " << pr.precision << ", recall " << pr.recall
+            << ", alignment " << alignment << "\n";
     return result;
   }
 

@@ -15,6 +15,7 @@
 #include <privdiff/io/safetensors.hpp>
 #include <privdiff/plugin/export.hpp>
 #include <privdiff/text/wordpiece_tokenizer.hpp>
+#include <privdiff/text_encoders/caption_tokens.hpp>
 
 #include <ATen/ATen.h>
 #include <torch/types.h>
@@ -83,7 +84,7 @@ class CompVisLdm : public Model {
   bool conditions_on_text() const override { return config_.text.has_value(); }
 
   at::Tensor denoise(const at::Tensor& x, const at::Tensor& sigma, const Conditioning& cond) override {
-    if (config_.text) return dm::denoise(text_network(token_ids(cond, x.size(0))), preconditioning_, x, sigma, {});
+    if (config_.text) return dm::denoise(text_network(token_ids(cond.captions, x.size(0))), preconditioning_, x, sigma, {});
     return dm::denoise(network(), preconditioning_, x, sigma, dm::network_labels(cond.labels, config_.classes));
   }
 
@@ -96,12 +97,8 @@ class CompVisLdm : public Model {
       }
     }
     if (config_.text) {  // each example's caption, "" with probability caption_dropout, for its K rows
-      Conditioning dropped = cond;
-      const at::Tensor u = at::rand({images.size(0)}, generator, at::TensorOptions().dtype(at::kDouble));
-      for (std::size_t i = 0; i < dropped.captions.size(); ++i) {
-        if (u[static_cast<std::int64_t>(i)].item<double>() < caption_dropout_) dropped.captions[i].clear();
-      }
-      const at::Tensor rows = token_ids(dropped, images.size(0)).repeat_interleave(k, 0);
+      const auto captions = text_encoders::captions_with_dropout(cond, images.size(0), caption_dropout_, generator);
+      const at::Tensor rows = token_ids(captions, images.size(0)).repeat_interleave(k, 0);
       return dm::denoising_loss(text_network(rows), preconditioning_, encode(images), {}, {k, 0.0, 0}, generator);
     }
     // No label dropout: LDM's class embedder has no null class.
@@ -151,40 +148,14 @@ class CompVisLdm : public Model {
     };
   }
 
-  // The user's vocab.txt for the BERTEmbedder, refused by key when absent or of another vocabulary size.
-  static std::optional<WordPieceTokenizer> text_tokenizer(const Config& c, const text_encoders::CompVisBertConfig& text) {
-    const std::string key = c.path() + ".tokenizer";
-    if (c.get_string("tokenizer").empty()) {
-      throw KeyValueError(key, "the LDM conditions on text (BERTEmbedder): give its vocab.txt (bert-base-uncased's)");
-    }
-    std::optional<WordPieceTokenizer> t;
-    try {
-      t = WordPieceTokenizer::from_file(c.get_string("tokenizer"), static_cast<std::size_t>(text.max_seq_len));
-    } catch (const std::invalid_argument& e) {
-      throw KeyValueError(key, e.what());
-    }
-    if (static_cast<std::int64_t>(t->vocabulary_size()) != text.vocab_size) {
-      throw KeyValueError(key, std::to_string(t->vocabulary_size()) + " tokens, but the BERTEmbedder has " +
-                                   std::to_string(text.vocab_size) + " (cond_stage_config.params.vocab_size)");
-    }
-    return t;
+  // The user's vocab.txt for the BERTEmbedder, refused by key when absent or of another size than its
+  // cond_stage_config.params.vocab_size.
+  static WordPieceTokenizer text_tokenizer(const Config& c, const text_encoders::CompVisBertConfig& text) {
+    return text_encoders::caption_vocabulary(c, "tokenizer", text.max_seq_len, "the BERTEmbedder", text.vocab_size);
   }
 
-  // The captions' ids padded to the context [N, 77] on the model's device; a batch without captions
-  // (data or prompts) is refused: this model reads nothing else.
-  at::Tensor token_ids(const Conditioning& cond, std::int64_t n) const {
-    if (static_cast<std::int64_t>(cond.captions.size()) != n) {
-      throw std::invalid_argument("compvis_ldm: the model conditions on text and needs a caption per example (" +
-                                  std::to_string(cond.captions.size()) + " for " + std::to_string(n) +
-                                  "): captioned data (docs/captions.md) or prompts");
-    }
-    std::vector<std::int64_t> ids;
-    for (const auto& caption : cond.captions) {
-      const PaddedTokens t = tokenizer_->padded(caption);
-      ids.insert(ids.end(), t.ids.begin(), t.ids.end());
-    }
-    const auto width = static_cast<std::int64_t>(tokenizer_->context_length());
-    return at::tensor(ids, at::kLong).view({n, width}).to(networks_->scale_factor.device());
+  at::Tensor token_ids(const std::vector<std::string>& captions, std::int64_t n) const {
+    return text_encoders::caption_token_ids(*tokenizer_, captions, n, networks_->scale_factor.device(), "compvis_ldm");
   }
 
   // The UNet attending to the BERTEmbedder's embeddings of `ids` (one row per network row).

@@ -1,5 +1,7 @@
 // latent_unet: DP-LDM's latent diffusion model — a KL autoencoder and, in its latent space, an LDM
-// UNet whose attention blocks are SpatialTransformers cross-attending to the class embedding.
+// UNet whose attention blocks are SpatialTransformers cross-attending to the class embedding, or
+// (text_encoder_layers > 0) to the caption's embeddings by a text encoder of CompVis's BERTEmbedder
+// layout trained with it, as CompVis trains its txt2img LDM's from scratch.
 // What a stage trains decides the objective: a stage with train = "autoencoder" trains the
 // autoencoder by its own loss (and, when its data is public, fits LDM's scale factor); every other
 // stage trains the UNet on the frozen autoencoder's scaled latents with the denoising loss.
@@ -9,11 +11,15 @@
 #include <privdiff/diffusion/denoising_loss.hpp>
 #include <privdiff/diffusion/unet.hpp>
 #include <privdiff/diffusion/unet_recipe.hpp>
+#include <privdiff/engine/device.hpp>
 #include <privdiff/plugin/export.hpp>
+#include <privdiff/text_encoders/caption_tokens.hpp>
+#include <privdiff/text_encoders/compvis_bert_embedder.hpp>
 
 #include <ATen/ATen.h>
 #include <torch/types.h>
 
+#include <optional>
 #include <stdexcept>
 
 namespace privdiff::plugins::latent_unet {
@@ -21,29 +27,78 @@ namespace privdiff::plugins::latent_unet {
 using namespace privdiff::sdk;
 namespace dm = privdiff::sdk::diffusion;
 
-// The module tree: "autoencoder.*" and "unet.*" (what checkpoints and init_from see).
+// The module tree: "autoencoder.*", "unet.*" and, on text, "text_encoder.*" (what checkpoints and
+// init_from see).
 struct LatentNetworks : torch::nn::Module {
-  LatentNetworks(const dm::AutoencoderConfig& a, const dm::UnetConfig& u)
+  LatentNetworks(const dm::AutoencoderConfig& a, const dm::UnetConfig& u,
+                 const std::optional<text_encoders::CompVisBertConfig>& text)
       : autoencoder(register_module("autoencoder", std::make_shared<dm::Autoencoder>(a))),
-        unet(register_module("unet", std::make_shared<dm::Unet>(u))) {}
+        unet(register_module("unet", std::make_shared<dm::Unet>(u))) {
+    if (text) text_encoder = register_module("text_encoder", std::make_shared<text_encoders::CompVisBertEmbedder>(*text));
+  }
   std::shared_ptr<dm::Autoencoder> autoencoder;
   std::shared_ptr<dm::Unet> unet;
+  std::shared_ptr<text_encoders::CompVisBertEmbedder> text_encoder;  ///< null unless text_encoder_layers > 0
 };
+
+// text_encoder_layers > 0: the vocabulary (refused at its key) and the UNet on text (num_classes = 0).
+std::optional<WordPieceTokenizer> text_vocabulary(const Config& c) {
+  if (c.get_int("text_encoder_layers") == 0) return std::nullopt;
+  if (c.get_int("num_classes") != 0) {
+    throw KeyValueError(c.path() + ".num_classes", "a latent UNet on text (text_encoder_layers > 0) has no classes: "
+                                                   "set num_classes = 0 (the captions say what to draw)");
+  }
+  return text_encoders::caption_vocabulary(c, "tokenizer", c.get_int("caption_tokens"), "the text encoder");
+}
+
+dm::UnetConfig unet_on(const Config& c, bool text) {
+  dm::UnetConfig u = dm::unet_config(c, c.get_int("latent_channels"), dm::latent_side(c));
+  u.text_context = text;
+  if (text && u.context_dim <= 0) u.context_dim = 4 * u.channels;  // the Unet's default width, given to the encoder
+  return u;
+}
+
+// The text encoder: CompVis's BERTEmbedder layout, as wide as the transformers' context.
+std::optional<text_encoders::CompVisBertConfig> text_config(const Config& c, const std::optional<WordPieceTokenizer>& vocab,
+                                                            std::int64_t width) {
+  if (!vocab) return std::nullopt;
+  text_encoders::CompVisBertConfig t;
+  t.vocab_size = static_cast<std::int64_t>(vocab->vocabulary_size());
+  t.width = width;
+  t.layers = c.get_int("text_encoder_layers");
+  t.max_seq_len = c.get_int("caption_tokens");
+  t.heads = c.get_int("text_encoder_heads");
+  if (width % t.heads != 0) {
+    throw KeyValueError(c.path() + ".text_encoder_heads", std::to_string(t.heads) + " heads do not divide the text "
+                                                          "encoder's width " + std::to_string(width) + " (context_dim)");
+  }
+  t.head_dim = width / t.heads;
+  return t;
+}
 
 class LatentUnet : public Model {
  public:
   explicit LatentUnet(const Config& c)
-      : networks_(std::make_shared<LatentNetworks>(
-            dm::autoencoder_config(c), dm::unet_config(c, c.get_int("latent_channels"), dm::latent_side(c)))),
+      : tokenizer_(text_vocabulary(c)),
+        networks_(std::make_shared<LatentNetworks>(
+            dm::autoencoder_config(c), unet_on(c, tokenizer_.has_value()),
+            text_config(c, tokenizer_, unet_on(c, tokenizer_.has_value()).context_dim))),
         // Scaled latents have unit variance (LDM's scale factor), so sigma_data = 1.
         preconditioning_(dm::parameterization_from_string(c.get_string("preconditioning")), 1.0),
         label_dropout_(c.get_double("label_dropout")),
+        caption_dropout_(c.get_double("caption_dropout")),
         image_shape_(dm::image_shape(c)) {
+    if (!tokenizer_ && !c.get_string("tokenizer").empty()) {
+      throw KeyValueError(c.path() + ".tokenizer", "set, but the model has no text encoder (text_encoder_layers = 0)");
+    }
   }
+
+  bool conditions_on_text() const override { return tokenizer_.has_value(); }
 
   torch::nn::Module& module() override { return *networks_; }
 
   at::Tensor denoise(const at::Tensor& x, const at::Tensor& sigma, const Conditioning& cond) override {
+    if (tokenizer_) return dm::denoise(text_network(token_ids(cond.captions, x.size(0))), preconditioning_, x, sigma, {});
     return dm::denoise(dm::as_network(unet()), preconditioning_, x, sigma,
                        dm::network_labels(cond.labels, unet().config().num_classes));
   }
@@ -60,6 +115,11 @@ class LatentUnet : public Model {
     }
     // The frozen autoencoder is a fixed function: the UNet's per-example gradients are all that
     // depend on the example through trainable parameters.
+    if (tokenizer_) {  // each example's caption ("" with probability caption_dropout) for its K rows
+      const auto captions = text_encoders::captions_with_dropout(cond, images.size(0), caption_dropout_, generator);
+      const at::Tensor rows = token_ids(captions, images.size(0)).repeat_interleave(k, 0);
+      return dm::denoising_loss(text_network(rows), preconditioning_, encode(images), {}, {k, 0.0, 0}, generator);
+    }
     return dm::denoising_loss(dm::as_network(unet()), preconditioning_, encode(images), cond.labels,
                               {k, label_dropout_, unet().config().num_classes}, generator);
   }
@@ -70,6 +130,11 @@ class LatentUnet : public Model {
     for (auto info : unet().parameters_with_roles()) {
       info.name = "unet." + info.name;
       out.push_back(std::move(info));
+    }
+    if (networks_->text_encoder) {  // what the captions condition through, as the class embedding
+      for (const auto& p : networks_->text_encoder->named_parameters()) {
+        out.push_back({"text_encoder." + p.key(), "conditioning", -1, p.value()});
+      }
     }
     return out;
   }
@@ -101,9 +166,19 @@ class LatentUnet : public Model {
  private:
   dm::Autoencoder& autoencoder() { return *networks_->autoencoder; }
   dm::Unet& unet() { return *networks_->unet; }
+  at::Tensor token_ids(const std::vector<std::string>& captions, std::int64_t n) const {
+    return text_encoders::caption_token_ids(*tokenizer_, captions, n, engine::module_device(*networks_), "latent_unet");
+  }
+  // The UNet attending to the text encoder's embeddings of `ids` (one row per network row).
+  dm::Network text_network(at::Tensor ids) {
+    return [this, ids](const at::Tensor& x, const at::Tensor& c_noise, const at::Tensor& labels) {
+      return unet().forward(x, c_noise, labels, networks_->text_encoder->forward(ids));
+    };
+  }
+  std::optional<WordPieceTokenizer> tokenizer_;
   std::shared_ptr<LatentNetworks> networks_;
   dm::Preconditioning preconditioning_;
-  double label_dropout_;
+  double label_dropout_, caption_dropout_;
   std::vector<std::int64_t> image_shape_;
 };
 
@@ -115,13 +190,25 @@ void register_components(Registrar* registrar) {
                              {1, "UNet residual blocks per level (DP-LDM: 1)"},
                              {{14, 7}, "latent resolutions with a SpatialTransformer (and one in the middle); DP-LDM: "
                                        "both levels"},
-                             1, "classes for conditioning",
+                             0, "classes for conditioning (0 with a text encoder: the captions condition)",
                              "diffusion parameterisation in latent space (sigma_data = 1: scaled latents)",
                              /*spatial_transformers=*/true});
   dm::add_autoencoder_keys(schema);
+  schema.add(Key::integer("text_encoder_layers").at_least(0).defaults(0)
+                 .doc("0: the transformers cross-attend to the class; > 0: to the caption, through a text encoder "
+                      "of CompVis's BERTEmbedder layout with this many layers, as wide as context_dim, trained with "
+                      "the UNet (num_classes = 0; captioned data, docs/captions.md)"))
+      .add(Key::string("tokenizer").defaults("").doc("text_encoder_layers > 0: the vocab.txt its captions are "
+                                                     "tokenized with (WordPiece, lower case)"))
+      .add(Key::integer("caption_tokens").at_least(3).at_most(512).defaults(77)
+               .doc("text_encoder_layers > 0: tokens a caption is padded or cut to, start and end included (CompVis: 77)"))
+      .add(Key::integer("text_encoder_heads").at_least(1).defaults(2).doc("text_encoder_layers > 0: its attention heads"))
+      .add(Key::number("caption_dropout").at_least(0).at_most(1).defaults(0.1)
+               .doc("text_encoder_layers > 0: the probability that an example trains on the empty caption (the "
+                    "unconditional branch of classifier-free guidance)"));
   registrar->add<LatentUnet>("latent_unet",
                              "latent diffusion (DP-LDM): KL autoencoder + UNet with SpatialTransformers cross-attending "
-                             "to the class",
+                             "to the class, or to the caption through its text encoder",
                              std::move(schema));
 }
 }  // namespace

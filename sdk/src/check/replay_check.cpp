@@ -3,6 +3,8 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace privdiff::sdk::check {
 
@@ -34,10 +36,12 @@ DpSgdAudit audit_of(const MechanismUnderTest& make, const ReplayCheckOptions& o,
 
 Report check_by_record_replay(const MechanismUnderTest& make, const ReplayCheckOptions& o) {
   Report all;
-  const at::Tensor images = random_images(o.records, o.data_seed, o.shape);
-  auto audit = [&](const DpSgdAudit& a) {
-    all.merge(audit_dp_sgd(a, images, adversarial_neighbours(o.magnitude, o.random_neighbours, o.shape), typical_reference(o.shape)));
-  };
+  const bool text = o.model.make && o.model.make()->conditions_on_text();  // a record: an image and its caption
+  const ReplayData plain(random_images(o.records, o.data_seed, o.shape));
+  const ReplayData d = text ? plain.captioned(typical_captions(o.records)) : plain.captioned({});
+  std::vector<Neighbour> neighbours = adversarial_neighbours(o.magnitude, o.random_neighbours, o.shape);
+  if (text) neighbours = captioned_neighbours(std::move(neighbours), o.shape);
+  auto audit = [&](const DpSgdAudit& a) { all.merge(audit_dp_sgd(a, d, neighbours, typical_reference(o.shape))); };
   for (const std::int64_t physical : o.physical_batch_sizes) {
     if (o.x_alone_in_chunk > 0 && physical != o.x_alone_in_chunk) continue;
     for (const std::int64_t step : o.steps) audit(audit_of(make, o, step, physical, o.max_grad_norm, ""));

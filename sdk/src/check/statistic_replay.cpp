@@ -110,7 +110,7 @@ Report check_statistic_releases(const StatisticStage& stage, const ReplayData& d
   const StatisticStageRun on_d = stage(d, options.noise_seed);
   check_declarations(on_d, report);
   for (const Neighbour& x : neighbours) {
-    compare_runs("x = " + x.name, on_d, stage(d.with(x.image, x.label), options.noise_seed), options, report);
+    compare_runs("x = " + x.name, on_d, stage(d.with(x.image, x.label, x.caption), options.noise_seed), options, report);
   }
   check_noise(on_d, stage(d, options.noise_seed + 1), options, report);
   return report;

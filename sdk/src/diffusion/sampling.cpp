@@ -4,8 +4,11 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/types.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace privdiff::sdk::diffusion {
 
@@ -70,8 +73,13 @@ at::Tensor edm_sample(Model& model, const at::Tensor& noise, const Conditioning&
 
 at::Tensor ddim_sample(Model& model, const at::Tensor& noise, const Conditioning& cond, double w, std::int64_t steps,
                        double eta, double sigma_min, double sigma_max, double rho, at::Generator& gen) {
+  return ddim_sample_on(model, noise, cond, w, karras_sigmas(steps, sigma_min, sigma_max, rho), eta, gen);
+}
+
+at::Tensor ddim_sample_on(Model& model, const at::Tensor& noise, const Conditioning& cond, double w,
+                          const at::Tensor& sigmas, double eta, at::Generator& gen) {
   torch::NoGradGuard no_grad;
-  const at::Tensor sigmas = karras_sigmas(steps, sigma_min, sigma_max, rho);
+  const std::int64_t steps = sigmas.numel() - 1;
   at::Tensor x = noise * sigmas[0].item<double>();
   for (std::int64_t i = 0; i < steps; ++i) {
     const double s = sigmas[i].item<double>(), s_next = sigmas[i + 1].item<double>();
@@ -81,7 +89,33 @@ at::Tensor ddim_sample(Model& model, const at::Tensor& noise, const Conditioning
     x = denoised + down * (x - denoised) / s;
     if (up > 0) x = x + up * cpu_normals(x, gen);
   }
-  return x;
+  const double last = sigmas[steps].item<double>();
+  return last > 0 ? x / std::sqrt(1 + last * last) : x;
+}
+
+at::Tensor ldm_uniform_sigmas(const std::vector<double>& alphas_cumprod, std::int64_t steps) {
+  const auto levels = static_cast<std::int64_t>(alphas_cumprod.size());
+  if (steps < 1 || steps > levels) {
+    throw std::invalid_argument("sampling: " + std::to_string(steps) + " DDIM steps on a schedule of " +
+                                std::to_string(levels) + " levels (1 to " + std::to_string(levels) + ")");
+  }
+  const std::int64_t c = levels / steps;
+  auto sigma = [&](std::int64_t t) {
+    const double a = alphas_cumprod[static_cast<std::size_t>(t)];
+    return std::sqrt((1 - a) / a);
+  };
+  std::vector<double> out;
+  for (std::int64_t t = 0; t < levels; t += c) {
+    if (t + 1 >= levels) {
+      throw std::invalid_argument("sampling: " + std::to_string(steps) + " DDIM steps on " + std::to_string(levels) +
+                                  " levels put a timestep at " + std::to_string(t + 1) + ", past the schedule (choose "
+                                  "steps dividing " + std::to_string(levels) + ")");
+    }
+    out.push_back(sigma(t + 1));
+  }
+  std::reverse(out.begin(), out.end());
+  out.push_back(sigma(0));
+  return at::tensor(out, at::TensorOptions().dtype(at::kDouble));
 }
 
 Schema karras_sampler_schema(std::int64_t default_steps) {

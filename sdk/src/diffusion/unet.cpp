@@ -75,7 +75,11 @@ Unet::Unet(UnetConfig config) : config_(std::move(config)) {
   sigma_mlp1_ = register_module("sigma_mlp1", std::make_shared<Linear>(nf, emb));
   sigma_mlp2_ = register_module("sigma_mlp2", std::make_shared<Linear>(emb, emb));
   const bool transformers = c.transformer_heads > 0;
-  if (transformers && c.num_classes <= 0) {
+  if (c.text_context && (!transformers || c.num_classes > 0)) {
+    throw std::invalid_argument("a UNet on text cross-attends to the caption with SpatialTransformers (transformer_heads "
+                                "> 0) and has no class embedding (num_classes = 0)");
+  }
+  if (transformers && c.num_classes <= 0 && !c.text_context) {
     throw std::invalid_argument("transformer attention cross-attends to the class embedding: it needs num_classes > 0 "
                                 "(an unconditional model uses self-attention blocks)");
   }
@@ -178,13 +182,22 @@ Unet::Unet(UnetConfig config) : config_(std::move(config)) {
 Unet::~Unet() = default;
 
 at::Tensor Unet::forward(const at::Tensor& x, const at::Tensor& c_noise, const at::Tensor& labels) {
+  return forward(x, c_noise, labels, {});
+}
+
+at::Tensor Unet::forward(const at::Tensor& x, const at::Tensor& c_noise, const at::Tensor& labels,
+                         const at::Tensor& text_context) {
+  if (config_.text_context && (!text_context.defined() || text_context.dim() != 3 || text_context.size(0) != x.size(0))) {
+    throw std::invalid_argument("Unet: a UNet on text needs the caption embeddings [N, T, context_dim], one per row");
+  }
   const std::int64_t nf = config_.channels, half = nf / 2;
   // Sinusoidal embedding of the noise level.
   const at::Tensor freqs = at::exp(-std::log(10000.0) * at::arange(half, x.options()) / half);
   const at::Tensor args = c_noise.to(x.scalar_type()).unsqueeze(1) * freqs.unsqueeze(0);
   at::Tensor emb = at::cat({at::sin(args), at::cos(args)}, 1);
   emb = sigma_mlp2_->forward(at::silu(sigma_mlp1_->forward(emb)));
-  at::Tensor context;  // transformer mode: the class embedding as one context token [N, 1, context_dim]
+  // Transformer mode: the class embedding as one context token [N, 1, context_dim], or the caption's.
+  at::Tensor context = config_.text_context ? text_context : at::Tensor();
   if (class_embedding_) {
     const at::Tensor l = labels.defined() ? labels : at::full({x.size(0)}, config_.num_classes, at::kLong);
     const at::Tensor class_emb = class_embedding_->forward(l.to(at::kLong).to(x.device()));

@@ -92,8 +92,11 @@ CompVisBertEmbedder::CompVisBertEmbedder(CompVisBertConfig config) : config_(con
     list->push_back(blocks_.back());
   }
   norm_ = transformer->register_module("norm", std::make_shared<LayerNorm>(c.width, 1e-5));
-  auto logits = transformer->register_module("to_logits", std::make_shared<Linear>(c.width, c.vocab_size));
-  for (auto& p : logits->parameters()) p.set_requires_grad(false);  // in the checkpoints, unused by the embedder
+  // In every checkpoint, unused by the embedder: buffers, so that they load and export by name and no
+  // parameter selection (train = "all" included) trains them or spends noise on them.
+  auto logits = transformer->register_module("to_logits", std::make_shared<torch::nn::Module>());
+  logits->register_buffer("weight", at::zeros({c.vocab_size, c.width}));
+  logits->register_buffer("bias", at::zeros({c.vocab_size}));
 }
 
 at::Tensor CompVisBertEmbedder::forward(const at::Tensor& ids) {

@@ -30,7 +30,10 @@ CompVisBertConfig tiny() {
 TEST(CompVisBertEmbedder, GivesCompVisEmbeddings) {
   CompVisBertEmbedder model(tiny());
   load_pretrained_weights(folder / "model.safetensors", model);  // every tensor by name, none left over
-  EXPECT_EQ(SafetensorsFile(folder / "model.safetensors").entries().size(), model.named_parameters().size());
+  // The unused to_logits head is held as buffers: every tensor of the checkpoint is a parameter or one of them.
+  EXPECT_EQ(SafetensorsFile(folder / "model.safetensors").entries().size(),
+            model.named_parameters().size() + model.named_buffers().size());
+  EXPECT_EQ(model.named_buffers().size(), 2u);
   const SafetensorsFile reference(folder / "reference.safetensors");
   at::NoGradGuard no_grad;
   const at::Tensor out = model.forward(reference.tensor("ids"));
@@ -49,7 +52,8 @@ TEST(CompVisBertEmbedder, PerExampleGradientsEqualTheOracle) {
   expect_matches_oracle(net, at::randint(0, 11, {4, 6}, at::TensorOptions().dtype(at::kDouble)));
   EXPECT_TRUE(engine::has_closed_form(net));
   for (const auto& p : net.named_parameters()) {
-    EXPECT_EQ(p.value().requires_grad(), p.key().find("to_logits") == std::string::npos) << p.key();
+    EXPECT_TRUE(p.value().requires_grad()) << p.key();
+    EXPECT_EQ(p.key().find("to_logits"), std::string::npos) << p.key();  // buffers: no selection trains them
   }
 }
 

@@ -67,7 +67,8 @@ struct NoiseCheckOptions {
   const sdk::Dataset* public_data = nullptr;
   /// The model of every replay: by default the stand-in (ReplayModel without loss noise, records of
   /// `shape` 1x4x4). Set model.make (and shape to its image_shape) to check the noise on the recipe's
-  /// own model, its tensors named by that model (public_data then holds records of its shape).
+  /// own model, its tensors named by that model (public_data then holds records of its shape; a model
+  /// that conditions on text gets them captioned, typical_captions).
   ModelSpec model;
   ImageShape shape{1, 4, 4};
   std::string label;  ///< the model's name in MechanismCheck's output, e.g. ", the recipe's model"

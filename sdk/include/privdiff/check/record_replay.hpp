@@ -266,7 +266,7 @@ inline void audit_in_batch(const DpSgdAudit& a, const ReplayData& d, std::uint64
                            const std::vector<StageRun>& on_d, const std::vector<StageRun>& on_ref, Report& report) {
   const std::string what = a.name + ", x = " + x.name;
   const auto k = static_cast<std::size_t>(a.step - 1);
-  const std::vector<StageRun> on_x = a.runner(a.mechanism, seed, a.model, d.with(x.image, x.label));
+  const std::vector<StageRun> on_x = a.runner(a.mechanism, seed, a.model, d.with(x.image, x.label, x.caption));
   check_frozen(what, on_x, report);
   if (!check_earlier_steps(what, on_d, on_x, k, report)) return;
   const double x_norm = check_fidelity(what, on_d, on_x, k, a.fidelity, report);
@@ -297,7 +297,7 @@ inline ReplayPair replay_pair(const DpSgdAudit& a, const ReplayData& d, const Ne
                               const std::string& label) {
   const std::uint64_t seed = audit_seed(a, d.size(), plan);
   return {a.name + ", x = " + x.name + label, static_cast<std::size_t>(a.step - 1),
-          a.runner(a.mechanism, seed, a.model, d), a.runner(a.mechanism, seed, a.model, d.with(x.image, x.label))};
+          a.runner(a.mechanism, seed, a.model, d), a.runner(a.mechanism, seed, a.model, d.with(x.image, x.label, x.caption))};
 }
 
 // x alone in the k-th batch: D's step is pure noise (an empty batch), D ∪ {x}'s is x's clipped
@@ -371,7 +371,7 @@ inline void audit_next_steps(const DpSgdAudit& a, const ReplayData& d, const Nei
   const auto k = static_cast<std::size_t>(a.step - 1);
   const std::uint64_t seed = audit_seed(a, d.size(), BatchPlan{1, true, false, a.x_alone_in_chunk, a.next_steps});
   const std::string what = a.name + ", x = " + x.name + ", next steps";
-  const std::vector<StageRun> on_x = a.runner(a.mechanism, seed, a.model, d.with(x.image, x.label));
+  const std::vector<StageRun> on_x = a.runner(a.mechanism, seed, a.model, d.with(x.image, x.label, x.caption));
   const std::size_t need = k + 1 + static_cast<std::size_t>(a.next_steps);
   if (on_x[0].releases.size() < need) {
     report.add(what + ": the stage took " + std::to_string(on_x[0].releases.size()) + " steps, but the audit replays " +
@@ -413,7 +413,7 @@ inline Report audit_dp_sgd(const DpSgdAudit& a, const ReplayData& d, const std::
   Report report;
   const std::uint64_t seed = detail::audit_seed(a, d.size(), BatchPlan{1, true, false, a.x_alone_in_chunk});
   const std::vector<StageRun> on_d = a.runner(a.mechanism, seed, a.model, d);
-  const std::vector<StageRun> on_ref = a.runner(a.mechanism, seed, a.model, d.with(reference.image, reference.label));
+  const std::vector<StageRun> on_ref = a.runner(a.mechanism, seed, a.model, d.with(reference.image, reference.label, reference.caption));
   detail::check_frozen(a.name + ", on D", on_d, report);
   for (const Neighbour& x : neighbours) detail::audit_in_batch(a, d, seed, x, on_d, on_ref, report);
   if (!neighbours.empty() && a.check_alone) detail::audit_alone(a, d, neighbours.front(), report);

@@ -31,7 +31,10 @@ struct ReplayCheckOptions {
   double large_clip_factor = 1000;
   /// The model of every run: by default the stand-in (ReplayModel, records of `shape` 1x4x4). Set
   /// model.make (and shape to its image_shape) to replay the recipe's own model; its public_data is
-  /// every run's StageContext::public_data (records of the model's shape).
+  /// every run's StageContext::public_data (records of the model's shape). A model that conditions on
+  /// text (Model::conditions_on_text) gets captioned records: D's typical_captions, and the neighbours
+  /// of captioned_neighbours (the extreme images with a caption past the context, and a typical image
+  /// with each extreme caption, so that x's caption alone is held to C as well).
   ModelSpec model;
   ImageShape shape{1, 4, 4};
   /// > 0: D's batches fill chunks of this many examples and x is alone in the last one

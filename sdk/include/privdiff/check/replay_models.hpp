@@ -21,7 +21,9 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace privdiff::sdk::check {
@@ -97,6 +99,7 @@ class LoggedModel : public sdk::Model {
   std::vector<sdk::ParameterInfo> parameters_with_roles() override { return model_->parameters_with_roles(); }
   std::vector<std::int64_t> sample_shape() const override { return model_->sample_shape(); }
   std::vector<std::int64_t> image_shape() const override { return model_->image_shape(); }
+  bool conditions_on_text() const override { return model_->conditions_on_text(); }
   at::Tensor encode(const at::Tensor& images) override { return model_->encode(images); }
   at::Tensor decode(const at::Tensor& latents) override { return model_->decode(latents); }
   at::Tensor training_loss(const at::Tensor& images, const sdk::Conditioning& cond, std::int64_t k,
@@ -200,32 +203,55 @@ inline std::vector<at::Tensor> weights_of(sdk::Model& model) {
   return out;
 }
 
-/// Private labelled images held in memory; with(x) appends x last (index N): D ∪ {x}.
+/// Private labelled images held in memory, captioned when `captions` is given (one per image: a
+/// text-conditioned model's records are image and caption); with(x) appends x last (index N): D ∪ {x}.
 class ReplayData : public sdk::Dataset {
  public:
-  ReplayData(at::Tensor images, at::Tensor labels, std::int64_t classes = 1)
-      : images_(std::move(images)), labels_(std::move(labels)), classes_(classes) {}
+  ReplayData(at::Tensor images, at::Tensor labels, std::int64_t classes = 1, std::vector<std::string> captions = {})
+      : images_(std::move(images)), labels_(std::move(labels)), classes_(classes), captions_(std::move(captions)) {
+    if (!captions_.empty() && static_cast<std::int64_t>(captions_.size()) != images_.size(0)) {
+      throw std::invalid_argument("ReplayData: " + std::to_string(captions_.size()) + " captions for " +
+                                  std::to_string(images_.size(0)) + " images");
+    }
+  }
   explicit ReplayData(const at::Tensor& images) : ReplayData(images, at::zeros({images.size(0)}, at::kLong)) {}
   /// The images labelled 0, 1, ..., classes - 1 in turn.
   static ReplayData in_classes(const at::Tensor& images, std::int64_t classes) {
     return ReplayData(images, at::arange(images.size(0), at::kLong).remainder(classes), classes);
   }
+  /// These records, each with a caption (typical_captions: a text-conditioned model's records).
+  ReplayData captioned(std::vector<std::string> captions) const {
+    return ReplayData(images_, labels_, classes_, std::move(captions));
+  }
   std::int64_t size() const override { return images_.size(0); }
   at::Tensor images(const at::Tensor& idx) const override { return images_.index_select(0, idx); }
   at::Tensor labels(const at::Tensor& idx) const override { return labels_.index_select(0, idx); }
+  bool has_captions() const override { return !captions_.empty(); }
+  std::vector<std::string> captions(const at::Tensor& idx) const override {
+    if (captions_.empty()) return {};
+    std::vector<std::string> out;
+    const at::Tensor at = idx.to(at::kLong).contiguous();
+    for (std::int64_t i = 0; i < at.numel(); ++i) out.push_back(captions_.at(static_cast<std::size_t>(at[i].item<std::int64_t>())));
+    return out;
+  }
   std::int64_t num_classes() const override { return classes_; }
   bool is_public() const override { return false; }
   std::string name() const override { return "record-replay images"; }
-  ReplayData with(const at::Tensor& image, std::int64_t label = 0) const {
+  /// D ∪ {x}: x's image, label and (when these records are captioned) caption appended last.
+  ReplayData with(const at::Tensor& image, std::int64_t label = 0, const std::string& caption = {}) const {
+    std::vector<std::string> captions = captions_;
+    if (!captions.empty()) captions.push_back(caption);
     return ReplayData(at::cat({images_, image.to(images_.scalar_type()).unsqueeze(0)}),
-                      at::cat({labels_, at::full({1}, label, at::kLong)}), classes_);
+                      at::cat({labels_, at::full({1}, label, at::kLong)}), classes_, std::move(captions));
   }
   const at::Tensor& all_images() const { return images_; }
   const at::Tensor& all_labels() const { return labels_; }
+  const std::vector<std::string>& all_captions() const { return captions_; }
 
  private:
   at::Tensor images_, labels_;
   std::int64_t classes_;
+  std::vector<std::string> captions_;
 };
 
 /// A public dataset's images made into the stand-in's records: each image's channels averaged, then
@@ -249,11 +275,14 @@ class StandInPublicData : public sdk::Dataset {
   std::int64_t side_;
 };
 
-/// A neighbouring record x: an image (and its label).
+/// A neighbouring record x: an image (and its label, and its caption when the records are captioned).
 struct Neighbour {
+  Neighbour(std::string name_, at::Tensor image_, std::int64_t label_ = 0, std::string caption_ = {})
+      : name(std::move(name_)), image(std::move(image_)), label(label_), caption(std::move(caption_)) {}
   std::string name;
   at::Tensor image;  ///< [C, H, W]
   std::int64_t label = 0;
+  std::string caption;  ///< UTF-8; read only where D's records are captioned (ReplayData::has_captions)
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -289,7 +318,48 @@ inline std::vector<Neighbour> adversarial_neighbours(double magnitude, int rando
 /// A typical record: what the adversarial ones are compared with for content independence.
 inline Neighbour typical_reference(const ImageShape& shape = {1, 4, 4}) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(99);
-  return {"typical reference", at::rand(shape, gen, at::TensorOptions().dtype(at::kDouble)) * 2 - 1};
+  return {"typical reference", at::rand(shape, gen, at::TensorOptions().dtype(at::kDouble)) * 2 - 1, 0,
+          "a photo of a typical record."};
+}
+
+/// Typical captions for n records: short sentences of common words, no two alike.
+inline std::vector<std::string> typical_captions(std::int64_t n) {
+  static const char* const subjects[] = {"woman", "man", "child", "dog", "cat", "house", "tree"};
+  static const char* const details[] = {"smiling", "with short hair", "in the sun", "wearing a hat", "by the sea"};
+  std::vector<std::string> out;
+  for (std::int64_t i = 0; i < n; ++i) {
+    out.push_back(std::string("a photo of a ") + subjects[i % 7] + " " + details[(i / 7) % 5] + ", number " +
+                  std::to_string(i) + ".");
+  }
+  return out;
+}
+
+/// The neighbours of a text-conditioned model, whose record is an image and its caption: the image
+/// neighbours (adversarial_neighbours) with an extreme caption for the extreme images (past the
+/// context of 77 tokens) and typical ones for the rest, then a typical image with each extreme
+/// caption, so that x's caption alone is audited too: one word 200 times (every position reads one
+/// embedding row), characters no vocabulary holds ([UNK] or byte pieces), punctuation only, and the
+/// empty caption (the unconditional one). The reference (typical_reference) gets a typical caption.
+inline std::vector<Neighbour> captioned_neighbours(std::vector<Neighbour> images, const ImageShape& shape) {
+  std::string past_context, one_word;
+  for (int i = 0; i < 300; ++i) past_context += (i ? " " : "") + std::string("word") + std::to_string(i);
+  for (int i = 0; i < 200; ++i) one_word += i ? " face" : "face";
+  const std::vector<std::string> typical = typical_captions(static_cast<std::int64_t>(images.size()) + 100);
+  for (std::size_t i = 0; i < images.size(); ++i) {
+    const bool extreme = images[i].name.rfind("random", 0) != 0;
+    images[i].caption = extreme ? past_context : typical[100 + i];
+    if (extreme) images[i].name += ", its caption 300 words";
+  }
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(4242);
+  const at::Tensor image = at::rand(shape, gen, at::TensorOptions().dtype(at::kDouble)) * 2 - 1;
+  const std::pair<const char*, std::string> captions[] = {
+      {"one word 200 times", one_word},
+      {"characters no vocabulary holds", "\xF0\x9D\x94\x98\xF0\x9D\x94\xAB \xF0\x9F\x99\x82\xF0\x9F\x99\x82 \xE2\x88\x91\xE2\x88\xAB "
+                                         "\xE6\xBC\xA2\xE5\xAD\x97 \xEA\xB0\x80 \xD7\x90"},
+      {"punctuation only", "!!! ??? ... ,,, ;;; ((( ))) --- ***"},
+      {"the empty caption", ""}};
+  for (const auto& [what, caption] : captions) images.emplace_back(std::string("a typical image, its caption ") + what, image, 0, caption);
+  return images;
 }
 
 /// N records of `shape` uniform in [-1, 1].

@@ -13,6 +13,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace privdiff::sdk::diffusion {
 
@@ -42,6 +43,21 @@ PRIVDIFF_SDK_API at::Tensor edm_sample(Model& model, const at::Tensor& noise, co
 PRIVDIFF_SDK_API at::Tensor ddim_sample(Model& model, const at::Tensor& noise, const Conditioning& cond, double guidance,
                                         std::int64_t steps, double eta, double sigma_min, double sigma_max, double rho,
                                         at::Generator& generator);
+
+/// DDIM as above on the given noise levels (descending, float64 [n + 1]; the last may be 0). When the
+/// last is sigma_e > 0 the result is x / sqrt(1 + sigma_e^2): the variance-preserving sample at that
+/// level, as CompVis's DDIMSampler returns x_{t_0} (its last step goes to abar_0, not to 0).
+PRIVDIFF_SDK_API at::Tensor ddim_sample_on(Model& model, const at::Tensor& noise, const Conditioning& cond,
+                                           double guidance, const at::Tensor& sigmas, double eta,
+                                           at::Generator& generator);
+
+/// The noise levels of CompVis's DDIMSampler (ddim_discretize = "uniform", as txt2img.py and DP-LDM
+/// sample): on a DDPM schedule of T levels (alphas_cumprod: abar_0 .. abar_{T-1}) and `steps`, the
+/// timesteps t = 1, 1 + c, 1 + 2c, ... < T + 1 with c = floor(T / steps) (make_ddim_timesteps; so T / c
+/// of them, not always `steps`), their sigma_t = sqrt((1 - abar_t) / abar_t) from the largest down,
+/// then sigma_0 (its last step's abar_prev is abar_0). float64 on CPU. std::invalid_argument when a
+/// timestep falls past the schedule (CompVis would index past it) or steps exceeds T.
+PRIVDIFF_SDK_API at::Tensor ldm_uniform_sigmas(const std::vector<double>& alphas_cumprod, std::int64_t steps);
 
 /// The keys every sampler on the Karras schedule takes: steps (default `default_steps`), guidance,
 /// sigma_min, sigma_max, rho.

@@ -37,6 +37,10 @@ struct UnetConfig {
   std::int64_t transformer_head_dim = 32;  ///< 0: the block's channels / heads (LDM's num_head_channels = -1)
   std::int64_t transformer_depth = 1;
   std::int64_t context_dim = 0;  ///< width of the class context token; 0: 4 * channels
+  /// Transformer mode on text: the SpatialTransformers cross-attend to the context forward() is given
+  /// (a text encoder's [N, T, context_dim] caption embeddings) instead of the class token; no class
+  /// embedding (num_classes must be 0).
+  bool text_context = false;
 };
 
 class ResidualBlock;
@@ -50,6 +54,9 @@ class PRIVDIFF_SDK_API Unet : public torch::nn::Module {
   /// F(x; c_noise, labels): x [N, C, H, W], c_noise [N] (the preconditioned noise level),
   /// labels int64 [N] (num_classes = no label) or undefined.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& c_noise, const at::Tensor& labels);
+  /// The same with the text context [N, T, context_dim] (UnetConfig::text_context), one row per x's row.
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& c_noise, const at::Tensor& labels,
+                     const at::Tensor& text_context);
   const UnetConfig& config() const { return config_; }
   /// Every parameter with its role ("attention", "resblock", "embedding" (noise level),
   /// "conditioning" (class embedding), "io") and the index of its block in forward order

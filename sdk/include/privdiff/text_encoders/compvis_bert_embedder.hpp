@@ -7,7 +7,8 @@
 /// LayerNorm; the caption's [N, T, width] embeddings are what the UNet's cross-attention reads. Under
 /// CompVis's parameter names below `transformer.` (token_emb, pos_emb.emb, attn_layers.layers.I.0 the
 /// norm, .1 the block), so a checkpoint's cond_stage_model.* loads by name. Its to_logits head, in every
-/// checkpoint but unused by the embedder, is kept frozen. Its layers are the engine's: DP-LDM trains it
+/// checkpoint but unused by the embedder, is held as buffers: loaded and exported, never trained or
+/// noised. Its layers are the engine's: DP-LDM trains it
 /// under DP-SGD with the UNet's SpatialTransformers.
 
 #include <privdiff/engine/per_example_layers.hpp>
