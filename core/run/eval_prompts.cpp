@@ -9,11 +9,7 @@
 #include "sample/sample_prompts.hpp"
 
 #include <privdiff/config/key_value_error.hpp>
-#include <privdiff/io/atomic_file.hpp>
 
-#include <filesystem>
-
-#include <optional>
 #include <stdexcept>
 
 namespace privdiff::core {
@@ -33,19 +29,17 @@ std::vector<Prompt> eval_prompts_of(const sdk::Config& entry) {
 
 }  // namespace
 
-std::vector<RecordSet> RunOrchestrator::recorded_sets(const RunSession& s) const {
-  // A resumed run: what it recorded when it started (its own data and its ancestry's); else what it
-  // would record now.
-  std::error_code ec;
-  const std::filesystem::path file = s.run_dir / record_sets_file;
-  if (s.options.resume && std::filesystem::is_regular_file(file, ec)) return record_sets_from_bytes(sdk::read_file(file));
-  return run_record_sets(run_data(s), record_key(), "", s.init ? &*s.init : nullptr);
+std::vector<PromptMatch> RunOrchestrator::private_eval_prompts(const RunSession& s, const std::vector<Prompt>& prompts) const {
+  // A resumed run: against what it recorded when it started (its own data and its ancestry's), as
+  // privdiff sample checks a run's prompts; else against what it would record now.
+  if (s.options.resume) return private_prompts_of_run(prompts, s.run_dir);
+  return private_prompts(prompts, run_record_sets(run_data(s), record_key(), "", s.init ? &*s.init : nullptr),
+                         record_key());
 }
 
 void RunOrchestrator::check_eval_prompts(RunSession& s) const {
   s.eval_prompts.assign(recipe_.evals.size(), {});
   s.eval_prompt_caveats.assign(recipe_.evals.size(), "");
-  std::optional<std::vector<RecordSet>> sets;  // the run's and its ancestry's, under this user's key
   const DataSection* real = eval_data();
   const std::int64_t real_classes = real && s.datasets.count(real->name) ? s.datasets.at(real->name)->num_classes() : 0;
   for (std::size_t e = 0; e < recipe_.evals.size(); ++e) {
@@ -67,8 +61,7 @@ void RunOrchestrator::check_eval_prompts(RunSession& s) const {
                                 " (labels = \"prompts\"), but " + real->name + " has " + std::to_string(real_classes) +
                                 " classes: prompt k names class k");
     }
-    if (!sets) sets = recorded_sets(s);
-    const std::vector<PromptMatch> matches = private_prompts(prompts, *sets, record_key());
+    const std::vector<PromptMatch> matches = private_eval_prompts(s, prompts);
     const std::string opt_in = entry.path() + ".allow_private_prompts";
     if (!matches.empty() && !entry.get_bool("allow_private_prompts")) refuse_at(".prompts", prompt_refusal(matches, opt_in + " = true"));
     if (!matches.empty()) {

@@ -380,16 +380,13 @@ void RunOrchestrator::preflight(RunSession& s) {
       s.log << "adapter " << recipe_.adapter->id << ": " << adapter_params << " of them\n";
     }
   }
-  for (const auto& entry : recipe_.evals) {
-    const bool by_prompt = entry.settings.get_string("labels") == "prompts";
-    if (components_.model && model_classes(recipe_.model->config) <= 0 && !by_prompt) {
+  for (const auto& entry : recipe_.evals) {  // refused now, not by the allocator after training
+    if (!components_.model) break;
+    if (model_classes(recipe_.model->config) <= 0 && entry.settings.get_string("labels") != "prompts") {
       throw std::runtime_error(entry.settings.path() + ": [[eval]] scores labelled samples; the model has no classes "
                                "(num_classes = 0): a text-conditioned model labels them by prompt "
                                "(labels = \"prompts\")");
     }
-  }
-  for (const auto& entry : recipe_.evals) {  // refused now, not by the allocator after training
-    if (!components_.model) break;
     const std::string problem = sample_set_too_large(entry.settings.get_int("samples"), components_.model->image_shape(),
                                                      s.run_dir.empty() ? fs::path(".") : s.run_dir);
     if (!problem.empty()) throw sdk::KeyValueError(entry.settings.path() + ".samples", problem);

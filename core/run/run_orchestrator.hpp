@@ -17,6 +17,7 @@
 //                  before training
 
 #include "data/disjointness.hpp"
+#include "data/prompt_check.hpp"
 #include "loader/component_library.hpp"
 #include "recipe/recipe.hpp"
 #include "run/composed_run.hpp"
@@ -160,9 +161,9 @@ class RunOrchestrator {
   /// [[eval]] prompts (eval_prompts.cpp): read, checked against the private captions of the run and its
   /// ancestry (refused at their key, or a caveat with allow_private_prompts), kept in the session.
   void check_eval_prompts(RunSession& s) const;
-  /// The record sets of the run's data and its init_from ancestry under this user's key (a resumed
-  /// run's: its data-records.bin).
-  std::vector<RecordSet> recorded_sets(const RunSession& s) const;
+  /// The prompts that are (or cannot be shown not to be) private captions of the run's data and its
+  /// init_from ancestry under this user's key (a resumed run: by its data-records.bin).
+  std::vector<PromptMatch> private_eval_prompts(const RunSession& s, const std::vector<Prompt>& prompts) const;
   /// [[eval]] reference = "held_out": refuses a test split sharing records with the private data.
   void check_test_split_is_held_out(RunSession& s, const DataSection& data, std::size_t e) const;
   void check_data_use(RunSession& s) const;

@@ -100,13 +100,13 @@ SampleSet generate_samples(sdk::Model& model, sdk::Sampler& sampler, const Sampl
     }
   }
   const auto prompts = static_cast<std::int64_t>(options.prompts.size());
+  if (options.labels_from_prompts && prompts == 0) throw std::invalid_argument("samples labelled by prompt need prompts");
+  std::vector<std::int64_t> prompt_of;  // each sample's prompt
   for (std::int64_t i = 0; i < options.count && prompts > 0; ++i) {
-    set.prompts.push_back(options.prompts[static_cast<std::size_t>(i * prompts / options.count)]);
+    prompt_of.push_back(i * prompts / options.count);
+    set.prompts.push_back(options.prompts[static_cast<std::size_t>(prompt_of.back())]);
   }
-  if (options.labels_from_prompts) {
-    if (prompts == 0) throw std::invalid_argument("samples labelled by prompt need prompts");
-    set.labels = at::arange(options.count, at::kLong).mul(prompts).floor_divide(options.count);
-  }
+  if (options.labels_from_prompts) set.labels = at::tensor(prompt_of, at::kLong);
   const bool model_labels = set.labels.defined() && (!options.labels_from_prompts || options.num_classes > 0);
   model.module().eval();
   torch::NoGradGuard no_grad;

@@ -275,7 +275,7 @@ TEST(RecordReplayModels, TheStepAfterAResumeKeepsC) {
 // caption (captioned_neighbours): the release moves by at most C either way.
 Report run_text_audit(const DpSgdAudit& a) {
   const ImageShape s{3, 8, 8};
-  const ReplayData d = ReplayData(random_images(records, 7, s)).captioned(typical_captions(records));
+  const ReplayData d = replay_records(random_images(records, 7, s), true);
   const Report r = audit_dp_sgd(a, d, captioned_neighbours(adversarial_neighbours(1e6, 1, s), s), typical_reference(s));
   std::cout << a.name << ":\n" << r.describe();
   return r;

@@ -76,13 +76,17 @@ std::optional<text_encoders::CompVisBertConfig> text_config(const Config& c, con
   return t;
 }
 
+// The networks: the autoencoder, the UNet (on text when there is a vocabulary) and its text encoder.
+std::shared_ptr<LatentNetworks> latent_networks(const Config& c, const std::optional<WordPieceTokenizer>& vocab) {
+  const dm::UnetConfig unet = unet_on(c, vocab.has_value());
+  return std::make_shared<LatentNetworks>(dm::autoencoder_config(c), unet, text_config(c, vocab, unet.context_dim));
+}
+
 class LatentUnet : public Model {
  public:
   explicit LatentUnet(const Config& c)
       : tokenizer_(text_vocabulary(c)),
-        networks_(std::make_shared<LatentNetworks>(
-            dm::autoencoder_config(c), unet_on(c, tokenizer_.has_value()),
-            text_config(c, tokenizer_, unet_on(c, tokenizer_.has_value()).context_dim))),
+        networks_(latent_networks(c, tokenizer_)),
         // Scaled latents have unit variance (LDM's scale factor), so sigma_data = 1.
         preconditioning_(dm::parameterization_from_string(c.get_string("preconditioning")), 1.0),
         label_dropout_(c.get_double("label_dropout")),

@@ -361,9 +361,7 @@ void check_every_direction(const MechanismUnderTest& make, MechanismSettings set
 
 NoiseCheck check_noise_calibration(const MechanismUnderTest& make, const NoiseCheckOptions& o) {
   if (o.replays < 2 || o.records < 1) throw std::invalid_argument("noise check: need >= 2 replays and >= 1 record");
-  const ReplayData plain(random_images(o.records, 5, o.shape));
-  const bool text = o.model.make && o.model.make()->conditions_on_text();  // records with captions
-  const ReplayData data = text ? plain.captioned(typical_captions(o.records)) : plain.captioned({});
+  const ReplayData data = replay_records(random_images(o.records, 5, o.shape), reads_text(o.model));
   MechanismSettings settings;
   settings.batch_size = o.records;  // q = 1
   settings.steps = 2;

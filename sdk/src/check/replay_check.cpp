@@ -36,9 +36,8 @@ DpSgdAudit audit_of(const MechanismUnderTest& make, const ReplayCheckOptions& o,
 
 Report check_by_record_replay(const MechanismUnderTest& make, const ReplayCheckOptions& o) {
   Report all;
-  const bool text = o.model.make && o.model.make()->conditions_on_text();  // a record: an image and its caption
-  const ReplayData plain(random_images(o.records, o.data_seed, o.shape));
-  const ReplayData d = text ? plain.captioned(typical_captions(o.records)) : plain.captioned({});
+  const bool text = reads_text(o.model);  // a record: an image and its caption
+  const ReplayData d = replay_records(random_images(o.records, o.data_seed, o.shape), text);
   std::vector<Neighbour> neighbours = adversarial_neighbours(o.magnitude, o.random_neighbours, o.shape);
   if (text) neighbours = captioned_neighbours(std::move(neighbours), o.shape);
   auto audit = [&](const DpSgdAudit& a) { all.merge(audit_dp_sgd(a, d, neighbours, typical_reference(o.shape))); };

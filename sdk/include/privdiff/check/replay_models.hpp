@@ -334,6 +334,14 @@ inline std::vector<std::string> typical_captions(std::int64_t n) {
   return out;
 }
 
+/// Whether the model of `spec` conditions on text (one model built to ask; the stand-in does not).
+inline bool reads_text(const ModelSpec& spec) { return spec.make && spec.make()->conditions_on_text(); }
+
+/// D of a check: `images`, each with a typical caption when the model reads text (`text`).
+inline ReplayData replay_records(const at::Tensor& images, bool text) {
+  return text ? ReplayData(images).captioned(typical_captions(images.size(0))) : ReplayData(images);
+}
+
 /// The neighbours of a text-conditioned model, whose record is an image and its caption: the image
 /// neighbours (adversarial_neighbours) with an extreme caption for the extreme images (past the
 /// context of 77 tokens) and typical ones for the rest, then a typical image with each extreme
