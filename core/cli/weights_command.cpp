@@ -158,12 +158,17 @@ DiffusersFolder diffusers_folder(const fs::path& dir) {
       return {"diffusers AutoencoderKL (config.json), which privdiff's port cannot run: " + std::string(e.what()), ""};
     }
   }
-  if (name != "UNet2DModel") return {"diffusers " + name + " (config.json); privdiff has no model plugin for it yet", ""};
+  if (name != "UNet2DModel" && name != "UNet2DConditionModel") {
+    return {"diffusers " + name + " (config.json); privdiff has no model plugin for it yet", ""};
+  }
+  // Stable Diffusion's UNet is read with its pipeline's VAE and text encoder, the folder above it.
+  const fs::path pipeline = fs::absolute(dir).parent_path();
+  const bool in_pipeline = name == "UNet2DConditionModel" && fs::is_regular_file(pipeline / "model_index.json");
   try {
-    const WeightsImport runnable = import_weights(dir, std::nullopt, std::nullopt);
+    const WeightsImport runnable = import_weights(in_pipeline ? pipeline : dir, std::nullopt, std::nullopt);
     return {runnable.architecture, runnable.recipe};
   } catch (const std::runtime_error& e) {
-    return {"diffusers UNet2DModel (config.json), which privdiff's diffusers_unet model cannot run: " + std::string(e.what()), ""};
+    return {"diffusers " + name + " (config.json), which privdiff's diffusers_unet model cannot run: " + std::string(e.what()), ""};
   }
 }
 
@@ -230,6 +235,7 @@ void export_run(const std::string& source, const std::string& format, const fs::
   } catch (const std::runtime_error& err) {
     throw UsageError(std::string("weights export: ") + err.what());
   }
+  if (!diffusers_config.empty()) fold_adapters(e, model->module());  // diffusers' names only
   const fs::path weights_file = out / (diffusers_config.empty() ? "model.safetensors" : "diffusion_pytorch_model.safetensors");
   if (fs::exists(weights_file)) {
     throw UsageError("weights export: " + weights_file.string() + " exists; choose another -o DIR");
@@ -249,7 +255,7 @@ void add_import_command(CLI::App& weights, int& exit_code) {
   CLI::App* cmd = weights.add_subcommand(
       "import", "Check outside weights against the privdiff model that runs them (every tensor by name and shape) and "
                 "print the recipe tables that start a run from them");
-  cmd->add_option("SRC", args->source, "a diffusers UNet2DModel folder, or DPDM's network as safetensors "
+  cmd->add_option("SRC", args->source, "a diffusers UNet2DModel folder or pipeline folder (Stable Diffusion's included), or DPDM's network as safetensors "
                                        "(scripts/convert_to_safetensors.py --dpdm)")->required();
   cmd->add_option("--image-size", args->image_size, "the images' height and width (DPDM's weights do not record it; "
                                                     "diffusers: the config's sample_size)")->check(at_least(1));

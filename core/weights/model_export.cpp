@@ -3,12 +3,15 @@
 #include "util/json_file.hpp"
 
 #include <privdiff/build_config.hpp>
+#include <privdiff/engine/per_example_layers.hpp>
 #include <privdiff/io/atomic_file.hpp>
 #include <privdiff/io/safetensors.hpp>
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
@@ -173,11 +176,37 @@ void write_model_export(const ModelExport& e, const fs::path& dir, const std::st
   }
   if (diffusers) {
     sdk::write_file_atomically(dir / "config.json", diffusers_config);
+    const nlohmann::json config = nlohmann::json::parse(diffusers_config, nullptr, false);
+    const std::string cls = config.is_object() ? config.value("_class_name", "UNet2DModel") : "UNet2DModel";
     card += "\n## Loading it with diffusers\n\nThis folder is a diffusers model folder (`config.json` and "
-            "`diffusion_pytorch_model.safetensors`; the weights have diffusers' own names):\n\n"
-            "```python\nfrom diffusers import UNet2DModel\n\nunet = UNet2DModel.from_pretrained(\"path/to/this/folder\")\n```\n";
+            "`diffusion_pytorch_model.safetensors`; the weights have diffusers' own names, adapters folded in):\n\n"
+            "```python\nfrom diffusers import " + cls + "\n\nunet = " + cls + ".from_pretrained(\"path/to/this/folder\")\n```\n";
   }
   sdk::write_file_atomically(dir / "README.md", card);
+}
+
+int fold_adapters(ModelExport& e, torch::nn::Module& module) {
+  std::map<std::string, at::Tensor> folded;
+  std::vector<std::string> adapter_prefixes;
+  for (const auto& m : module.named_modules("", false)) {
+    const auto* linear = dynamic_cast<const sdk::engine::Linear*>(m.value().get());
+    if (linear == nullptr || linear->adapter() == nullptr) continue;
+    at::NoGradGuard no_grad;
+    const auto [weight, bias] = linear->adapter()->merged(linear->weight, linear->bias);
+    folded[m.key() + ".weight"] = weight.detach();
+    if (bias.defined()) folded[m.key() + ".bias"] = bias.detach();
+    adapter_prefixes.push_back(m.key() + ".adapter.");
+  }
+  std::vector<std::pair<std::string, at::Tensor>> kept;
+  for (auto& [name, tensor] : e.tensors) {
+    const bool adapter = std::any_of(adapter_prefixes.begin(), adapter_prefixes.end(),
+                                     [&](const std::string& p) { return name.rfind(p, 0) == 0; });
+    if (adapter) continue;
+    const auto it = folded.find(name);
+    kept.emplace_back(name, it == folded.end() ? tensor : it->second);
+  }
+  e.tensors = std::move(kept);
+  return static_cast<int>(adapter_prefixes.size());
 }
 
 }  // namespace privdiff::core

@@ -56,7 +56,12 @@ ModelExport export_run_model(const std::filesystem::path& run_dir, sdk::Model& m
 /// Writes `e` into `dir` (created): model.safetensors, README.md and privdiff-recipe.toml (e.recipe, also
 /// in the metadata). With a diffusers config.json (a diffusers_unet model), the folder is a diffusers
 /// model folder instead: diffusion_pytorch_model.safetensors and config.json, which
-/// UNet2DModel.from_pretrained loads.
+/// UNet2DModel.from_pretrained (or UNet2DConditionModel's) loads.
 void write_model_export(const ModelExport& e, const std::filesystem::path& dir, const std::string& diffusers_config = "");
+
+/// Folds every adapter of `module` (LoRA, IA3: the layer's "adapter" submodule) into its layer's
+/// weight and bias, as sampling computes them, and drops the adapters' tensors from `e`: a diffusers
+/// folder then holds the base model's names only. Returns how many layers were folded.
+int fold_adapters(ModelExport& e, torch::nn::Module& module);
 
 }  // namespace privdiff::core

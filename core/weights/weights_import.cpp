@@ -7,6 +7,7 @@
 #include <privdiff/diffusion/compvis_ldm.hpp>
 #include <privdiff/diffusion/diffusers_autoencoder.hpp>
 #include <privdiff/diffusion/diffusers_unet.hpp>
+#include <privdiff/text_encoders/clip_text_model.hpp>
 #include <privdiff/diffusion/ncsnpp.hpp>
 #include <privdiff/diffusion/preconditioning.hpp>
 #include <privdiff/io/atomic_file.hpp>
@@ -88,12 +89,38 @@ WeightsImport import_dpdm(const fs::path& file, const sdk::SafetensorsFile& weig
 }
 
 // The sampler table of a discrete objective: its noise levels' range.
-std::string discrete_sampler(const sdk::diffusion::Preconditioning& objective, const std::string& guidance_note) {
+std::string discrete_sampler(const sdk::diffusion::Preconditioning& objective, const std::string& guidance_note,
+                             double guidance = 0) {
   std::ostringstream out;
   out << std::setprecision(6) << "[sampler]\ntype = \"ddim\"   # within the model's discrete noise levels\nsteps = 50\n"
       << "sigma_min = " << objective.discrete_sigmas().front() << "\nsigma_max = " << objective.discrete_sigmas().back()
-      << "\nguidance = 0   # " << guidance_note << "\n";
+      << "\nguidance = " << guidance << "   # " << guidance_note << "\n";
   return out.str();
+}
+
+// A UNet2DConditionModel's text side, from its pipeline (the folder above unet/): the CLIPTextModel of
+// text_encoder/ loads and is as wide as the UNet's cross-attention, and tokenizer/ has CLIP's merges.
+// The [model] keys that name them.
+std::string text_side_keys(const fs::path& unet_folder, const sdk::diffusion::DiffusersUNet2DConfig& c) {
+  const fs::path root = fs::absolute(unet_folder).parent_path();
+  const fs::path encoder_dir = root / "text_encoder", tokenizer_dir = root / "tokenizer";
+  if (!fs::is_regular_file(encoder_dir / "config.json") || !fs::is_regular_file(tokenizer_dir / "merges.txt")) {
+    throw std::runtime_error(unet_folder.string() + ": a UNet2DConditionModel reads a CLIP text encoder: import its "
+                             "pipeline folder (model_index.json, with text_encoder/ and tokenizer/merges.txt beside unet/)");
+  }
+  try {
+    sdk::text_encoders::ClipTextModel encoder(sdk::text_encoders::clip_text_config(
+        sdk::read_file(encoder_dir / "config.json"), (encoder_dir / "config.json").string()));
+    sdk::load_pretrained_weights(encoder_dir / "model.safetensors", encoder);
+    if (encoder.config().hidden_size != c.cross_attention_dim) {
+      throw std::runtime_error(encoder_dir.string() + ": its hidden_size " + std::to_string(encoder.config().hidden_size) +
+                               " is not the UNet's cross_attention_dim " + std::to_string(c.cross_attention_dim));
+    }
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(e.what());
+  }
+  return "text_encoder = \"" + encoder_dir.string() + "\"   # frozen\ntokenizer = \"" + tokenizer_dir.string() +
+         "\"\ncaption_dropout = 0.1   # the empty caption, classifier-free guidance's unconditional branch\n";
 }
 
 // A diffusers scheduler_config.json beside the UNet (its folder's scheduler/, or the pipeline's):
@@ -129,7 +156,7 @@ std::string scheduler_keys(const fs::path& unet_folder, sdk::diffusion::Precondi
   return out.str();
 }
 
-// A diffusers UNet2DModel folder (its config.json gives the architecture), with the AutoencoderKL
+// A diffusers UNet2DModel or UNet2DConditionModel folder (its config.json gives the architecture), with the AutoencoderKL
 // folder of its pipeline when it works in a latent space.
 WeightsImport import_diffusers(const fs::path& folder, const fs::path& vae, std::optional<std::int64_t> image_size,
                                std::unique_ptr<torch::nn::Module>& port) {
@@ -141,9 +168,9 @@ WeightsImport import_diffusers(const fs::path& folder, const fs::path& vae, std:
                              "UNet's autoencoder: import the pipeline folder (its unet/ and vae/), or name this folder "
                              "as [model] autoencoder = \"" + folder.string() + "\" of a diffusers_unet recipe");
   }
-  if (name != "UNet2DModel") {
+  if (name != "UNet2DModel" && name != "UNet2DConditionModel") {
     throw std::runtime_error(config_file.string() + ": a diffusers " + name + ", which no privdiff model plugin runs yet "
-                             "(diffusers_unet runs UNet2DModel)");
+                             "(diffusers_unet runs UNet2DModel and UNet2DConditionModel)");
   }
   sdk::diffusion::DiffusersUNet2DConfig c;
   std::int64_t latent_halvings = 0;  // the autoencoder's: the latent space is 2^this times smaller
@@ -169,12 +196,14 @@ WeightsImport import_diffusers(const fs::path& folder, const fs::path& vae, std:
                        times(levels - 1) +
                        (vae.empty() ? std::string() : ", in a latent space " + std::to_string(factor) + " times smaller"));
   WeightsImport out;
-  out.architecture = std::string("diffusers UNet2DModel (config.json)") + (vae.empty() ? "" : " in an AutoencoderKL's latent space") +
-                     ", which privdiff's diffusers_unet model runs";
+  out.architecture = "diffusers " + name + " (config.json)" + (vae.empty() ? "" : " in an AutoencoderKL's latent space") +
+                     (c.conditional() ? ", on its pipeline's CLIP text encoder" : "") + ", which privdiff's diffusers_unet model runs";
   out.recipe = "[model]\ntype = \"diffusers_unet\"\nconfig = \"" + fs::absolute(folder).string() + "\"\nnum_classes = " +
                std::to_string(c.num_class_embeds) + "\nimage_size = " + std::to_string(size) + "\n" +
-               (vae.empty() ? "" : "autoencoder = \"" + fs::absolute(vae).string() + "\"\n") + scheduler +
-               discrete_sampler(objective, "a diffusers class embedding has no null class");
+               (vae.empty() ? "" : "autoencoder = \"" + fs::absolute(vae).string() + "\"\n") +
+               (c.conditional() ? text_side_keys(folder, c) : "") + scheduler +
+               (c.conditional() ? discrete_sampler(objective, "on the captions: Stable Diffusion's guidance scale 7.5 (w = scale - 1)", 6.5)
+                                : discrete_sampler(objective, "a diffusers class embedding has no null class"));
   return out;
 }
 
@@ -257,7 +286,7 @@ WeightsImport import_weights(const fs::path& source, std::optional<std::int64_t>
                              "the checkpoint with scripts/convert_to_safetensors.py --ldm-config CONFIG.yaml (the YAML it "
                              "was trained with)");
   } else {
-    throw std::runtime_error(file.string() + ": not recognised (privdiff imports diffusers UNet2DModel folders and "
+    throw std::runtime_error(file.string() + ": not recognised (privdiff imports diffusers UNet2DModel and UNet2DConditionModel folders and "
                              "DPDM's network; privdiff weights inspect lists what it holds)");
   }
   sdk::load_pretrained_weights(file, *port);  // every tensor by name and shape, or the first mismatch named

@@ -35,3 +35,28 @@ tiny_glyph_pretraining() {
   printf '[data]\ndataset = "glyphs"\ncharacters = "ABCDEFGHIJ"\nper_class = 3\ncache = "%s"\n%s\n' "$1" "$tiny_model"
   printf '[[stage]]\nmechanism = "nonprivate"\nbatch_size = 8\nsteps = 2\n'
 }
+# captioned_faces DIR SIZE: an image folder of six one-colour SIZE x SIZE RGB PNGs with a caption each
+# ("The man is smiling.", ...) in DIR/metadata.jsonl, captions = "table"'s layout: private captioned data.
+captioned_faces() {
+  python3 - "$1" "$2" <<'PY'
+import json, os, struct, sys, zlib
+d, n = sys.argv[1], int(sys.argv[2])
+os.makedirs(d)
+def png(path, rgb):  # an 8-bit RGB n x n PNG of one colour
+    chunk = lambda t, b: struct.pack(">I", len(b)) + t + b + struct.pack(">I", zlib.crc32(t + b))
+    rows = b"".join(b"\0" + bytes(rgb) * n for _ in range(n))
+    open(path, "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", n, n, 8, 2, 0, 0, 0)) +
+                           chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+captions = ["The woman has wavy hair.", "The man is smiling.", "A photo of a young woman.",
+            "The man has a beard.", "The woman wears a hat.", "A photo of an old man."]
+with open(f"{d}/metadata.jsonl", "w") as f:
+    for i, c in enumerate(captions):
+        png(f"{d}/{i}.png", (40 * i, 200 - 30 * i, 90))
+        f.write(json.dumps({"file_name": f"{i}.png", "text": c}) + "\n")
+PY
+}
+# captioned_faces_tables DIR SIZE: [privacy] (epsilon 10, RDP) and the [data] table of captioned_faces DIR SIZE.
+captioned_faces_tables() {
+  printf '[privacy]\nepsilon = 10.0\ndelta = 1e-5\naccountant = "rdp"\n[data]\ndataset = "image_folder"\npath = "%s"\n' "$1"
+  printf 'layout = "flat"\nchannels = 3\nimage_size = %s\ncaptions = "table"\ncaption_path = "%s/metadata.jsonl"\n' "$2" "$1"
+}

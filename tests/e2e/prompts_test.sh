@@ -55,22 +55,7 @@ passed=$((passed + 1))
 # image folder: its SpatialTransformers and text encoder train ("attention"); public prompts sample and
 # are written beside the images; a private caption is refused; --allow-private-prompts samples with a
 # caveat in ledger.json, privacy.json and summary.json.
-python3 - "$tmp/faces" <<'PY'
-import json, os, struct, sys, zlib
-d = sys.argv[1]
-os.makedirs(d)
-def png(path, rgb):  # an 8-bit RGB 8 x 8 PNG of one colour
-    chunk = lambda t, b: struct.pack(">I", len(b)) + t + b + struct.pack(">I", zlib.crc32(t + b))
-    rows = b"".join(b"\0" + bytes(rgb) * 8 for _ in range(8))
-    open(path, "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 8, 8, 8, 2, 0, 0, 0)) +
-                           chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
-captions = ["The woman has wavy hair.", "The man is smiling.", "A photo of a young woman.",
-            "The man has a beard.", "The woman wears a hat.", "A photo of an old man."]
-with open(f"{d}/metadata.jsonl", "w") as f:
-    for i, c in enumerate(captions):
-        png(f"{d}/{i}.png", (40 * i, 200 - 30 * i, 90))
-        f.write(json.dumps({"file_name": f"{i}.png", "text": c}) + "\n")
-PY
+captioned_faces "$tmp/faces" 8
 ldm="$fixtures/text/compvis_txt2img/model.safetensors"
 text_model_stage() {  # $1: the batch size. The fixture LDM, its transformers and text encoder trained under DP.
   cat <<TOML
@@ -90,18 +75,7 @@ cat > "$tmp/txt2img.toml" <<TOML
 [run]
 init_from = "$ldm"
 init_from_disjoint = true
-[privacy]
-epsilon = 10.0
-delta = 1e-5
-accountant = "rdp"
-[data]
-dataset = "image_folder"
-path = "$tmp/faces"
-layout = "flat"
-channels = 3
-image_size = 8
-captions = "table"
-caption_path = "$tmp/faces/metadata.jsonl"
+$(captioned_faces_tables "$tmp/faces" 8)
 $(text_model_stage 2)
 [sampler]
 type = "ddim"

@@ -9,9 +9,9 @@
 // no earlier batch), and a run stopped after 2 steps and resumed from its checkpoint (the host's
 // save_checkpoint / load_checkpoint): it equals the uninterrupted run, and its first step after the
 // resume keeps C. Planted bugs (clipping at 2C; a selection ignored) are reported on real models.
-// Text-to-image (CompVis's txt2img layout, DP-LDM's selection): a record is an image and its caption,
-// x's caption alone moves the release by at most C, and a text encoder trained outside the clipping
-// is reported.
+// Text-to-image (CompVis's txt2img layout, DP-LDM's selection; Stable Diffusion's layout with LoRA):
+// a record is an image and its caption, x's caption alone moves the release by at most C, and a text
+// encoder trained outside the clipping is reported.
 #include "../sdk/engine/record_replay.hpp"
 #include "installed_plugins.hpp"
 
@@ -123,6 +123,24 @@ ModelSpec txt2img() {
   return installed("compvis_ldm", {{"config", ConfigValue{ldm.string()}},
                                    {"tokenizer", ConfigValue{(text_fixtures / "bert_vocab.txt").string()}},
                                    {"caption_dropout", ConfigValue{0.0}}});
+}
+
+// Stable Diffusion's layout, the fixture pipeline (diffusers' StableDiffusionPipeline, tiny): 3x8x8 images
+// through its AutoencoderKL to 4x4x4 latents, its UNet2DConditionModel cross-attending to its frozen CLIP
+// text encoder, with LoRA on every transformer's attention (DP-LoRA's setting; PEFT's SD targets).
+ModelSpec stable_diffusion_lora() {
+  const auto sd = std::filesystem::path(PRIVDIFF_TEST_FIXTURE_DIR) / "weights" / "diffusers" / "sd_tiny";
+  return installed("diffusers_unet", {{"config", ConfigValue{(sd / "unet").string()}},
+                                      {"autoencoder", ConfigValue{(sd / "vae").string()}},
+                                      {"text_encoder", ConfigValue{(sd / "text_encoder").string()}},
+                                      {"tokenizer", ConfigValue{(sd / "tokenizer").string()}},
+                                      {"image_size", integer(8)},
+                                      {"caption_dropout", ConfigValue{0.0}}},
+                   [](sdk::Model& m) {
+                     privdiff::testing::make_installed<sdk::Adapter>(
+                         "lora", {{"rank", integer(2)}, {"targets", ConfigValue{std::string("attn[12]\\.(to_q|to_k|to_v|to_out\\.0)$")}}})
+                         ->wrap(m.module());
+                   });
 }
 
 engine::ParameterSelection preset(const std::string& name) {
@@ -315,14 +333,12 @@ class TrainsTheTextEncoderUnclipped : public RecordingMechanism {
   }
 };
 
-TEST(RecordReplayModels, TextToImageEachCaptionWithinCAsDpLdmTrains) {
-  // DP-LDM's selection: the SpatialTransformers and the whole text encoder. C = 1e-3, so that x's
-  // caption alone (a typical image) moves a gradient past C and the audit measures the bound.
-  ModelSpec model = txt2img();
-  model.trains = preset("attention");
-  const engine::DpSgdOptions options = dpsgd_stage({{"train", ConfigValue{std::string("attention")}},
-                                                    {"max_grad_norm", ConfigValue{1e-3}}});
-  DpSgdAudit a = audit_of("txt2img, transformers and text encoder", model, options);
+// `model`, training `train` at C = 1e-3 (so that x's caption alone, with a typical image, moves a gradient
+// past C and the audit measures the bound): no violation, and each caption-only neighbour clipped to C.
+void expect_each_caption_at_the_bound(const std::string& name, ModelSpec model, const std::string& train) {
+  model.trains = preset(train);
+  const engine::DpSgdOptions options = dpsgd_stage({{"train", ConfigValue{train}}, {"max_grad_norm", ConfigValue{1e-3}}});
+  DpSgdAudit a = audit_of(name, model, options);
   const Report r = run_text_audit(a);
   EXPECT_TRUE(r.violations.empty()) << r.describe();
   EXPECT_LE(r.worst_ratio(), 1.0 + a.relative_slack);
@@ -333,6 +349,17 @@ TEST(RecordReplayModels, TextToImageEachCaptionWithinCAsDpLdmTrains) {
     EXPECT_GT(m.distance / m.bound, 1.0 - 1e-3) << m.name;  // clipped: the caption's gradient reached C
   }
   EXPECT_GE(caption_alone, 4);
+}
+
+TEST(RecordReplayModels, TextToImageEachCaptionWithinCAsDpLdmTrains) {
+  // DP-LDM's selection: the SpatialTransformers and the whole text encoder.
+  expect_each_caption_at_the_bound("txt2img, transformers and text encoder", txt2img(), "attention");
+}
+
+TEST(RecordReplayModels, StableDiffusionLoraEachCaptionWithinC) {
+  // DP-LoRA on SD's layout: only the adapters train; the caption reaches them through the frozen text
+  // encoder and the cross-attention.
+  expect_each_caption_at_the_bound("SD layout + LoRA on attention", stable_diffusion_lora(), "adapter");
 }
 
 TEST(RecordReplayModels, ReportsATextEncoderTrainedOutsideTheClipping) {

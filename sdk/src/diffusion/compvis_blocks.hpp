@@ -126,34 +126,39 @@ class TransformerBlock : public torch::nn::Module {
   std::shared_ptr<LayerNorm> norm1_, norm2_, norm3_;
 };
 
-// attention.SpatialTransformer: GroupNorm (32, eps 1e-6), a 1x1 conv to tokens, the transformer
-// blocks, a 1x1 conv back, plus the input.
+// attention.SpatialTransformer: GroupNorm (32 groups unless told, eps 1e-6), a 1x1 conv to tokens, the
+// transformer blocks, a 1x1 conv back, plus the input. diffusers' Transformer2DModel has the same
+// names; with use_linear_projection (SD 2.x) its projections are Linear layers on the tokens.
 class SpatialTransformer : public torch::nn::Module {
  public:
   SpatialTransformer(std::int64_t channels, std::int64_t heads, std::int64_t head_dim, std::int64_t depth,
-                     std::int64_t context_dim) {
+                     std::int64_t context_dim, std::int64_t groups = 32, bool linear_projection = false) {
     const std::int64_t inner = heads * head_dim;
-    norm_ = register_module("norm", std::make_shared<GroupNorm>(32, channels, 1e-6));
-    proj_in_ = register_module("proj_in", padded_conv(channels, inner, 1));
+    norm_ = register_module("norm", std::make_shared<GroupNorm>(groups, channels, 1e-6));
+    if (linear_projection) linear_in_ = register_module("proj_in", std::make_shared<Linear>(channels, inner));
+    else proj_in_ = register_module("proj_in", padded_conv(channels, inner, 1));
     auto list = register_module("transformer_blocks", torch::nn::ModuleList());
     for (std::int64_t d = 0; d < depth; ++d) {
       blocks_.push_back(std::make_shared<TransformerBlock>(inner, context_dim, heads, head_dim));
       list->push_back(blocks_.back());
     }
-    proj_out_ = register_module("proj_out", padded_conv(inner, channels, 1));
+    if (linear_projection) linear_out_ = register_module("proj_out", std::make_shared<Linear>(inner, channels));
+    else proj_out_ = register_module("proj_out", padded_conv(inner, channels, 1));
   }
   at::Tensor forward(const at::Tensor& x, const at::Tensor& context) {
     const std::int64_t b = x.size(0), h = x.size(2), w = x.size(3);
-    at::Tensor t = proj_in_->forward(norm_->forward(x));
-    const std::int64_t c = t.size(1);
-    t = t.reshape({b, c, h * w}).transpose(1, 2);
+    auto tokens = [&](const at::Tensor& map) { return map.reshape({b, map.size(1), h * w}).transpose(1, 2); };
+    at::Tensor t = linear_in_ ? linear_in_->forward(tokens(norm_->forward(x))) : tokens(proj_in_->forward(norm_->forward(x)));
     for (auto& block : blocks_) t = block->forward(t, context);
-    return proj_out_->forward(t.transpose(1, 2).reshape({b, c, h, w})) + x;
+    if (linear_out_) t = linear_out_->forward(t);
+    const at::Tensor map = t.transpose(1, 2).reshape({b, t.size(2), h, w});
+    return (linear_out_ ? map : proj_out_->forward(map)) + x;
   }
 
  private:
   std::shared_ptr<GroupNorm> norm_;
   std::shared_ptr<Conv2d> proj_in_, proj_out_;
+  std::shared_ptr<Linear> linear_in_, linear_out_;
   std::vector<std::shared_ptr<TransformerBlock>> blocks_;
 };
 

@@ -60,6 +60,18 @@ bool position_ids_bookkeeping(const SafetensorsFile& weights, const SafetensorsE
   return ids.equal(at::arange(ids.numel(), ids.options()));
 }
 
+// transformers 5 saves a model whose weights all live under one child without that child's name
+// (CLIPTextModel's text_model.): the child such a file is for, or null.
+torch::nn::Module* unprefixed_child(const SafetensorsFile& weights, torch::nn::Module& module) {
+  const auto children = module.named_children();
+  if (children.size() != 1 || !module.named_parameters(false).is_empty() || !module.named_buffers(false).is_empty()) return nullptr;
+  const std::string prefix = children.begin()->key() + ".";
+  for (const auto& e : weights.entries()) {
+    if (e.name.rfind(prefix, 0) == 0) return nullptr;
+  }
+  return children.begin()->value().get();
+}
+
 }  // namespace
 
 // A float parameter takes float weights only, and only finite ones: an integer tensor (a wrong file
@@ -81,6 +93,7 @@ static void check_values(const std::string& name, const std::string& where, cons
 
 void load_pretrained_weights(const fs::path& file, torch::nn::Module& module) {
   const SafetensorsFile weights(file);
+  if (torch::nn::Module* child = unprefixed_child(weights, module)) return load_pretrained_weights(file, *child);
   const std::string where = file.string();
   const auto adapters = adapter_prefixes(module);
   auto in_adapter = [&](const std::string& name) {

@@ -5,11 +5,13 @@
 /// recipe key that names it (refused there), caption dropout for classifier-free guidance (each
 /// example's caption replaced by the empty caption with probability p, drawn from the loss's generator,
 /// so a replay with the same seed drops the same), and the captions' token ids padded to the context.
-/// compvis_ldm (CompVis's BERTEmbedder) and latent_unet (its text encoder) share it.
+/// compvis_ldm (CompVis's BERTEmbedder), latent_unet (its text encoder) and diffusers_unet (Stable
+/// Diffusion's CLIP text encoder) share it.
 
 #include <privdiff/components/model.hpp>
 #include <privdiff/config/config.hpp>
 #include <privdiff/config/key_value_error.hpp>
+#include <privdiff/text/tokenizer.hpp>
 #include <privdiff/text/wordpiece_tokenizer.hpp>
 
 #include <ATen/ATen.h>
@@ -60,7 +62,7 @@ inline std::vector<std::string> captions_with_dropout(const Conditioning& cond, 
 
 /// The captions' ids padded to the context, int64 [n, context] on `device`; std::invalid_argument
 /// naming `model` for a batch without a caption per example (this model reads nothing else).
-inline at::Tensor caption_token_ids(const WordPieceTokenizer& tokenizer, const std::vector<std::string>& captions,
+inline at::Tensor caption_token_ids(const Tokenizer& tokenizer, const std::vector<std::string>& captions,
                                     std::int64_t n, c10::Device device, const std::string& model) {
   if (static_cast<std::int64_t>(captions.size()) != n) {
     throw std::invalid_argument(model + ": the model conditions on text and needs a caption per example (" +
