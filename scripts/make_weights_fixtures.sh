@@ -12,6 +12,7 @@ source "$root/scripts/pinned_venv.sh"
 pinned_venv weights-venv "$root/scripts/weights_fixtures/requirements.txt"
 "$venv/bin/python" "$root/scripts/weights_fixtures/safetensors_reference.py" "$root/tests/fixtures/weights"
 "$venv/bin/python" "$root/scripts/weights_fixtures/diffusers_reference.py" "$root/tests/fixtures/weights"
+"$venv/bin/python" "$root/scripts/weights_fixtures/clip_reference.py" "$root/tests/fixtures/weights"
 dpdm_commit=29bb94d92bb5440a664dbaa915c06a7397ea9ff3  # github.com/nv-tlabs/DPDM, "updated TMLR"
 dpdm=${DPDM_SRC:-${PRIVDIFF_CACHE:-$HOME/.cache/privdiff}/dpdm-src}
 if [ "$(git -C "$dpdm" rev-parse HEAD 2>/dev/null)" != "$dpdm_commit" ]; then

@@ -183,6 +183,7 @@ CLI::App* add_eval_command(CLI::App& app, const GlobalOptions& global, int& exit
     nlohmann::json result;
     try {
       set = read_labelled_images(images, labels, 256);
+      set.prompts = prompts_beside(images, set.count());  // what a text-image evaluator (clip_score) reads
       result = evaluate_image_set(set, plan, evaluators,
                                   [&registry](const DataSection& data) { return open_dataset(data, registry); }, log);
     } catch (const std::invalid_argument& e) {

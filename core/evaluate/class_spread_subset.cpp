@@ -16,8 +16,13 @@ sdk::LabelledImages class_spread_subset(const sdk::LabelledImages& set, std::int
   const at::Tensor place = (rank.to(at::kDouble) + 0.5) / class_count.to(at::kDouble);
   const at::Tensor first = std::get<1>(place.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false));
   const at::Tensor chosen = std::get<0>(first.narrow(0, 0, count).sort());  // back into the set's order
-  return {set.images.index_select(0, chosen.to(set.images.device())),
-          set.labels.index_select(0, chosen.to(set.labels.device()))};
+  sdk::LabelledImages out{set.images.index_select(0, chosen.to(set.images.device())),
+                          set.labels.index_select(0, chosen.to(set.labels.device())), {}};
+  if (!set.prompts.empty()) {
+    const auto* index = chosen.data_ptr<std::int64_t>();
+    for (std::int64_t i = 0; i < chosen.numel(); ++i) out.prompts.push_back(set.prompts.at(static_cast<std::size_t>(index[i])));
+  }
+  return out;
 }
 
 }  // namespace privdiff::core

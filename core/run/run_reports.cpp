@@ -81,7 +81,7 @@ void RunOrchestrator::run_evals(RunSession& s) {
     const bool training = entry.get_string("reference") == "training";
     plan.reference = training ? split : "test";
     nlohmann::json result =
-        evaluate_image_set(sdk::LabelledImages{sdk::pixels_from_bytes(set.images), set.labels}, plan,
+        evaluate_image_set(sdk::LabelledImages{sdk::pixels_from_bytes(set.images), set.labels, set.prompts}, plan,
                            components_.evaluators.at(e), open_dataset_, s.log);
     if (training) {
       result["caveats"] = nlohmann::json::array(

@@ -211,4 +211,25 @@ fs::path labels_file_beside(const fs::path& images_file) {
   return images_file.parent_path() / name;
 }
 
+fs::path prompts_file_beside(const fs::path& images_file) {
+  const std::string name = images_file.filename().string();
+  const auto at = name.rfind("-images-idx3-ubyte");
+  if (at == std::string::npos) return {};
+  return images_file.parent_path() / (name.substr(0, at) + "-prompts.txt");
+}
+
+std::vector<std::string> prompts_beside(const fs::path& images_file, std::int64_t count) {
+  const fs::path file = prompts_file_beside(images_file);
+  std::error_code ec;
+  if (file.empty() || !fs::is_regular_file(file, ec)) return {};
+  std::vector<std::string> out;
+  std::istringstream in(sdk::read_file(file));
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  if (static_cast<std::int64_t>(out.size()) != count) {
+    throw std::invalid_argument(file.string() + ": " + std::to_string(out.size()) + " prompts for " + std::to_string(count) +
+                                " images (the prompts file privdiff sample wrote beside them, one a line)");
+  }
+  return out;
+}
+
 }  // namespace privdiff::core

@@ -69,5 +69,11 @@ std::filesystem::path write_sample_set(const std::filesystem::path& prefix, cons
 /// The labels file of an IDX image file, by the MNIST naming convention
 /// ("…-images-idx3-ubyte[.gz]" -> "…-labels-idx1-ubyte[.gz]"); empty when the name does not follow it.
 std::filesystem::path labels_file_beside(const std::filesystem::path& images_file);
+/// The prompts file write_sample_set writes beside an images file (PREFIX-prompts.txt, one prompt a
+/// line), or empty when the name is not ...-images-idx3-ubyte[.gz].
+std::filesystem::path prompts_file_beside(const std::filesystem::path& images_file);
+/// Each image's prompt from the prompts file beside `images_file`, when there is one (empty when not);
+/// std::invalid_argument naming the file when it holds another number of lines than `count`.
+std::vector<std::string> prompts_beside(const std::filesystem::path& images_file, std::int64_t count);
 
 }  // namespace privdiff::core

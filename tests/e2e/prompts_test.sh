@@ -120,7 +120,7 @@ passed=$((passed + 1))
 # 7. [[eval]] prompts: a captioned IDX set of three colours (3x8x8, template captions), fine-tuned from
 # the faces run (init_from, its ledger not carried). Prompts label their samples (text alignment); one of
 # the ancestry's private captions is refused at its recipe line before the run trains, or sampled with a
-# caveat on the run and on the eval.
+# caveat on the run and on the eval. CLIP scores the prompted samples, in the run and by privdiff eval.
 python3 - "$tmp/colours" <<'PY'
 import gzip, os, random, struct, sys
 d = sys.argv[1]
@@ -164,11 +164,13 @@ samples = 21
 epochs = 1
 labels = "prompts"
 held_out_near_duplicates = "caveat"   # random squares: a test image may be near one of training
-evaluators = ["dpdm_classifiers"]
+evaluators = ["dpdm_classifiers", "clip_score"]
 $1
 ${2:-}
 [eval.dpdm_classifiers]
 classifiers = ["logreg"]
+[eval.clip_score]
+weights = "$fixtures/weights/clip/clip_tiny"   # a tiny random transformers CLIPModel
 TOML
 }
 eval_recipe 'prompts = ["a photo of the red square.", "a green thing", "the blue one"]' > "$tmp/eval.toml"
@@ -181,7 +183,16 @@ assert r["prompts"] == ["a photo of the red square.", "a green thing", "the blue
 assert r["labels"].startswith("prompts"), r.get("labels")
 lines = open(sys.argv[2]).read().splitlines()
 assert lines == ["a photo of the red square."] * 7 + ["a green thing"] * 7 + ["the blue one"] * 7, lines
+clip = r["evaluators"]["clip_score"]
+assert 0 <= clip["metrics"]["clip_score"] <= 100 and clip["details"]["distinct_prompts"] == 3, clip
 PY
+# The same samples scored by privdiff eval: it reads their prompts from the -prompts.txt beside them
+# (--allow-private-data: the run's ancestry, the fixture LDM, has no data record to compare against).
+out=$("$privdiff" eval "$tmp/e/samples/eval0-images-idx3-ubyte.gz" --real idx --real-path "$tmp/colours" --allow-private-data \
+  --evaluator clip_score --set clip_score.weights="$fixtures/weights/clip/clip_tiny" --json 2>"$tmp/eval.err") ||
+  fail "privdiff eval --evaluator clip_score: $out $(cat "$tmp/eval.err")"
+python3 -c 'import json, sys; d = json.loads(sys.argv[1])["evaluators"]["clip_score"]["details"]; assert d["distinct_prompts"] == 3, d' "$out" ||
+  fail "privdiff eval did not read the prompts: $out"
 eval_recipe 'prompts = ["a green thing", "The man is  SMILING!"]' > "$tmp/private-eval.toml"
 out=$("$privdiff" validate "$tmp/private-eval.toml" 2>&1); code=$?
 [ $code = 2 ] || fail "a private [[eval]] prompt: exit $code, not 2: $out"

@@ -26,9 +26,11 @@
 
 namespace privdiff::sdk {
 
-/// Images float [N, C, H, W] in [-1, 1] with int64 labels [N].
+/// Images float [N, C, H, W] in [-1, 1] with int64 labels [N]; for samples drawn from prompts, each
+/// one's prompt (what a text-image score such as CLIP's reads), else no prompts.
 struct LabelledImages {
   at::Tensor images, labels;
+  std::vector<std::string> prompts = {};  ///< empty, or one per image
   std::int64_t count() const { return images.defined() ? images.size(0) : 0; }
 };
 
