@@ -20,6 +20,8 @@
 //   adam         a stage's optimizer step and weight average (MultiTensorAdam, update_moving_average)
 //   libtorch_adam the same with LibTorch's per-tensor Adam and average (privdiff 0.11's)
 // PRIVDIFF_BENCH_PROFILE=FILE also writes a profile of the timed steps (see ProfiledSteps).
+// PRIVDIFF_BENCH_CLIP_PASSES=one|two: the vectorised path's backward passes for auto and dp_step
+// (fast_gradient_clipping.hpp); default one, as a stage's.
 // Usage: engine_bench MODE BATCH K [REPEATS] [cpu|cuda] [float32|tf32|bf16] [dpdm|quickstart]
 //   (quickstart: the quickstart's 281k UNet, 16 channels x(1,2,2), one block)  -> one JSON line with the median seconds per
 // step, rows per second and the peak memory (resident on the CPU; the caching allocator's peak on
@@ -201,6 +203,8 @@ int bench(int argc, char** argv) {
     return std::chrono::duration<double>(Clock::now() - t).count();
   };
   const bool whole_step = mode == "dp_step" || mode == "dp_step_automatic_clipping";
+  const char* passes_env = std::getenv("PRIVDIFF_BENCH_CLIP_PASSES");
+  const engine::ClipPasses passes = passes_env ? engine::clip_passes_from_string(passes_env) : engine::ClipPasses::one;
   engine::ClipRule rule;
   if (mode == "dp_step_automatic_clipping") {
     rule = [](const at::Tensor& squared) { return 1.0 / (squared.sum(1).sqrt() + 0.01); };
@@ -215,6 +219,7 @@ int bench(int argc, char** argv) {
         settings.may_shrink_chunk = true;
         settings.group = k;
         settings.rule = rule;
+        settings.passes = passes;
         plan = engine::calibrate_engine(unet, settings, planner);
         planned = true;
         for (const auto& [key, value] : plan.describe(planner)) std::fprintf(stderr, "%s: %s\n", key.c_str(), value.c_str());
@@ -286,6 +291,12 @@ int bench(int argc, char** argv) {
   for (const auto& [name, value] : times[times.size() / 2].second) {
     parts_json += (parts_json.empty() ? "" : ", ") + ("\"" + name + "\": " + std::to_string(value));
   }
+  std::string plan_json;  // auto, dp_step: what the calibration chose (path, chunk, passes, norm strategies)
+  if (planned) {
+    for (const auto& [key, value] : plan.describe(planner)) {
+      plan_json += (plan_json.empty() ? "" : ", ") + ("\"" + key + "\": \"" + value + "\"");
+    }
+  }
   std::string shapes_json;
   std::vector<std::vector<std::int64_t>> shapes;
   for (const auto& p : unet.parameters()) shapes.emplace_back(p.sizes().begin(), p.sizes().end());
@@ -297,10 +308,10 @@ int bench(int argc, char** argv) {
   }
   std::printf("{\"mode\": \"%s\", \"device\": \"%s\", \"batch\": %lld, \"k\": %lld, \"parameters\": %lld, "
               "\"threads\": %d, \"precision\": \"%s\", \"seconds_per_step\": %.5f, \"rows_per_second\": %.0f, \"peak_rss_mib\": %.0f, "
-              "\"allocator\": \"%s\", \"parts\": {%s}, \"shapes\": [%s]}\n",
+              "\"clip_passes\": \"%s\", \"plan\": {%s}, \"allocator\": \"%s\", \"parts\": {%s}, \"shapes\": [%s]}\n",
               mode.c_str(), device.str().c_str(), static_cast<long long>(batch), static_cast<long long>(k),
               static_cast<long long>(unet.parameter_count()), at::get_num_threads(), engine::to_string(precision).c_str(), median,
               static_cast<double>(batch * k) / median, peak_device_mib(device),
-              allocator.c_str(), parts_json.c_str(), shapes_json.c_str());
+              engine::to_string(passes).c_str(), plan_json.c_str(), allocator.c_str(), parts_json.c_str(), shapes_json.c_str());
   return 0;
 }

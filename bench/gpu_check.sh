@@ -8,7 +8,8 @@
 # that fails does not stop the next.
 # Usage: bench/gpu_check.sh OUTDIR [SECONDS]   (Opacus first: pip install opacus==1.6.0)
 #   GPU_BENCH_SHAPES (default "256x1 1024x1 64x8 32x32"), GPU_BENCH_BF16=0 (no bf16 column),
-#   PAPER_STEPS (default 4), PAPER_PHYSICAL_BATCH (default 128), GPU_CHECK_PARTS (default
+#   PAPER_STEPS (default 4), PAPER_PHYSICAL_BATCH (default 128), PAPER_CLIP_PASSES (one or two, default
+#   one: the stage's clip_passes), GPU_CHECK_PARTS (default
 #   "tests bench profile paper": a lease too short for all picks some; the build always comes first),
 #   GPU_CHECK_TARGETS (what the build makes; `ctest -L gpu` needs all of the default's)
 set -uo pipefail
@@ -70,7 +71,8 @@ fi
 
 if wanted paper && [ "$(left)" -gt 60 ]; then  # the paper schedule: a few logical steps, a checkpoint, a resume
   rm -rf /tmp/paper-run  # a rerun on the same warm machine starts it afresh
-  paper=(--set run.device=cuda --set stage.0.physical_batch_size="${PAPER_PHYSICAL_BATCH:-128}")
+  paper=(--set run.device=cuda --set stage.0.physical_batch_size="${PAPER_PHYSICAL_BATCH:-128}"
+         --set stage.0.clip_passes="${PAPER_CLIP_PASSES:-one}")
   timeout "$(($(left) - 40))" "$build/bin/privdiff" run examples/recipes/dpdm_fmnist_eps10.toml "${paper[@]}" \
     --stop-after-steps "${PAPER_STEPS:-4}" --out /tmp/paper-run > "$out/paper_schedule.log" 2>&1
   echo "== paper schedule: stopped with exit code $? (3: checkpointed on request)"

@@ -62,7 +62,7 @@ contains "run.threads: expected integer in [0, 1024]"
 expect 0 "plugins list" -- "$privdiff" "${good[@]}" plugins list
 contains "fixture_model"; contains "libfixture_components.so"; contains "1.2.3"; contains "samplers:"
 expect 0 "plugins list with a refused plugin" -- "$privdiff" "${good[@]}" --plugin-path "$plugins/wrong_abi" plugins list
-contains "refused plugins:"; contains "refused: plugin ABI version 12, this privdiff expects 11"
+contains "refused plugins:"; contains "refused: plugin ABI version 13, this privdiff expects 12"
 expect 0 "PRIVDIFF_PLUGIN_PATH" -- env PRIVDIFF_PLUGIN_PATH="$plugins/good:$plugins/throwing_registration" "$privdiff" plugins list
 contains "fixture_sampler"; contains "registration failed: fixture registration exploded"
 

@@ -60,3 +60,16 @@ captioned_faces_tables() {
   printf '[privacy]\nepsilon = 10.0\ndelta = 1e-5\naccountant = "rdp"\n[data]\ndataset = "image_folder"\npath = "%s"\n' "$1"
   printf 'layout = "flat"\nchannels = 3\nimage_size = %s\ncaptions = "table"\ncaption_path = "%s/metadata.jsonl"\n' "$2" "$1"
 }
+# random_idx_data DIR SEED: 40 random 28 x 28 training images (four of each class, labels i % 10) and 20
+# test images, in Fashion-MNIST's IDX layout (releases per class need every class present).
+random_idx_data() {
+  python3 - "$1" "$2" <<'PY'
+import gzip, os, random, struct, sys
+d = sys.argv[1]; os.makedirs(d); random.seed(int(sys.argv[2]))
+for split, n in (("train", 40), ("t10k", 20)):
+    with gzip.open(f"{d}/{split}-images-idx3-ubyte.gz", "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes(random.randrange(256) for _ in range(n * 784)))
+    with gzip.open(f"{d}/{split}-labels-idx1-ubyte.gz", "wb") as f:
+        f.write(struct.pack(">II", 0x801, n) + bytes(i % 10 for i in range(n)))
+PY
+}

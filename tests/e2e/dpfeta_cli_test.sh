@@ -9,15 +9,7 @@ set -u
 privdiff=$1 fixtures=$2
 source "$(dirname "$0")/common.sh"
 # 40 random 28 x 28 images, four of each class (the central images need every class present).
-python3 - "$tmp/data" <<'PY'
-import gzip, os, random, struct, sys
-d = sys.argv[1]; os.makedirs(d); random.seed(1)
-for split, n in (("train", 40), ("t10k", 20)):
-    with gzip.open(f"{d}/{split}-images-idx3-ubyte.gz", "wb") as f:
-        f.write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes(random.randrange(256) for _ in range(n * 784)))
-    with gzip.open(f"{d}/{split}-labels-idx1-ubyte.gz", "wb") as f:
-        f.write(struct.pack(">II", 0x801, n) + bytes(i % 10 for i in range(n)))
-PY
+random_idx_data "$tmp/data" 1
 recipe() {  # recipe FILE STATISTIC WITH_CENTRAL
   {
     cat <<TOML

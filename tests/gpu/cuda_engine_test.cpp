@@ -20,6 +20,7 @@
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
+#include <cstdio>
 #include <utility>
 #include <vector>
 #ifdef PRIVDIFF_GPU_TESTS_CUDA
@@ -78,6 +79,13 @@ double max_relative_error(const std::vector<at::Tensor>& a, const std::vector<at
     worst = std::max(worst, ((a[j] - bj).abs().max() / (bj.abs().max() + 1e-30)).item<double>());
   }
   return worst;
+}
+
+// A calibrating planner and each strategy forced.
+std::vector<NormPlanner> every_gpu_planner() {
+  return {NormPlanner(NormPlanner::Mode::calibrate), NormPlanner(NormPlanner::Mode::fixed, NormStrategy::materialised),
+          NormPlanner(NormPlanner::Mode::fixed, NormStrategy::ghost),
+          NormPlanner(NormPlanner::Mode::fixed, NormStrategy::grouped_convolution)};
 }
 
 }  // namespace
@@ -223,22 +231,23 @@ TEST(Device, CudaWithoutAGpuIsAnErrorNeverACpuRun) {
 }
 
 // Issue #28's engine on the GPU: every norm strategy (ghost, grouped convolution, materialised),
-// the calibrated plan and the micro-batch path give the oracle's clipped sum in float64.
+// the calibrated plan, one and two backward passes, and the micro-batch path give the oracle's clipped
+// sum in float64.
 TEST(Cuda, EveryNormStrategyAndPathMatchesTheOracle) {
   REQUIRE_CUDA();
   for (std::int64_t group : {1, 3}) {
     auto net = tiny_unet(at::kDouble, cuda);
     const RowLoss loss = unet_loss(*net, 4 * group, at::kDouble, cuda);
     const auto reference = clip_and_sum(micro_batch_per_example_gradients(*net, loss, 4, group), 0.05, ClipMode::flat);
-    std::vector<NormPlanner> planners{NormPlanner(NormPlanner::Mode::calibrate),
-                                      NormPlanner(NormPlanner::Mode::fixed, NormStrategy::materialised),
-                                      NormPlanner(NormPlanner::Mode::fixed, NormStrategy::ghost),
-                                      NormPlanner(NormPlanner::Mode::fixed, NormStrategy::grouped_convolution)};
-    for (auto& planner : planners) {
-      const auto fast = clipped_gradient_sum(*net, loss, 4, group, 0.05, ClipMode::flat, planner);
-      EXPECT_TRUE(fast.sums.front().is_cuda());
-      EXPECT_TRUE(at::allclose(fast.norms, reference.norms, 1e-9, 0)) << "K = " << group;
-      EXPECT_LT(max_relative_error(fast.sums, reference.sums), 1e-6) << "K = " << group;
+    for (const bool two_passes : {false, true}) {  // issue #71's two backward passes too
+      std::vector<NormPlanner> planners = every_gpu_planner();
+      for (auto& planner : planners) {
+        const auto fast = two_passes ? clipped_gradient_sum_two_passes(*net, loss, 4, group, 0.05, ClipMode::flat, planner)
+                                     : clipped_gradient_sum(*net, loss, 4, group, 0.05, ClipMode::flat, planner);
+        EXPECT_TRUE(fast.sums.front().is_cuda());
+        EXPECT_TRUE(at::allclose(fast.norms, reference.norms, 1e-9, 0)) << "K = " << group << ", two " << two_passes;
+        EXPECT_LT(max_relative_error(fast.sums, reference.sums), 1e-6) << "K = " << group << ", two " << two_passes;
+      }
     }
     const auto micro = micro_batch_clipped_sum(*net, loss, 4, group, 0.05, ClipMode::flat);
     EXPECT_TRUE(at::allclose(micro.norms, reference.norms, 1e-9, 0));
@@ -283,4 +292,44 @@ TEST(Cuda, LowerPrecisionForwardsAreClippedInFloat32) {
   EXPECT_EQ(at::globalContext().allowTF32CuBLAS(), tf32_cublas);  // the scopes restored the settings
   EXPECT_FALSE(at::globalContext().allowTF32CuDNN());
   at::globalContext().setAllowTF32CuDNN(tf32);
+}
+
+// In float32 with the run's own settings (cuDNN's TF32 allowed, as a stage's default precision) and
+// in bf16 and tf32 forwards, the replay gives the first pass's output gradients bit for bit (else
+// it throws) and the result is the one-pass engine's; the two passes' peak memory is below one pass's.
+TEST(Cuda, TwoBackwardPassesReplayExactlyAndHoldLess) {
+  REQUIRE_CUDA();
+  auto net = tiny_unet(at::kFloat, cuda);
+  const RowLoss plain = unet_loss(*net, 512, at::kFloat, cuda);
+  for (auto precision : {Precision::float32, Precision::tf32, Precision::bf16}) {
+    const RowLoss loss = [&](const at::Tensor& examples) {
+      const PrecisionScope scope(precision, cuda);
+      return plain(examples).to(at::kFloat);
+    };
+    NormPlanner planner(NormPlanner::Mode::cost_model);
+#ifdef PRIVDIFF_GPU_TESTS_CUDA
+    torch::cuda::synchronize();
+    c10::cuda::CUDACachingAllocator::resetPeakStats(cuda.index());
+    const auto base = c10::cuda::CUDACachingAllocator::getDeviceStats(cuda.index()).allocated_bytes[0].current;
+#endif
+    const auto one = clipped_gradient_sum(*net, loss, 4, 128, 1.0, ClipMode::flat, planner);
+#ifdef PRIVDIFF_GPU_TESTS_CUDA
+    torch::cuda::synchronize();
+    const auto one_peak = c10::cuda::CUDACachingAllocator::getDeviceStats(cuda.index()).allocated_bytes[0].peak - base;
+    c10::cuda::CUDACachingAllocator::resetPeakStats(cuda.index());
+#endif
+    ClippedSum two;
+    ASSERT_NO_THROW(two = clipped_gradient_sum_two_passes(*net, loss, 4, 128, 1.0, ClipMode::flat, planner))
+        << to_string(precision);
+#ifdef PRIVDIFF_GPU_TESTS_CUDA
+    torch::cuda::synchronize();
+    const auto two_peak = c10::cuda::CUDACachingAllocator::getDeviceStats(cuda.index()).allocated_bytes[0].peak - base;
+    std::printf("%s: peak above the model, one pass %.1f MiB, two passes %.1f MiB\n", to_string(precision).c_str(),
+                one_peak / 1048576.0, two_peak / 1048576.0);
+    EXPECT_LT(two_peak, one_peak) << to_string(precision);
+#endif
+    // The forward draws nothing: both see the same loss, so the norms agree to float rounding.
+    EXPECT_TRUE(at::allclose(two.norms, one.norms, 1e-4, 1e-6)) << to_string(precision);
+    EXPECT_LT(max_relative_error(two.sums, one.sums), 1e-3) << to_string(precision);
+  }
 }

@@ -139,6 +139,7 @@ inline EnginePlan plan_engine(const DpSgdOptions& options, torch::nn::Module& mo
   settings.mode = options.clipping;
   settings.rule = std::move(rule);
   settings.requested = options.engine_path;
+  settings.passes = options.clip_passes;
   EnginePlan plan = calibrate_engine(module, settings, planner);
   if (settings.may_shrink_chunk && plan.chunk < settings.chunk) chunks.use_chunk(plan.chunk);
   return plan;

@@ -68,6 +68,11 @@ Schema dp_sgd_schema(bool is_private, bool with_noise_multiplicity) {
                       "before the first step and recorded in metrics.jsonl (with secure_noise = false, whose runs "
                       "repeat bit for bit, the shapes decide instead: vectorised, configured chunks; "
                       "docs/engine.md#how-the-engine-chooses-its-path)"))
+        .add(Key::string("clip_passes").one_of({"one", "two"}).defaults("one")
+                 .doc("the vectorised path's backward passes (the same clipped sums): one keeps every layer's output "
+                      "gradient for the chunk until the norms are taken; two takes the norms inside the backward and "
+                      "the sums in a checked replay of it, holding about a non-private step's memory for a second "
+                      "backward's time (docs/engine.md#memory-one-or-two-backward-passes)"))
         .add(Key::boolean("secure_noise").defaults(true)
                  .doc("true: noise and batches from a ChaCha20 stream keyed by the OS CSPRNG; false: keyed by the "
                       "seed (reproducible, and the privacy reports carry a caveat: the guarantee holds only while "
@@ -118,6 +123,7 @@ DpSgdOptions dp_sgd_options(const Config& c, bool is_private) {
     o.clipping = clip_mode_from_string(c.get_string("clipping"));
     o.secure_noise = c.get_bool("secure_noise");
     o.engine_path = engine_path_from_string(c.get_string("engine_path"));
+    o.clip_passes = clip_passes_from_string(c.get_string("clip_passes"));
   } else {
     o.secure_noise = false;  // public data: nothing to keep secret, batches follow the seed
   }
@@ -431,7 +437,7 @@ void DpSgdMechanism::run(StageContext& context) {
                            : EnginePlan{options_.engine_path == EnginePath::micro_batch || !has_closed_form(model.module())
                                             ? EnginePath::micro_batch
                                             : EnginePath::vectorised,
-                                        options_.physical_batch_size, {}};
+                                        options_.physical_batch_size, {}, options_.clip_passes};
     if (!measure && engine_plan_.path == EnginePath::vectorised) {
       // The norm strategies by shape, before the first step. Planned lazily on the first private
       // chunk instead, the plan the first step reports (metrics.jsonl) would tell whether that chunk

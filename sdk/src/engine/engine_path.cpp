@@ -34,6 +34,9 @@ ClippedSum clipped_sum_along(const EnginePlan& plan, torch::nn::Module& model, c
   if (plan.path == EnginePath::micro_batch) {
     return micro_batch_clipped_sum(model, loss, examples, group, max_grad_norm, mode, rule);
   }
+  if (plan.passes == ClipPasses::two) {
+    return clipped_gradient_sum_two_passes(model, loss, examples, group, max_grad_norm, mode, planner, rule);
+  }
   return clipped_gradient_sum(model, loss, examples, group, max_grad_norm, mode, planner, rule);
 }
 
@@ -44,7 +47,7 @@ namespace {
 double seconds_per_example(EnginePath path, torch::nn::Module& model, const EngineCalibration& s,
                            std::int64_t examples, NormPlanner& planner) {
   const RowLoss loss = s.synthetic_loss(examples);
-  const EnginePlan plan{path, examples, {}};
+  const EnginePlan plan{path, examples, {}, s.passes};
   const auto start = std::chrono::steady_clock::now();
   const ClippedSum sums = clipped_sum_along(plan, model, loss, examples, s.group, s.max_grad_norm, s.mode, planner, s.rule);
   (void)sums.norms.sum().item<double>();
@@ -96,6 +99,7 @@ EnginePlan calibrate_engine(torch::nn::Module& model, const EngineCalibration& s
   if (s.chunk < 1) throw std::invalid_argument("calibrate_engine: the chunk must hold at least one example");
   EnginePlan plan;
   plan.chunk = s.chunk;
+  plan.passes = s.passes;
   if (!has_closed_form(model) || s.requested == EnginePath::micro_batch) {
     plan.path = EnginePath::micro_batch;
     return plan;
@@ -146,6 +150,7 @@ std::map<std::string, std::string> EnginePlan::describe(const NormPlanner& plann
     strategies += (strategies.empty() ? "" : ", ") + name + " x" + std::to_string(count);
   }
   if (path == EnginePath::vectorised && !strategies.empty()) out["norm_strategies"] = strategies;
+  if (path == EnginePath::vectorised) out["clip_passes"] = to_string(passes);
   std::string measured;
   for (const auto& [name, seconds] : seconds_per_example) {
     char buffer[64];

@@ -54,6 +54,16 @@ std::vector<at::Tensor> affine_norm_scaled_sum(const at::Tensor& weight, const a
   return out;
 }
 
+// The recorded input of a GroupNorm / LayerNorm call, normalised without the affine transform.
+at::Tensor group_normalised(const at::Tensor& x, std::int64_t groups, double eps) {
+  at::NoGradGuard no_grad;
+  return at::group_norm(x, groups, {}, {}, eps);
+}
+at::Tensor layer_normalised(const at::Tensor& x, std::int64_t dim, double eps) {
+  at::NoGradGuard no_grad;
+  return at::layer_norm(x, {dim}, {}, {}, eps);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- Linear
@@ -197,31 +207,28 @@ GroupNorm::GroupNorm(std::int64_t num_groups, std::int64_t num_channels, double 
 at::Tensor GroupNorm::forward(const at::Tensor& input) {
   const at::Tensor x = in_dtype_of(input, weight);
   // The library's fused normalisation with the affine transform (one pass forward and backward, as
-  // PyTorch's nn.GroupNorm); the normalised input, which the per-example gradients need, is computed
-  // apart and only while capturing.
+  // PyTorch's nn.GroupNorm). The call records its input, which autograd keeps for the backward
+  // anyway, not the normalised input: that would be a second tensor of the input's size held until
+  // the norms; the per-example gradients normalise it again (per example: a slice of rows normalises
+  // as the whole).
   at::Tensor y = at::group_norm(x, num_groups_, weight, bias, eps_);
-  if (will_record(this)) {
-    at::Tensor normalised;
-    {
-      at::NoGradGuard no_grad;
-      normalised = at::group_norm(x, num_groups_, {}, {}, eps_);
-    }
-    record_if_capturing(this, normalised, y);
-  }
+  record_if_capturing(this, x, y);
   return y;
 }
+
+
 
 std::vector<at::Tensor> GroupNorm::trainable_parameters() const { return trainable_only({weight, bias}); }
 
 std::vector<at::Tensor> GroupNorm::per_example(const CapturedCall& call, const at::Tensor& g, std::int64_t group) const {
-  return affine_norm_per_example(weight, bias, call.saved, g, group, [c = weight.size(0)](const at::Tensor& t) {
+  return affine_norm_per_example(weight, bias, group_normalised(call.saved, num_groups_, eps_), g, group, [c = weight.size(0)](const at::Tensor& t) {
     return t.reshape({t.size(0), c, -1});
   });
 }
 
 std::vector<at::Tensor> GroupNorm::scaled_sum(const CapturedCall& call, const at::Tensor& g, std::int64_t group,
                                               const std::vector<at::Tensor>& scales) const {
-  return affine_norm_scaled_sum(weight, bias, call.saved, g, group, scales, [c = weight.size(0)](const at::Tensor& t) {
+  return affine_norm_scaled_sum(weight, bias, group_normalised(call.saved, num_groups_, eps_), g, group, scales, [c = weight.size(0)](const at::Tensor& t) {
     return t.reshape({t.size(0), c, -1});
   });
 }
@@ -234,30 +241,25 @@ LayerNorm::LayerNorm(std::int64_t dim, double eps) : eps_(eps) {
 
 at::Tensor LayerNorm::forward(const at::Tensor& input) {
   const at::Tensor x = in_dtype_of(input, weight);
-  at::Tensor y = at::layer_norm(x, {weight.size(0)}, weight, bias, eps_);  // fused, as GroupNorm's
-  if (will_record(this)) {
-    at::Tensor normalised;
-    {
-      at::NoGradGuard no_grad;
-      normalised = at::layer_norm(x, {weight.size(0)}, {}, {}, eps_);
-    }
-    record_if_capturing(this, normalised, y);
-  }
+  at::Tensor y = at::layer_norm(x, {weight.size(0)}, weight, bias, eps_);  // fused; the input recorded, as GroupNorm's
+  record_if_capturing(this, x, y);
   return y;
 }
+
+
 
 std::vector<at::Tensor> LayerNorm::trainable_parameters() const { return trainable_only({weight, bias}); }
 
 // The normalised dimension is last: [N, ..., D] -> [N, D, positions].
 std::vector<at::Tensor> LayerNorm::per_example(const CapturedCall& call, const at::Tensor& g, std::int64_t group) const {
-  return affine_norm_per_example(weight, bias, call.saved, g, group, [d = weight.size(0)](const at::Tensor& t) {
+  return affine_norm_per_example(weight, bias, layer_normalised(call.saved, weight.size(0), eps_), g, group, [d = weight.size(0)](const at::Tensor& t) {
     return t.reshape({t.size(0), -1, d}).transpose(1, 2);
   });
 }
 
 std::vector<at::Tensor> LayerNorm::scaled_sum(const CapturedCall& call, const at::Tensor& g, std::int64_t group,
                                               const std::vector<at::Tensor>& scales) const {
-  return affine_norm_scaled_sum(weight, bias, call.saved, g, group, scales, [d = weight.size(0)](const at::Tensor& t) {
+  return affine_norm_scaled_sum(weight, bias, layer_normalised(call.saved, weight.size(0), eps_), g, group, scales, [d = weight.size(0)](const at::Tensor& t) {
     return t.reshape({t.size(0), -1, d}).transpose(1, 2);
   });
 }

@@ -98,7 +98,7 @@ TEST(ClippingRobustness, AnExampleWithANonFiniteGradientContributesNothing) {
     const double clip = 1.0;
     for (auto mode : {ClipMode::flat, ClipMode::per_layer}) {
       const auto reference = clipped_gradient_sum(clean.net, clean.loss(), 5, 1, clip, mode);
-      for (int path = 0; path < 4; ++path) {
+      for (int path = 0; path < 6; ++path) {
         NormPlanner ghost(NormPlanner::Mode::fixed, NormStrategy::ghost);
         // Materialised norms keep the per-example gradients and sum them with the clip factors:
         // the bad example's rows must be zeroed there too, not multiplied by 0.
@@ -107,7 +107,11 @@ TEST(ClippingRobustness, AnExampleWithANonFiniteGradientContributesNothing) {
             path == 0   ? clipped_gradient_sum(c.net, c.loss(), 5, 1, clip, mode, ghost)
             : path == 1 ? clip_and_sum(per_example_gradients(c.net, c.loss(), 5, 1), clip, mode)
             : path == 2 ? micro_batch_clipped_sum(c.net, c.loss(), 5, 1, clip, mode)
-                        : clipped_gradient_sum(c.net, c.loss(), 5, 1, clip, mode, materialised);
+            : path == 3 ? clipped_gradient_sum(c.net, c.loss(), 5, 1, clip, mode, materialised)
+            // Two backward passes: the replay's sums read the bad example's rows zeroed, and the
+            // kept gradients (materialised) are summed with those rows zeroed too.
+            : path == 4 ? clipped_gradient_sum_two_passes(c.net, c.loss(), 5, 1, clip, mode, ghost)
+                        : clipped_gradient_sum_two_passes(c.net, c.loss(), 5, 1, clip, mode, materialised);
         const at::Tensor factor = mode == ClipMode::flat ? got.factors[2] : got.factors[2].max();
         EXPECT_EQ(factor.item<double>(), 0.0) << "path " << path;
         ASSERT_EQ(got.sums.size(), reference.sums.size());

@@ -139,10 +139,12 @@ inline void expect_clipped_sums_equal(const ClippedSum& fast, const ClippedSum& 
   }
 }
 
-// Fast gradient clipping gives the same clipped sum (and norms) as clipping the materialised
-// per-example gradients, flat and per layer, with and without grouping, with every norm strategy.
+// Fast gradient clipping (`passes` backward passes) gives the same clipped sum (and norms) as
+// clipping the materialised per-example gradients, flat and per layer, with and without grouping,
+// with every norm strategy.
 inline void expect_fast_clipping_matches_oracle(const std::function<std::shared_ptr<Net>()>& make,
-                                                std::vector<std::int64_t> example_shape) {
+                                                std::vector<std::int64_t> example_shape,
+                                                ClipPasses passes = ClipPasses::one) {
   for (std::int64_t group : {1, 3}) {
     for (auto mode : {ClipMode::flat, ClipMode::per_layer}) {
       // Seeded here: a calibrating planner may draw a timing-dependent amount of randomness, which
@@ -156,8 +158,10 @@ inline void expect_fast_clipping_matches_oracle(const std::function<std::shared_
       const RowLoss loss = make_loss(net, x, group);
       const auto reference = clip_and_sum(micro_batch_per_example_gradients(net, loss, 4, group), 0.05, mode);
       for (NormPlanner& planner : every_norm_planner()) {
-        const auto fast = clipped_gradient_sum(net, loss, 4, group, 0.05, mode, planner);
-        std::string what = "K " + std::to_string(group) + (mode == ClipMode::flat ? " flat" : " per layer") + ", plan";
+        const auto fast = passes == ClipPasses::two
+                              ? clipped_gradient_sum_two_passes(net, loss, 4, group, 0.05, mode, planner)
+                              : clipped_gradient_sum(net, loss, 4, group, 0.05, mode, planner);
+        std::string what = to_string(passes) + " pass(es), K " + std::to_string(group) + (mode == ClipMode::flat ? " flat" : " per layer") + ", plan";
         for (const auto& [strategy, count] : planner.counts()) what += " " + strategy + " x" + std::to_string(count);
         expect_clipped_sums_equal(fast, reference, what);
       }

@@ -12,7 +12,9 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace privdiff::sdk::engine {
@@ -34,10 +36,30 @@ struct CapturedCall {
   std::int64_t output_version = 0;  ///< to detect later in-place changes, which would corrupt the gradients
 };
 
+/// Where the two-backward clipping (fast_gradient_clipping.hpp) takes each layer output's gradient
+/// while a backward pass runs, so that autograd never hands back (and nobody holds) the gradients
+/// of all outputs at once. When it runs: on autograd's thread, once per recorded call whose output
+/// reached the loss, as soon as autograd has summed the gradient with respect to that output and
+/// before the gradient flows on into the layer's own backward; calls come in backward order (last
+/// layer first). What is guaranteed: `gradient` has the output's shape; the sink may read and keep
+/// it, never modify it (autograd passes the same tensor on).
+class PRIVDIFF_SDK_API OutputGradientSink {
+ public:
+  virtual ~OutputGradientSink();
+  /// `call`: the index of the call in CaptureSession::calls().
+  virtual void on_output_gradient(std::size_t call, const at::Tensor& gradient) = 0;
+};
+
 /// RAII: makes per-example layers record their forward calls on this thread until destroyed.
 class PRIVDIFF_SDK_API CaptureSession {
  public:
   CaptureSession();
+  /// A session whose recorded outputs are tapped: the output tensor itself (the layer returns it
+  /// unchanged) gets a pass-through autograd node that hands its gradient to `sink` in every later
+  /// backward pass through it (while the sink lives), and leads to probe(). A backward to probe()
+  /// alone (torch::autograd::grad({loss}, {session.probe()})) thus runs every tap without computing
+  /// any weight gradient or keeping any output gradient.
+  explicit CaptureSession(std::shared_ptr<OutputGradientSink> sink);
   ~CaptureSession();
   CaptureSession(const CaptureSession&) = delete;
   CaptureSession& operator=(const CaptureSession&) = delete;
@@ -46,10 +68,14 @@ class PRIVDIFF_SDK_API CaptureSession {
   static CaptureSession* current();
   void record(PerExampleLayer* layer, at::Tensor saved, at::Tensor output);
   const std::vector<CapturedCall>& calls() const { return calls_; }
+  /// The leaf every tapped output leads to (a float scalar on the CPU; undefined without a sink).
+  const at::Tensor& probe() const { return probe_; }
 
  private:
   std::vector<CapturedCall> calls_;
   CaptureSession* previous_;
+  std::shared_ptr<OutputGradientSink> sink_;
+  at::Tensor probe_;
 };
 
 /// Records a forward call of `layer` (`saved`: what its per-example gradients need, detached here;

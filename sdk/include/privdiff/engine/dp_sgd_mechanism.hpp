@@ -48,8 +48,11 @@ struct DpSgdOptions {
   std::optional<double> noise_multiplier;  ///< sigma (noise std / C); empty = "auto", set by the host
   ClipMode clipping = ClipMode::flat;
   std::int64_t physical_batch_size = 0;    ///< 0: the whole logical batch at once (or the chunk the engine's calibration chose)
-  EnginePath engine_path = EnginePath::automatic;
-  Precision precision = Precision::float32;  ///< of the forward and backward (precision.hpp)  ///< vectorised / micro-batch, or chosen per shape (engine_path.hpp)
+  EnginePath engine_path = EnginePath::automatic;  ///< vectorised / micro-batch, or chosen per shape (engine_path.hpp)
+  /// The vectorised path's backward passes (fast_gradient_clipping.hpp): two hold no layer output's
+  /// gradient, for a second backward's time.
+  ClipPasses clip_passes = ClipPasses::one;
+  Precision precision = Precision::float32;  ///< of the forward and backward (precision.hpp)
   std::string optimizer = "adam";          ///< "adam" or "sgd"
   double lr = 3e-4, momentum = 0.9, weight_decay = 0.0;
   double ema = 0.999;                      ///< EMA rate of the weights; 0 disables. The model ends with the EMA weights.

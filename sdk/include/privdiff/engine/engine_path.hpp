@@ -10,6 +10,7 @@
 /// keeps the faster; the choice goes into the stage's metrics.
 
 #include <privdiff/engine/clipping.hpp>
+#include <privdiff/engine/fast_gradient_clipping.hpp>
 #include <privdiff/engine/norm_strategy.hpp>
 #include <privdiff/engine/per_example_gradients.hpp>
 #include <privdiff/sdk_api.hpp>
@@ -34,6 +35,9 @@ struct PRIVDIFF_SDK_API EnginePlan {
   std::int64_t chunk = 0;  ///< examples per physical chunk
   /// What the calibration measured: seconds per example, by "vectorised/CHUNK" and "micro_batch".
   std::map<std::string, double> seconds_per_example;
+  /// Vectorised chunks: one backward with the layer outputs' gradients held, or two with none held
+  /// (fast_gradient_clipping.hpp).
+  ClipPasses passes = ClipPasses::one;
   /// For metrics: path, chunk, norm strategies and the measurements, as text.
   std::map<std::string, std::string> describe(const NormPlanner& planner) const;
 };
@@ -49,6 +53,7 @@ struct EngineCalibration {
   ClipMode mode = ClipMode::flat;
   ClipRule rule;                   ///< the mechanism's clip rule (empty: the standard one), timed as it will run
   EnginePath requested = EnginePath::automatic;  ///< a fixed path is kept, only the norm strategies are planned
+  ClipPasses passes = ClipPasses::one;           ///< the vectorised path's backward passes, timed as they will run
 };
 
 /// The chunks a calibration may try, smallest first: `chunk` / 8, / 4, / 2 and `chunk` itself, those

@@ -21,8 +21,9 @@ class Registrar;
 /// sensitivity and noise bases: the mechanism checks' second round; 9: Mechanism::check_public_data,
 /// a virtual before run; 10: captions — Dataset::has_captions/captions, Model::conditions_on_text,
 /// Conditioning::captions, SampleRequest::captions, KarrasRun::cond; 11: LabelledImages::prompts, the
-/// evaluators' view of the samples' prompts).
-inline constexpr std::uint32_t plugin_abi_version = 11;
+/// evaluators' view of the samples' prompts; 12: DpSgdOptions::clip_passes and EnginePlan::passes, the
+/// two-backward clipping).
+inline constexpr std::uint32_t plugin_abi_version = 12;
 
 /// Name of the exported alias that holds a pointer to the descriptor.
 inline constexpr const char* plugin_descriptor_symbol = "privdiff_plugin";
