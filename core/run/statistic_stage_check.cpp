@@ -47,7 +47,7 @@ sdk::check::StatisticMechanism mechanism_with_seeded_noise(const Recipe& recipe,
   }
   // A generator fitted to the released statistic (rff_embedding) is post-processing: the statistic the
   // replay compares is released before it, so one step and one image per class keep each run short.
-  if (schema.find("generator_steps")) {
+  if (id == "rff_embedding") {  // its generator reads nothing but the released sums (rff_embedding.hpp)
     log << "generator_steps and images_per_class set to 1 for the replay: the generator post-processes the "
            "released statistic\n";
     values["generator_steps"] = sdk::ConfigValue{std::int64_t{1}};

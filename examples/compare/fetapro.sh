@@ -5,8 +5,8 @@
 # generator and a 300-step warm-up on the generator's images), each with seeds 0..SEEDS-1, sampled,
 # evaluated and tabulated by privdiff compare (Fréchet distance in the feature CNN's space among the
 # metrics), the spread across seeds in the report.
-#   examples/compare/fetapro.sh [OUT_DIR]     (default runs/fetapro; about 10 and 13 min of training per
-#                                               seed on the fast 2-core machines, plus sampling)
+#   examples/compare/fetapro.sh [OUT_DIR]     (default runs/fetapro; about 27 and 30 min of training per
+#                                               seed measured on a slow 2-core machine, plus sampling)
 # Environment: PRIVDIFF, SAMPLES (default 1000), EPOCHS (default 10), SEEDS (default 3).
 set -euo pipefail
 cd "$(dirname "$0")/../.."

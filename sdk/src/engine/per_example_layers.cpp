@@ -200,6 +200,9 @@ std::vector<at::Tensor> Conv2d::scaled_sum(const CapturedCall& call, const at::T
 GroupNorm::GroupNorm(std::int64_t num_groups, std::int64_t num_channels, double eps)
     : num_groups_(num_groups), eps_(eps) {
   if (num_channels % num_groups != 0) throw std::invalid_argument("GroupNorm: channels must be divisible by groups");
+  // eps > 0: the per-example gradients normalise the recorded input again, and a row the engine
+  // zeroes (an example with a non-finite norm) must normalise to 0, not 0 / 0.
+  if (!(eps > 0)) throw std::invalid_argument("GroupNorm: eps must be > 0");
   weight = register_parameter("weight", torch::ones({num_channels}));
   bias = register_parameter("bias", torch::zeros({num_channels}));
 }
@@ -235,6 +238,7 @@ std::vector<at::Tensor> GroupNorm::scaled_sum(const CapturedCall& call, const at
 
 // ---------------------------------------------------------------- LayerNorm
 LayerNorm::LayerNorm(std::int64_t dim, double eps) : eps_(eps) {
+  if (!(eps > 0)) throw std::invalid_argument("LayerNorm: eps must be > 0 (see GroupNorm)");
   weight = register_parameter("weight", torch::ones({dim}));
   bias = register_parameter("bias", torch::zeros({dim}));
 }

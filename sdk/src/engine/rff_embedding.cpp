@@ -43,8 +43,11 @@ at::Tensor rff_features(const at::Tensor& p, const at::Tensor& frequencies) {
 
 at::Tensor rff_class_sums(const at::Tensor& images, const at::Tensor& labels, std::int64_t classes,
                           const at::Tensor& frequencies) {
-  if (images.numel() > 0 && (images.min().item<double>() < -1 || images.max().item<double>() > 1)) {
-    throw std::invalid_argument("rff embedding: images must lie in [-1, 1] (the features' bound assumes pixels in [0, 1])");
+  // Written so that NaN fails too (NaN < -1 and NaN > 1 are both false): a NaN pixel would make its
+  // record's row NaN, a change no sensitivity bounds.
+  if (images.numel() > 0 && !(images.min().item<double>() >= -1 && images.max().item<double>() <= 1)) {
+    throw std::invalid_argument("rff embedding: images must lie in [-1, 1], finite (the features' bound assumes pixels "
+                                "in [0, 1])");
   }
   if (labels.numel() > 0 && (labels.min().item<std::int64_t>() < 0 || labels.max().item<std::int64_t>() >= classes)) {
     throw std::invalid_argument("rff embedding: labels must lie in [0, " + std::to_string(classes) + ")");

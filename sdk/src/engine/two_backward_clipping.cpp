@@ -36,10 +36,13 @@ class DeterministicCudnnScope {
   bool before_;
 };
 
-// Each example's squared norm of one output gradient ([n], float64): the fingerprint the replay's
-// gradient must match exactly, or the sums would not be those of the norms' gradients.
+// Each example's fingerprint of one output gradient ([n, 2], float64): its norm, and the sum of its
+// values' bits read as integers (a change too small to move the norm moves the bits). The replay's
+// gradient must match it exactly, or the sums would not be those of the norms' gradients.
 at::Tensor fingerprint(const at::Tensor& g, std::int64_t n) {
-  return at::linalg_vector_norm(g.reshape({n, -1}), 2, {1}, false, at::kDouble);
+  const at::Tensor rows = g.reshape({n, -1}).contiguous();
+  const at::Tensor bits = rows.view(rows.element_size() == 2 ? at::kShort : at::kInt).to(at::kLong).sum(1);
+  return at::stack({at::linalg_vector_norm(rows, 2, {1}, false, at::kDouble), bits.to(at::kDouble)}, 1);
 }
 
 // Both passes' state. Pass 1 (norms): each call's per-example squared norms into one column per
@@ -105,10 +108,16 @@ void TwoPassSink::start(std::vector<CapturedCall> calls) {
       throw std::invalid_argument("per-example gradients: the output of a per-example layer was modified in place; "
                                   "use out-of-place operations (y = y + x, not y += x) on layer outputs");
     }
+    // One device: autograd runs each device's nodes on its own thread, and the sink takes no lock.
+    if (call.output.device() != calls_.front().output.device()) {
+      throw std::invalid_argument("two-backward clipping: the layer outputs are on more than one device; set the "
+                                  "stage's clip_passes = \"one\"");
+    }
     if (++calls_per_layer_[call.layer] == 1) {
       for (const auto& p : call.layer->trainable_parameters()) ++owners_[position(p)];
     }
   }
+  for (auto& call : calls_) call.output = at::Tensor();  // checked: the graph holds what it needs
 }
 
 bool TwoPassSink::owns_its_norms(PerExampleLayer* layer) const {
@@ -136,7 +145,7 @@ void TwoPassSink::on_output_gradient(std::size_t c, const at::Tensor& gradient) 
   if (!replayed_.count(c)) return;  // summed in pass 1
   RECORD_USER_SCOPE("privdiff::sums_in_replay");
   // Only the examples summed matter: the others' rows are zeroed (and may be NaN in both passes).
-  const at::Tensor differs = (fingerprint(gradient, n_) != fingerprints_.at(c)).logical_and(finite_).any();
+  const at::Tensor differs = (fingerprint(gradient, n_) != fingerprints_.at(c)).any(1).logical_and(finite_).any();
   mismatch_ = mismatch_.defined() ? mismatch_.logical_or(differs) : differs;
   add_sum(c, in_parameter_type(calls_[c], gradient));
 }
@@ -154,7 +163,9 @@ void TwoPassSink::add_to_sum(std::int64_t p, at::Tensor value) {
 }
 
 void TwoPassSink::take_norms(std::size_t c, const at::Tensor& g) {
-  CapturedCall& call = calls_[c];
+  // A bf16 forward's input in the parameters' dtype, for this pass only (kept, it would double the
+  // memory of every call waiting for the replay).
+  CapturedCall call = calls_[c];
   call.saved = in_parameter_type(call, call.saved);
   const auto layer_params = call.layer->trainable_parameters();
   if (!owns_its_norms(call.layer)) {  // its norm is that of a sum: the gradients, summed over calls
@@ -163,7 +174,7 @@ void TwoPassSink::take_norms(std::size_t c, const at::Tensor& g) {
       auto [it, first] = shared_.emplace(position(layer_params[j]), per_example[j]);
       if (!first) it->second.add_(per_example[j]);
     }
-    call.saved = at::Tensor();
+    calls_[c].saved = at::Tensor();
     return;
   }
   // Slices keep a CPU's working set cache-sized; a GPU takes the chunk at once (fast_gradient_clipping.cpp).
@@ -188,7 +199,7 @@ void TwoPassSink::take_norms(std::size_t c, const at::Tensor& g) {
   }
   kept_bytes_ += bytes;
   kept_[c] = std::move(kept);
-  call.saved = at::Tensor();  // summed from what is kept: the input is not needed again
+  calls_[c].saved = at::Tensor();  // summed from what is kept: the input is not needed again
 }
 
 at::Tensor TwoPassSink::finish_norms(double max_grad_norm, ClipMode mode, const ClipRule& rule, at::Tensor& squared) {
@@ -229,6 +240,7 @@ at::Tensor TwoPassSink::finish_norms(double max_grad_norm, ClipMode mode, const 
 
 void TwoPassSink::add_sum(std::size_t c, const at::Tensor& g) {
   CapturedCall call = calls_[c];
+  call.saved = in_parameter_type(call, call.saved);
   const auto layer_params = call.layer->trainable_parameters();
   std::vector<at::Tensor> scales;
   for (const auto& p : layer_params) scales.push_back(factors_of(position(p)));

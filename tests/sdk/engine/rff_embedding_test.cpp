@@ -83,6 +83,8 @@ TEST(RffEmbedding, OneRecordMovesTheSumsByNormOne) {
     EXPECT_EQ(moved.narrow(0, 0, 2).abs().max().item<double>(), 0.0);  // the other classes' rows
   }
   EXPECT_THROW(rff_class_sums(at::full({1, 1, 4, 4}, 1.5), at::zeros({1}, at::kLong), 3, w), std::invalid_argument);
+  EXPECT_THROW(rff_class_sums(at::full({1, 1, 4, 4}, std::nan("")), at::zeros({1}, at::kLong), 3, w),
+               std::invalid_argument);  // NaN compares false both ways: refused all the same
   EXPECT_THROW(rff_class_sums(images, labels + 1, 3, w), std::invalid_argument);
 }
 
