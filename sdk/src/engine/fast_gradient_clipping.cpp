@@ -1,6 +1,8 @@
 #include <privdiff/engine/fast_gradient_clipping.hpp>
 #include <privdiff/engine/precision.hpp>
 
+#include "clipped_sum_parts.hpp"
+
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
 #include <torch/autograd.h>
@@ -56,12 +58,6 @@ struct KeptGradients {
   std::map<PerExampleLayer*, Covered> covered;
 };
 
-std::int64_t gradient_bytes(const std::vector<at::Tensor>& layer_params, std::int64_t examples) {
-  std::int64_t bytes = 0;
-  for (const auto& p : layer_params) bytes += p.numel() * static_cast<std::int64_t>(p.element_size());
-  return bytes * examples;
-}
-
 // The squared norms [len, P] of examples [start, start + len), layer by layer; the per-example
 // gradients formed on the way go to `kept` while its budget lasts.
 at::Tensor squared_norms_of_slice(const ChunkLayers& chunk, std::int64_t start, std::int64_t len, std::int64_t group,
@@ -81,7 +77,7 @@ at::Tensor squared_norms_of_slice(const ChunkLayers& chunk, std::int64_t start, 
   for (const auto& [layer, layer_calls] : chunk.calls_of) {
     const auto layer_params = layer->trainable_parameters();
     if (chunk.owns_its_norms(layer)) {
-      const std::int64_t bytes = gradient_bytes(layer_params, len);
+      const std::int64_t bytes = detail::gradient_bytes(layer_params, len);
       std::vector<at::Tensor> gradients;
       const auto norms = planner.squared_norms(*layer, part_of(layer_calls[0]), grad_of(layer_calls[0]), group,
                                                kept.bytes + bytes <= KeptGradients::budget ? &gradients : nullptr);
@@ -177,12 +173,8 @@ ClippedSum clipped_gradient_sum(torch::nn::Module& model, const RowLoss& loss, s
   const StrictFloat32Scope strict;  // norms and sums rounded alike: no TF32 (precision.hpp)
   const ChunkLayers chunk(backward, params);
 
-  // 1. Per-example squared norms, one slice of examples at a time: on a CPU slices keep the working
-  //    set (patches, per-example gradients, Gram matrices) cache-sized. A GPU takes the chunk in one
-  //    slice: there the norms are bound by the host dispatching their ~1,700 operations once per
-  //    slice (29 ms a slice on an H200, whatever its width; docs/gpus.md), and the chunk's size
-  //    already bounds the memory.
-  const std::int64_t slice = params.front().device().is_cuda() ? std::max<std::int64_t>(n, 1) : 16;
+  // 1. Per-example squared norms, one slice of examples at a time (detail::norm_slice).
+  const std::int64_t slice = detail::norm_slice(params.front().device(), n);
   std::vector<at::Tensor> slices, slice_factors;
   ClippedSum out;
   out.sums.resize(params.size());

@@ -1,6 +1,8 @@
 #include <privdiff/engine/per_example_gradients.hpp>
 #include <privdiff/engine/per_example_rows.hpp>
 
+#include "clipped_sum_parts.hpp"
+
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
 #include <torch/types.h>
@@ -78,23 +80,15 @@ BackwardToOutputs backward_to_layer_outputs(const RowLoss& loss, std::int64_t n,
     out.calls = session.calls();
   }
   for (const auto& call : out.calls) {
-    if (static_cast<std::int64_t>(call.output._version()) != call.output_version) {
-      throw std::invalid_argument("per-example gradients: the output of a per-example layer was modified in place; "
-                                  "use out-of-place operations (y = y + x, not y += x) on layer outputs");
-    }
+    detail::check_output_unchanged(call);
     outputs.push_back(call.output);
   }
   // Gradients with respect to the layer outputs only: the summed weight gradients are never formed.
   out.output_grads = torch::autograd::grad({total}, outputs, {}, false, false, /*allow_unused=*/true);
-  // A forward in lower precision (precision.hpp: bf16 autocast) captured bf16 tensors; the norms,
-  // clipping and sums are taken in the parameters' own dtype.
   at::NoGradGuard no_grad;
   for (std::size_t c = 0; c < out.calls.size(); ++c) {
-    const auto type = out.calls[c].layer->trainable_parameters().front().scalar_type();
-    at::Tensor& saved = out.calls[c].saved;
-    if (saved.is_floating_point() && saved.scalar_type() != type) saved = saved.to(type);
-    at::Tensor& grad = out.output_grads[c];
-    if (grad.defined() && grad.scalar_type() != type) grad = grad.to(type);
+    out.calls[c].saved = detail::in_parameter_type(out.calls[c], out.calls[c].saved);
+    out.output_grads[c] = detail::in_parameter_type(out.calls[c], out.output_grads[c]);
   }
   return out;
 }

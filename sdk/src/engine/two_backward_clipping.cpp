@@ -5,6 +5,8 @@
 #include <privdiff/engine/per_example_rows.hpp>
 #include <privdiff/engine/precision.hpp>
 
+#include "clipped_sum_parts.hpp"
+
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <ATen/record_function.h>
@@ -78,7 +80,6 @@ class TwoPassSink : public OutputGradientSink {
   void add_sum(std::size_t c, const at::Tensor& g);
   void add_to_column(std::int64_t p, std::int64_t start, const at::Tensor& values);
   void add_to_sum(std::int64_t p, at::Tensor value);
-  at::Tensor in_parameter_type(const CapturedCall& call, const at::Tensor& t) const;
   at::Tensor factors_of(std::int64_t p) const { return mode_ == ClipMode::flat ? factors_ : factors_.select(1, p); }
 
   std::vector<at::Tensor> params_;
@@ -104,10 +105,7 @@ class TwoPassSink : public OutputGradientSink {
 void TwoPassSink::start(std::vector<CapturedCall> calls) {
   calls_ = std::move(calls);
   for (const auto& call : calls_) {
-    if (static_cast<std::int64_t>(call.output._version()) != call.output_version) {
-      throw std::invalid_argument("per-example gradients: the output of a per-example layer was modified in place; "
-                                  "use out-of-place operations (y = y + x, not y += x) on layer outputs");
-    }
+    detail::check_output_unchanged(call);
     // One device: autograd runs each device's nodes on its own thread, and the sink takes no lock.
     if (call.output.device() != calls_.front().output.device()) {
       throw std::invalid_argument("two-backward clipping: the layer outputs are on more than one device; set the "
@@ -128,17 +126,12 @@ bool TwoPassSink::owns_its_norms(PerExampleLayer* layer) const {
   return true;
 }
 
-at::Tensor TwoPassSink::in_parameter_type(const CapturedCall& call, const at::Tensor& t) const {
-  const auto type = call.layer->trainable_parameters().front().scalar_type();
-  return t.is_floating_point() && t.scalar_type() != type ? t.to(type) : t;
-}
-
 void TwoPassSink::on_output_gradient(std::size_t c, const at::Tensor& gradient) {
   at::NoGradGuard no_grad;
   const StrictFloat32Scope strict;  // norms and sums rounded alike: no TF32 (precision.hpp)
   if (!replay_) {
     RECORD_USER_SCOPE("privdiff::norms_in_backward");
-    take_norms(c, in_parameter_type(calls_[c], gradient));
+    take_norms(c, detail::in_parameter_type(calls_[c], gradient));
     if (replayed_.count(c)) fingerprints_[c] = fingerprint(gradient, n_);
     return;
   }
@@ -147,7 +140,7 @@ void TwoPassSink::on_output_gradient(std::size_t c, const at::Tensor& gradient) 
   // Only the examples summed matter: the others' rows are zeroed (and may be NaN in both passes).
   const at::Tensor differs = (fingerprint(gradient, n_) != fingerprints_.at(c)).any(1).logical_and(finite_).any();
   mismatch_ = mismatch_.defined() ? mismatch_.logical_or(differs) : differs;
-  add_sum(c, in_parameter_type(calls_[c], gradient));
+  add_sum(c, detail::in_parameter_type(calls_[c], gradient));
 }
 
 void TwoPassSink::add_to_column(std::int64_t p, std::int64_t start, const at::Tensor& values) {
@@ -166,7 +159,7 @@ void TwoPassSink::take_norms(std::size_t c, const at::Tensor& g) {
   // A bf16 forward's input in the parameters' dtype, for this pass only (kept, it would double the
   // memory of every call waiting for the replay).
   CapturedCall call = calls_[c];
-  call.saved = in_parameter_type(call, call.saved);
+  call.saved = detail::in_parameter_type(call, call.saved);
   const auto layer_params = call.layer->trainable_parameters();
   if (!owns_its_norms(call.layer)) {  // its norm is that of a sum: the gradients, summed over calls
     auto per_example = call.layer->per_example(call, g, group_);
@@ -177,10 +170,8 @@ void TwoPassSink::take_norms(std::size_t c, const at::Tensor& g) {
     calls_[c].saved = at::Tensor();
     return;
   }
-  // Slices keep a CPU's working set cache-sized; a GPU takes the chunk at once (fast_gradient_clipping.cpp).
-  const std::int64_t slice = g.device().is_cuda() ? n_ : 16;
-  std::int64_t bytes = 0;
-  for (const auto& p : layer_params) bytes += p.numel() * static_cast<std::int64_t>(p.element_size()) * n_;
+  const std::int64_t slice = detail::norm_slice(g.device(), n_);
+  const std::int64_t bytes = detail::gradient_bytes(layer_params, n_);
   bool keep = kept_bytes_ + bytes <= budget;
   std::vector<std::pair<std::int64_t, std::vector<at::Tensor>>> kept;
   for (std::int64_t start = 0; start < n_; start += slice) {
@@ -240,7 +231,7 @@ at::Tensor TwoPassSink::finish_norms(double max_grad_norm, ClipMode mode, const 
 
 void TwoPassSink::add_sum(std::size_t c, const at::Tensor& g) {
   CapturedCall call = calls_[c];
-  call.saved = in_parameter_type(call, call.saved);
+  call.saved = detail::in_parameter_type(call, call.saved);
   const auto layer_params = call.layer->trainable_parameters();
   std::vector<at::Tensor> scales;
   for (const auto& p : layer_params) scales.push_back(factors_of(position(p)));
